@@ -1,0 +1,3 @@
+module github.com/ensemble-dev/ensemble
+
+go 1.26

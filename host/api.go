@@ -1,0 +1,90 @@
+package host
+
+import "time"
+
+// CreateSessionInput creates an empty session, or one with initial content
+// (which then behaves like SendInput under ClientSubmitID).
+type CreateSessionInput struct {
+	WorkspaceID    string
+	Title          string
+	Settings       map[string]string
+	Content        *MessageContent
+	ClientSubmitID string
+	// CreatedBy is the principal's user id.
+	CreatedBy string
+}
+
+// CreateSessionResult is the created (or, on retry, existing) session and,
+// with initial content, its first Turn.
+type CreateSessionResult struct {
+	Session Session `json:"session"`
+	Turn    *Turn   `json:"turn,omitempty"`
+}
+
+// Placement chooses where a submission goes when a Turn is active.
+type Placement string
+
+const (
+	PlacementNextTurn    Placement = "next_turn"
+	PlacementCurrentTurn Placement = "current_turn"
+)
+
+// SendInput submits one user message to a session.
+type SendInput struct {
+	WorkspaceID    string
+	SessionID      string
+	ClientSubmitID string
+	Content        MessageContent
+	Placement      Placement
+	TurnID         string
+	SubmittedBy    string
+}
+
+// Disposition says what a submission became.
+type Disposition string
+
+const (
+	DispositionTurnStarted Disposition = "turn_started"
+	DispositionSteering    Disposition = "steering"
+	DispositionFollowup    Disposition = "followup"
+)
+
+// SendResult is the outcome of SendInput. Replayed is true when the
+// ClientSubmitID was already claimed and no new dispatch happened.
+type SendResult struct {
+	Disposition Disposition `json:"disposition"`
+	Turn        *Turn       `json:"turn,omitempty"`
+	Replayed    bool        `json:"replayed"`
+}
+
+// CancelInput asks to cancel one exact Turn. Wait bounds how long the call
+// waits for canonical settlement (0 = do not wait).
+type CancelInput struct {
+	WorkspaceID string
+	SessionID   string
+	TurnID      string
+	Wait        time.Duration
+}
+
+// CancelResult keeps durable intent, provider confirmation and canonical
+// settlement as separate facts.
+type CancelResult struct {
+	IntentAccepted    bool `json:"intentAccepted"`
+	ProviderConfirmed bool `json:"providerConfirmed"`
+	Settled           bool `json:"settled"`
+	Turn              Turn `json:"state"`
+}
+
+// UpdateSessionInput changes session metadata. Nil fields stay unchanged.
+type UpdateSessionInput struct {
+	WorkspaceID string
+	SessionID   string
+	Title       *string
+	Pinned      *bool
+}
+
+// RecoveryReport is what Recover did.
+type RecoveryReport struct {
+	SettledTurns []TurnRef     `json:"settledTurns"`
+	Quarantined  []Quarantined `json:"quarantined"`
+}

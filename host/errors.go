@@ -1,0 +1,112 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is one entry of the closed list of error codes that every transport
+// shows to clients. docs/protocol.md documents each.
+type Code string
+
+const (
+	CodeUnauthenticated   Code = "unauthenticated"
+	CodeForbidden         Code = "forbidden"
+	CodeNotFound          Code = "not_found"
+	CodeInvalidInput      Code = "invalid_input"
+	CodeOperationConflict Code = "operation_conflict"
+	CodeSessionBusy       Code = "session_busy"
+	CodeNotDispatched     Code = "not_dispatched"
+	CodeOutcomeUnknown    Code = "outcome_unknown"
+	CodeUnsupported       Code = "unsupported"
+	CodeRateLimited       Code = "rate_limited"
+	CodeUnavailable       Code = "unavailable"
+	CodeInternal          Code = "internal"
+)
+
+// Codes lists every code, in documentation order.
+var Codes = []Code{
+	CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeInvalidInput,
+	CodeOperationConflict, CodeSessionBusy, CodeNotDispatched, CodeOutcomeUnknown,
+	CodeUnsupported, CodeRateLimited, CodeUnavailable, CodeInternal,
+}
+
+// Retryable reports whether a client may retry the same request unchanged.
+func (c Code) Retryable() bool {
+	switch c {
+	case CodeSessionBusy, CodeRateLimited, CodeUnavailable, CodeOutcomeUnknown:
+		return true
+	}
+	return false
+}
+
+// Error is the typed error every Host command returns. Reason is a stable,
+// content-free detail (for example "execution_status_unknown").
+type Error struct {
+	Code    Code
+	Message string
+	Reason  string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds a typed error.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// wrap builds a typed error that keeps its cause for logs.
+func wrap(code Code, err error, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Store adapters return these sentinels (wrapped is fine); the Host maps them
+// to typed errors.
+var (
+	// ErrNotFound: the row does not exist in that workspace.
+	ErrNotFound = errors.New("not found")
+	// ErrDuplicate: an insert hit a unique constraint.
+	ErrDuplicate = errors.New("duplicate")
+	// ErrUnavailable: the store could not be reached; the command may be retried.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// CodeOf classifies any error into the closed code list.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var he *Error
+	if errors.As(err, &he) {
+		return he.Code
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return CodeNotFound
+	case errors.Is(err, ErrUnavailable):
+		return CodeUnavailable
+	case errors.Is(err, ErrDuplicate):
+		return CodeOperationConflict
+	}
+	return CodeInternal
+}
+
+// ProviderError is an explicit rejection by the provider (agent). Runtimes
+// return it so the Host can tell a provider-owned "no" from a local failure,
+// whose delivery result is unknown.
+type ProviderError struct {
+	Code    string
+	Message string
+}
+
+func (e *ProviderError) Error() string {
+	return fmt.Sprintf("provider rejected: %s: %s", e.Code, e.Message)
+}

@@ -1,0 +1,225 @@
+package host
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Session is one agent conversation in a workspace. Placement (workspace,
+// parent, root) is immutable; tombstones are columns so restore is lossless.
+type Session struct {
+	WorkspaceID string `json:"workspace"`
+	ID          string `json:"id"`
+	ParentID    string `json:"parentId,omitempty"`
+	RootID      string `json:"rootId"`
+	Title       string `json:"title"`
+	// TitleExplicit: a caller set the title; derived titles never replace it.
+	TitleExplicit bool              `json:"titleExplicit"`
+	Agent         string            `json:"agent"`
+	Simulated     bool              `json:"simulated"`
+	Settings      map[string]string `json:"settings,omitempty"`
+	Pinned        bool              `json:"pinned"`
+	// ProviderSessionID is the agent's own id for this conversation.
+	ProviderSessionID string `json:"providerSessionId,omitempty"`
+	// MessageVersion is the last version handed to a message of this session.
+	MessageVersion int64 `json:"messageVersion"`
+	// TurnCount is the last Turn.Seq handed out.
+	TurnCount    int64  `json:"turnCount"`
+	ActiveTurnID string `json:"activeTurnId,omitempty"`
+	// Provisional sessions (initial content not yet durable) are invisible.
+	Provisional bool       `json:"-"`
+	CreatedBy   string     `json:"createdBy,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	UpdatedAt   time.Time  `json:"updatedAt"`
+	DeletedAt   *time.Time `json:"deletedAt,omitempty"`
+}
+
+// TurnPhase is where a Turn is in its lifecycle. The first five are the
+// provider acceptance barrier; settled is terminal and carries an outcome.
+type TurnPhase string
+
+const (
+	PhaseQueued            TurnPhase = "queued"
+	PhaseDispatched        TurnPhase = "dispatched"
+	PhaseProviderObserved  TurnPhase = "provider_observed"
+	PhaseResolvingIdentity TurnPhase = "resolving_identity"
+	PhaseDurablyAccepted   TurnPhase = "durably_accepted"
+	PhaseSettled           TurnPhase = "settled"
+)
+
+// phaseRank orders the pre-acceptance phases so reports never move a Turn back.
+func phaseRank(p TurnPhase) int {
+	switch p {
+	case PhaseQueued:
+		return 0
+	case PhaseDispatched:
+		return 1
+	case PhaseProviderObserved:
+		return 2
+	case PhaseResolvingIdentity:
+		return 3
+	case PhaseDurablyAccepted:
+		return 4
+	case PhaseSettled:
+		return 5
+	}
+	return -1
+}
+
+// TurnOutcome is the canonical result of a settled Turn.
+type TurnOutcome string
+
+const (
+	OutcomeCompleted   TurnOutcome = "completed"
+	OutcomeCanceled    TurnOutcome = "canceled"
+	OutcomeFailed      TurnOutcome = "failed"
+	OutcomeInterrupted TurnOutcome = "interrupted"
+)
+
+// Failure reasons: stable, content-free.
+const (
+	ReasonExecutionStatusUnknown = "execution_status_unknown"
+	ReasonProviderRejected       = "provider_rejected"
+	ReasonProviderStateLost      = "provider_state_lost"
+	ReasonDeliveryUnknown        = "delivery_unknown"
+	ReasonProviderError          = "provider_error"
+	ReasonMaxTokens              = "max_tokens"
+	ReasonRefusal                = "refusal"
+)
+
+// Turn is one user submission and the agent's work on it.
+type Turn struct {
+	WorkspaceID string    `json:"workspace"`
+	SessionID   string    `json:"sessionId"`
+	ID          string    `json:"id"`
+	Seq         int64     `json:"seq"`
+	Origin      string    `json:"origin"`
+	Phase       TurnPhase `json:"phase"`
+	// Outcome and FailureReason are set only when Phase is settled.
+	Outcome       TurnOutcome `json:"outcome,omitempty"`
+	FailureReason string      `json:"failureReason,omitempty"`
+	// StopReason is the provider's own stop reason, for display.
+	StopReason string `json:"stopReason,omitempty"`
+	// Provider identity, bound atomically with durably_accepted.
+	ProviderSessionID string `json:"providerSessionId,omitempty"`
+	ProviderTurnID    string `json:"providerTurnId,omitempty"`
+	ClientSubmitID    string `json:"clientSubmitId,omitempty"`
+	// IdentityAnchorTurnID is an immutable relation to another Turn.
+	IdentityAnchorTurnID string `json:"identityAnchorTurnId,omitempty"`
+	Retracted            bool   `json:"retracted,omitempty"`
+	// CancelRequested: a durable cancel intent exists for this Turn.
+	CancelRequested bool       `json:"cancelRequested,omitempty"`
+	SubmittedBy     string     `json:"submittedBy,omitempty"`
+	CreatedAt       time.Time  `json:"createdAt"`
+	UpdatedAt       time.Time  `json:"updatedAt"`
+	SettledAt       *time.Time `json:"settledAt,omitempty"`
+}
+
+// Settled reports whether the Turn reached a terminal state.
+func (t Turn) Settled() bool { return t.Phase == PhaseSettled }
+
+// Accepted reports whether the provider identity is durably bound.
+func (t Turn) Accepted() bool {
+	return t.Phase == PhaseDurablyAccepted || (t.Phase == PhaseSettled && t.ProviderTurnID != "")
+}
+
+// Role of a message's author.
+type Role string
+
+const (
+	RoleUser   Role = "user"
+	RoleAgent  Role = "agent"
+	RoleSystem Role = "system"
+)
+
+// MessageKind says how to show a message.
+type MessageKind string
+
+const (
+	KindText     MessageKind = "text"
+	KindThought  MessageKind = "thought"
+	KindToolCall MessageKind = "tool_call"
+	KindNotice   MessageKind = "notice"
+)
+
+// Message is one transcript entry. Version is the session-wide version of
+// its last change (the sync cursor); Ordinal is the version at creation
+// (the display order).
+type Message struct {
+	WorkspaceID string         `json:"workspace"`
+	SessionID   string         `json:"sessionId"`
+	ID          string         `json:"id"`
+	TurnID      string         `json:"turnId"`
+	Role        Role           `json:"role"`
+	Kind        MessageKind    `json:"kind"`
+	Version     int64          `json:"version"`
+	Ordinal     int64          `json:"ordinal"`
+	Content     MessageContent `json:"content"`
+	Tool        *ToolCall      `json:"tool,omitempty"`
+	// Streaming is true while the agent may still append to it.
+	Streaming bool      `json:"streaming"`
+	Author    string    `json:"author,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// ToolCall is the latest known state of one agent tool call.
+type ToolCall struct {
+	ID     string          `json:"id"`
+	Title  string          `json:"title,omitempty"`
+	Kind   string          `json:"kind,omitempty"`
+	Status string          `json:"status,omitempty"`
+	Input  json.RawMessage `json:"input,omitempty"`
+	Output string          `json:"output,omitempty"`
+}
+
+// ClaimState is the durable submit-claim lifecycle.
+type ClaimState string
+
+const (
+	ClaimPrepared ClaimState = "prepared"
+	ClaimAccepted ClaimState = "accepted"
+	ClaimRejected ClaimState = "rejected"
+)
+
+// SubmitClaim makes one ClientSubmitID idempotent: keyed by
+// (workspace, clientSubmitId), created before any provider dispatch. Its
+// CreatedAt is the canonical occurrence of the user message.
+type SubmitClaim struct {
+	WorkspaceID    string         `json:"workspace"`
+	ClientSubmitID string         `json:"clientSubmitId"`
+	SessionID      string         `json:"sessionId"`
+	TurnID         string         `json:"turnId"`
+	Digest         string         `json:"digest"`
+	Content        MessageContent `json:"content"`
+	State          ClaimState     `json:"state"`
+	CreatedAt      time.Time      `json:"createdAt"`
+	UpdatedAt      time.Time      `json:"updatedAt"`
+}
+
+// Fact is a post-commit wake-up hint. Consumers reread canonical state; they
+// never patch state from a fact. Version is the session message version at
+// commit, so duplicates and reorderings are harmless.
+type Fact struct {
+	WorkspaceID string `json:"workspace"`
+	Kind        string `json:"kind"`
+	SessionID   string `json:"sessionId,omitempty"`
+	TurnID      string `json:"turnId,omitempty"`
+	Version     int64  `json:"version,omitempty"`
+}
+
+// Fact kinds.
+const (
+	FactSessionChanged     = "session/changed"
+	FactTranscriptAdvanced = "transcript/advanced"
+)
+
+// Quarantined is a record recovery could not process; it is set aside and
+// reported instead of failing recovery for everything else.
+type Quarantined struct {
+	WorkspaceID string    `json:"workspace"`
+	Kind        string    `json:"kind"`
+	Key         string    `json:"key"`
+	Reason      string    `json:"reason"`
+	At          time.Time `json:"at"`
+}

@@ -1,0 +1,220 @@
+package host
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the canonical store port. Adapters (sqlite, pg) implement it and
+// return ErrNotFound / ErrDuplicate / ErrUnavailable (wrapped is fine).
+// Every method is scoped by workspace except the recovery and outbox scans,
+// which the Host runs on behalf of the whole process.
+type Store interface {
+	// Update runs fn in one write transaction and commits if fn returns nil.
+	// On PostgreSQL Tx.Session locks the row (SELECT … FOR UPDATE); SQLite
+	// takes the write lock at BEGIN. fn must not keep the Tx after it returns.
+	Update(ctx context.Context, fn func(Tx) error) error
+
+	GetSession(ctx context.Context, ws, id string) (Session, error)
+	ListSessions(ctx context.Context, ws string, q SessionQuery) (SessionPage, error)
+	GetTurn(ctx context.Context, ws, sessionID, turnID string) (Turn, error)
+	ListTurns(ctx context.Context, ws, sessionID string, q TurnQuery) (TurnPage, error)
+	ListMessages(ctx context.Context, ws, sessionID string, q MessageQuery) (MessagePage, error)
+	GetClaim(ctx context.Context, ws, clientSubmitID string) (SubmitClaim, error)
+
+	// UnsettledTurns returns every Turn not yet settled (all workspaces),
+	// skipping quarantined ones. Rows that cannot be decoded come back as
+	// Quarantined candidates instead of failing the scan.
+	UnsettledTurns(ctx context.Context) ([]Turn, []Quarantined, error)
+	// Quarantine sets a record aside so later scans skip it.
+	Quarantine(ctx context.Context, q Quarantined) error
+
+	// PendingFacts returns outbox rows not yet published, oldest first,
+	// created at or before the given time.
+	PendingFacts(ctx context.Context, before time.Time, limit int) ([]OutboxRow, error)
+	MarkPublished(ctx context.Context, ids []int64) error
+
+	Close() error
+}
+
+// Tx is the narrow transaction writer the Host composes commands from.
+// Reads inside a Tx see the transaction's own writes.
+type Tx interface {
+	// Session reads (and on PostgreSQL locks) one session, tombstoned or not.
+	Session(ctx context.Context, ws, id string) (Session, error)
+	Turn(ctx context.Context, ws, sessionID, turnID string) (Turn, error)
+	Claim(ctx context.Context, ws, clientSubmitID string) (SubmitClaim, error)
+	Message(ctx context.Context, ws, sessionID, messageID string) (Message, error)
+
+	InsertSession(ctx context.Context, s Session) error // ErrDuplicate if the id exists
+	UpdateSession(ctx context.Context, s Session) error // ErrNotFound if absent
+	InsertTurn(ctx context.Context, t Turn) error
+	UpdateTurn(ctx context.Context, t Turn) error
+	InsertClaim(ctx context.Context, c SubmitClaim) error // ErrDuplicate on (workspace, clientSubmitId)
+	UpdateClaim(ctx context.Context, c SubmitClaim) error
+	// PutMessage inserts or replaces a message by (workspace, session, id).
+	PutMessage(ctx context.Context, m Message) error
+	// DeleteProvisionalSession hard-deletes a provisional session shell with
+	// its turns, messages and claims (failed-create compensation only).
+	DeleteProvisionalSession(ctx context.Context, ws, id string) error
+	// AppendFacts writes outbox rows in this transaction.
+	AppendFacts(ctx context.Context, facts ...Fact) ([]int64, error)
+}
+
+// SessionQuery pages sessions newest first.
+type SessionQuery struct {
+	Cursor string // opaque, from SessionPage.NextCursor
+	Limit  int
+}
+
+// SessionPage is one page of visible (non-provisional, non-deleted) sessions.
+type SessionPage struct {
+	Sessions   []Session `json:"sessions"`
+	NextCursor string    `json:"nextCursor,omitempty"`
+}
+
+// TurnQuery pages turns newest first. Before is a Turn.Seq (0 = newest).
+type TurnQuery struct {
+	Before int64
+	Limit  int
+}
+
+// TurnPage is one page of turns, newest first.
+type TurnPage struct {
+	Turns      []Turn `json:"turns"`
+	HasMore    bool   `json:"hasMore"`
+	NextCursor int64  `json:"nextCursor,omitempty"`
+}
+
+// MessageQuery selects messages by version. AfterVersion returns the oldest
+// changes after it; BeforeVersion the newest changes before it. Results are
+// always ascending by version.
+type MessageQuery struct {
+	AfterVersion  int64
+	BeforeVersion int64
+	TurnID        string
+	Limit         int
+}
+
+// MessagePage is one page of messages, ascending by version.
+type MessagePage struct {
+	Messages []Message `json:"messages"`
+	HasMore  bool      `json:"hasMore"`
+}
+
+// OutboxRow is one durable fact awaiting publication.
+type OutboxRow struct {
+	ID   int64
+	Fact Fact
+	At   time.Time
+}
+
+// Observer receives facts after their transaction committed. Failure never
+// changes a command's result; the outbox relay republishes what was missed.
+type Observer interface {
+	Publish(ctx context.Context, facts []Fact) error
+}
+
+// Runtime is the provider port: a live agent connection per session.
+type Runtime interface {
+	// Start ensures a live provider session for a canonical session. With a
+	// ProviderSessionID it resumes that conversation where the agent can.
+	Start(ctx context.Context, req StartRequest) (StartResult, error)
+	// Dispatch sends one prompt. It returns after sink.Accepted succeeded
+	// (the provider identity is durably bound) or with an error before that:
+	// a *ProviderError is an explicit rejection, anything else leaves the
+	// delivery outcome unknown. Output and the terminal follow through sink.
+	Dispatch(ctx context.Context, req DispatchRequest, sink TurnSink) error
+	// Cancel asks the provider to stop the exact Turn. Confirmed reports
+	// that the provider acknowledged the request for that Turn.
+	Cancel(ctx context.Context, ref TurnRef) (CancelReport, error)
+	// Close releases the live provider session, if any.
+	Close(ctx context.Context, ws, sessionID string) error
+	// Describe names the agent for display; Simulated marks the sim agent.
+	Describe() AgentInfo
+}
+
+// AgentInfo labels the agent behind a runtime.
+type AgentInfo struct {
+	Name      string `json:"name"`
+	Simulated bool   `json:"simulated"`
+}
+
+// TurnRef is the canonical identity of a Turn.
+type TurnRef struct {
+	WorkspaceID string
+	SessionID   string
+	TurnID      string
+}
+
+// StartRequest asks for a live provider session.
+type StartRequest struct {
+	WorkspaceID       string
+	SessionID         string
+	ProviderSessionID string
+	Settings          map[string]string
+}
+
+// StartResult reports the live provider session.
+type StartResult struct {
+	ProviderSessionID string
+	// Created is true when this call started the provider session.
+	Created bool
+	// Resumed is false when a requested ProviderSessionID could not be
+	// loaded and a fresh provider session was started instead.
+	Resumed bool
+}
+
+// DispatchRequest is one prompt for the provider. ClientSubmitID is the only
+// correlation identity the provider sees; canonical ids stay Host-owned.
+type DispatchRequest struct {
+	Ref               TurnRef
+	ProviderSessionID string
+	ClientSubmitID    string
+	Content           MessageContent
+	OccurredAt        time.Time
+}
+
+// TurnSink is how a runtime reports one Turn. Calls for one Turn are made in
+// order from one goroutine.
+type TurnSink interface {
+	// Observed reports progress before acceptance (dispatched,
+	// provider_observed, resolving_identity).
+	Observed(ctx context.Context, phase TurnPhase) error
+	// Accepted is the acceptance barrier: it returns only after the exact
+	// provider identity is durably bound. The runtime must hold all output
+	// until it returns, and report nothing more for the Turn if it fails.
+	Accepted(ctx context.Context, providerSessionID, providerTurnID string) error
+	// Output reports agent output. Key identifies one message within the
+	// Turn (for example "text-1" or "tool-<id>"); text is appended.
+	Output(ctx context.Context, ev OutputEvent) error
+	// Terminal reports the provider-root end of the Turn.
+	Terminal(ctx context.Context, t Terminal) error
+}
+
+// OutputEvent is one piece of agent output for a Turn.
+type OutputEvent struct {
+	Key  string
+	Kind MessageKind
+	// Text is appended to the message's text.
+	Text string
+	// Tool replaces the message's tool-call state when set.
+	Tool *ToolCall
+	// Done marks the message complete.
+	Done bool
+}
+
+// Terminal is how a Turn ended at the provider. StateLost means the provider
+// lost the Turn (process exit, missing session): the Host settles it
+// failed/execution_status_unknown unless it already has a terminal.
+type Terminal struct {
+	Outcome    TurnOutcome
+	Reason     string
+	StopReason string
+	StateLost  bool
+}
+
+// CancelReport is the provider's answer to a cancel request.
+type CancelReport struct {
+	Confirmed bool
+}
