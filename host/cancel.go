@@ -1,0 +1,74 @@
+package host
+
+import (
+	"context"
+	"time"
+)
+
+// MaxCancelWait bounds how long CancelTurn waits for settlement.
+const MaxCancelWait = 30 * time.Second
+
+// CancelTurn records a durable cancel intent for one exact Turn, asks the
+// provider to stop it, and optionally waits for canonical settlement. The
+// three facts are reported separately; none is inferred from another.
+func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, error) {
+	if err := requireIDs(in.WorkspaceID, in.SessionID, in.TurnID); err != nil {
+		return CancelResult{}, err
+	}
+	if in.Wait < 0 || in.Wait > MaxCancelWait {
+		in.Wait = MaxCancelWait
+	}
+	ref := TurnRef{WorkspaceID: in.WorkspaceID, SessionID: in.SessionID, TurnID: in.TurnID}
+	var t Turn
+	var settledNow bool
+	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		s, err := tx.Session(ctx, in.WorkspaceID, in.SessionID)
+		if err != nil {
+			return err
+		}
+		if !visible(s) {
+			return Errorf(CodeNotFound, "session %s not found", in.SessionID)
+		}
+		t, err = tx.Turn(ctx, in.WorkspaceID, in.SessionID, in.TurnID)
+		if err != nil {
+			return err
+		}
+		if t.Settled() || t.CancelRequested {
+			return nil // idempotent: the first intent (or the terminal) stands
+		}
+		t.CancelRequested, t.UpdatedAt = true, h.nowUTC()
+		if t.Phase == PhaseQueued {
+			// Not dispatched yet: the provider never saw it, so cancel is exact.
+			now := t.UpdatedAt
+			t.Phase, t.Outcome, t.SettledAt = PhaseSettled, OutcomeCanceled, &now
+			if s.ActiveTurnID == t.ID {
+				s.ActiveTurnID, s.UpdatedAt = "", now
+				if err := tx.UpdateSession(ctx, s); err != nil {
+					return err
+				}
+			}
+			settledNow = true
+		}
+		emit(turnFact(t))
+		return tx.UpdateTurn(ctx, t)
+	})
+	if err != nil {
+		return CancelResult{}, storeErr(err, "turn %s", in.TurnID)
+	}
+	if settledNow {
+		h.notifySettled(t.ID)
+	}
+	res := CancelResult{IntentAccepted: t.CancelRequested, Settled: t.Settled(), Turn: t}
+	if t.Settled() {
+		return res, nil
+	}
+	rep, err := h.runtime.Cancel(ctx, ref)
+	if err != nil {
+		h.log.Warn("provider cancel failed; the intent stays durable", "turn", t.ID, "err", err)
+	}
+	res.ProviderConfirmed = rep.Confirmed
+	if t, err = h.waitSettled(ctx, ref, in.Wait); err == nil {
+		res.Turn, res.Settled = t, t.Settled()
+	}
+	return res, nil
+}

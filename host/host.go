@@ -1,0 +1,197 @@
+// Package host is the Agent Host: it owns every session and turn lifecycle
+// decision. Adapters (stores, runtimes, transports) reach it only through the
+// ports in ports.go and the public methods below; host imports no adapter.
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Config wires a Host. Store and Runtime are required.
+type Config struct {
+	Store    Store
+	Runtime  Runtime
+	Observer Observer
+	Logger   *slog.Logger
+	// Now is the clock; defaults to time.Now.
+	Now func() time.Time
+	// NewID returns a fresh opaque id; defaults to a random 128-bit hex id.
+	NewID func(prefix string) string
+	// RelayInterval is how often the outbox relay looks for facts the fast
+	// path missed; RelayDelay how old a fact must be before it does.
+	RelayInterval time.Duration
+	RelayDelay    time.Duration
+}
+
+// Host is the application core. One long-lived Host per process.
+type Host struct {
+	store    Store
+	runtime  Runtime
+	observer Observer
+	log      *slog.Logger
+	now      func() time.Time
+	newID    func(prefix string) string
+	epoch    string
+	relay    struct{ interval, delay time.Duration }
+
+	locks sessionLocks
+	// settled wakes CancelTurn waiters when a turn settles.
+	settleMu sync.Mutex
+	settleCh map[string]chan struct{}
+
+	pubMu     sync.Mutex
+	published map[int64]bool
+
+	ready chan struct{}
+	once  sync.Once
+}
+
+// New builds a Host. Call Recover before serving, then Run.
+func New(cfg Config) *Host {
+	h := &Host{
+		store:     cfg.Store,
+		runtime:   cfg.Runtime,
+		observer:  cfg.Observer,
+		log:       cfg.Logger,
+		now:       cfg.Now,
+		newID:     cfg.NewID,
+		settleCh:  map[string]chan struct{}{},
+		published: map[int64]bool{},
+		ready:     make(chan struct{}),
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.newID == nil {
+		h.newID = RandomID
+	}
+	h.relay.interval, h.relay.delay = cfg.RelayInterval, cfg.RelayDelay
+	if h.relay.interval <= 0 {
+		h.relay.interval = time.Second
+	}
+	if h.relay.delay <= 0 {
+		h.relay.delay = 2 * time.Second
+	}
+	h.epoch = RandomID("ep")
+	return h
+}
+
+// Epoch identifies this Host process; it changes on every start.
+func (h *Host) Epoch() string { return h.epoch }
+
+// Agent describes the runtime's agent.
+func (h *Host) Agent() AgentInfo { return h.runtime.Describe() }
+
+// Ready is closed once Recover has finished.
+func (h *Host) Ready() <-chan struct{} { return h.ready }
+
+// RandomID returns prefix_ followed by 128 random bits in hex.
+func RandomID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "_" + hex.EncodeToString(b[:])
+}
+
+func (h *Host) nowUTC() time.Time { return h.now().UTC().Truncate(time.Millisecond) }
+
+// commit runs fn in one transaction and, after commit, publishes the facts
+// fn appended. Publication failure is logged, never returned: the outbox row
+// makes the fact durable and the relay republishes it.
+func (h *Host) commit(ctx context.Context, fn func(tx Tx, emit func(...Fact)) error) error {
+	var facts []Fact
+	var ids []int64
+	err := h.store.Update(ctx, func(tx Tx) error {
+		facts, ids = facts[:0], nil
+		if err := fn(tx, func(f ...Fact) { facts = append(facts, f...) }); err != nil {
+			return err
+		}
+		if len(facts) == 0 {
+			return nil
+		}
+		facts = dedupeFacts(facts)
+		var err error
+		ids, err = tx.AppendFacts(ctx, facts...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(facts) > 0 {
+		h.publish(ctx, facts, ids)
+	}
+	return nil
+}
+
+// publish is the post-commit fast path. Rows it delivered are remembered so
+// the relay only marks them instead of publishing them a second time.
+func (h *Host) publish(ctx context.Context, facts []Fact, ids []int64) {
+	if h.observer == nil {
+		return
+	}
+	if err := h.observer.Publish(context.WithoutCancel(ctx), facts); err != nil {
+		h.log.Warn("publish facts failed; the outbox relay will retry", "err", err)
+		return
+	}
+	h.pubMu.Lock()
+	for _, id := range ids {
+		h.published[id] = true
+	}
+	h.pubMu.Unlock()
+}
+
+func dedupeFacts(in []Fact) []Fact {
+	out := in[:0:0]
+	seen := map[Fact]bool{}
+	for _, f := range in {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// sessionLocks serializes commands per session inside this process. It is an
+// ordering aid only: correctness across replicas comes from the store.
+type sessionLocks struct {
+	mu sync.Mutex
+	m  map[string]*sessionLock
+}
+
+type sessionLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (l *sessionLocks) lock(ws, id string) func() {
+	key := ws + "/" + id
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*sessionLock{}
+	}
+	sl := l.m[key]
+	if sl == nil {
+		sl = &sessionLock{}
+		l.m[key] = sl
+	}
+	sl.refs++
+	l.mu.Unlock()
+	sl.mu.Lock()
+	return func() {
+		sl.mu.Unlock()
+		l.mu.Lock()
+		sl.refs--
+		if sl.refs == 0 {
+			delete(l.m, key)
+		}
+		l.mu.Unlock()
+	}
+}

@@ -1,0 +1,130 @@
+package host
+
+import "context"
+
+// GetSession reads one visible session.
+func (h *Host) GetSession(ctx context.Context, ws, id string) (Session, error) {
+	if err := requireIDs(ws, id); err != nil {
+		return Session{}, err
+	}
+	s, err := h.store.GetSession(ctx, ws, id)
+	if err != nil {
+		return Session{}, storeErr(err, "session %s", id)
+	}
+	if !visible(s) {
+		return Session{}, Errorf(CodeNotFound, "session %s not found", id)
+	}
+	return s, nil
+}
+
+// ListSessions pages the workspace's visible sessions, newest first.
+func (h *Host) ListSessions(ctx context.Context, ws string, q SessionQuery) (SessionPage, error) {
+	if err := requireIDs(ws); err != nil {
+		return SessionPage{}, err
+	}
+	q.Limit = clampLimit(q.Limit, 50, 200)
+	p, err := h.store.ListSessions(ctx, ws, q)
+	if err != nil {
+		return SessionPage{}, storeErr(err, "list sessions")
+	}
+	return p, nil
+}
+
+// GetTurn reads one turn of a visible session.
+func (h *Host) GetTurn(ctx context.Context, ws, sessionID, turnID string) (Turn, error) {
+	if _, err := h.GetSession(ctx, ws, sessionID); err != nil {
+		return Turn{}, err
+	}
+	if err := requireIDs(turnID); err != nil {
+		return Turn{}, err
+	}
+	t, err := h.store.GetTurn(ctx, ws, sessionID, turnID)
+	if err != nil {
+		return Turn{}, storeErr(err, "turn %s", turnID)
+	}
+	return t, nil
+}
+
+// ListSessionTurns pages a session's turns newest first with a stable
+// cursor (Turn.Seq).
+func (h *Host) ListSessionTurns(ctx context.Context, ws, sessionID string, q TurnQuery) (TurnPage, error) {
+	if _, err := h.GetSession(ctx, ws, sessionID); err != nil {
+		return TurnPage{}, err
+	}
+	if q.Before < 0 {
+		return TurnPage{}, Errorf(CodeInvalidInput, "before must not be negative")
+	}
+	q.Limit = clampLimit(q.Limit, 50, 200)
+	p, err := h.store.ListTurns(ctx, ws, sessionID, q)
+	if err != nil {
+		return TurnPage{}, storeErr(err, "list turns")
+	}
+	return p, nil
+}
+
+// ListSessionMessages pages a session's messages by version cursor,
+// optionally narrowed to one turn.
+func (h *Host) ListSessionMessages(ctx context.Context, ws, sessionID string, q MessageQuery) (MessagePage, error) {
+	if _, err := h.GetSession(ctx, ws, sessionID); err != nil {
+		return MessagePage{}, err
+	}
+	if q.AfterVersion < 0 || q.BeforeVersion < 0 {
+		return MessagePage{}, Errorf(CodeInvalidInput, "versions must not be negative")
+	}
+	q.Limit = clampLimit(q.Limit, 200, 1000)
+	p, err := h.store.ListMessages(ctx, ws, sessionID, q)
+	if err != nil {
+		return MessagePage{}, storeErr(err, "list messages")
+	}
+	return p, nil
+}
+
+func visible(s Session) bool { return !s.Provisional && s.DeletedAt == nil }
+
+func clampLimit(n, def, max int) int {
+	if n <= 0 {
+		return def
+	}
+	if n > max {
+		return max
+	}
+	return n
+}
+
+const maxIDLen = 128
+
+func requireIDs(ids ...string) error {
+	for _, id := range ids {
+		if id == "" {
+			return Errorf(CodeInvalidInput, "an id is missing")
+		}
+		if len(id) > maxIDLen {
+			return Errorf(CodeInvalidInput, "an id is longer than %d bytes", maxIDLen)
+		}
+		for _, r := range id {
+			if r < 0x21 || r > 0x7e {
+				return Errorf(CodeInvalidInput, "ids are printable ASCII without spaces")
+			}
+		}
+	}
+	return nil
+}
+
+// storeErr maps a store error to a typed error, keeping typed ones as is.
+func storeErr(err error, format string, args ...any) error {
+	if _, ok := err.(*Error); ok {
+		return err
+	}
+	code := CodeOf(err)
+	if code == CodeOperationConflict {
+		code = CodeInternal // a duplicate the Host did not expect is a bug, not a client conflict
+	}
+	msg := format
+	switch code {
+	case CodeNotFound:
+		return wrap(code, err, format+" not found", args...)
+	case CodeUnavailable:
+		msg = "store unavailable: " + format
+	}
+	return wrap(code, err, msg, args...)
+}

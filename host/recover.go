@@ -1,0 +1,49 @@
+package host
+
+import (
+	"context"
+	"fmt"
+)
+
+// Recover runs before serving. Every Turn left unsettled by a previous
+// process has no authoritative terminal, so it is settled failed with
+// execution_status_unknown; prepared submit claims stay prepared and are
+// never redispatched. A record that cannot be processed is quarantined and
+// reported; only a failure to persist that quarantine fails recovery.
+func (h *Host) Recover(ctx context.Context) (RecoveryReport, error) {
+	var rep RecoveryReport
+	turns, bad, err := h.store.UnsettledTurns(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("recovery scan: %w", err)
+	}
+	quarantine := func(q Quarantined) error {
+		q.At = h.nowUTC()
+		if err := h.store.Quarantine(ctx, q); err != nil {
+			return fmt.Errorf("quarantine %s %s: %w", q.Kind, q.Key, err)
+		}
+		h.log.Error("recovery quarantined a record", "kind", q.Kind, "key", q.Key, "reason", q.Reason)
+		rep.Quarantined = append(rep.Quarantined, q)
+		return nil
+	}
+	for _, q := range bad {
+		if err := quarantine(q); err != nil {
+			return rep, err
+		}
+	}
+	for _, t := range turns {
+		ref := TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
+		if _, err := h.settle(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}, ""); err != nil {
+			if CodeOf(err) == CodeUnavailable {
+				return rep, fmt.Errorf("recovery settle %s: %w", t.ID, err)
+			}
+			if qerr := quarantine(Quarantined{WorkspaceID: t.WorkspaceID, Kind: "turn",
+				Key: t.WorkspaceID + "/" + t.SessionID + "/" + t.ID, Reason: err.Error()}); qerr != nil {
+				return rep, qerr
+			}
+			continue
+		}
+		rep.SettledTurns = append(rep.SettledTurns, ref)
+	}
+	h.once.Do(func() { close(h.ready) })
+	return rep, nil
+}

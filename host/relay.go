@@ -1,0 +1,57 @@
+package host
+
+import (
+	"context"
+	"time"
+)
+
+// Run runs the Host's background workers until ctx ends: the outbox relay
+// republishes committed facts the post-commit fast path missed (observer
+// down, process died between commit and publish).
+func (h *Host) Run(ctx context.Context) error {
+	t := time.NewTicker(h.relay.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := h.RelayOnce(ctx); err != nil && ctx.Err() == nil {
+				h.log.Warn("outbox relay", "err", err)
+			}
+		}
+	}
+}
+
+// RelayOnce publishes outbox rows older than the relay delay and marks them
+// published. Facts are hints carrying versions, so a duplicate is harmless.
+func (h *Host) RelayOnce(ctx context.Context) error {
+	for {
+		rows, err := h.store.PendingFacts(ctx, h.now().Add(-h.relay.delay), 500)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		var facts []Fact
+		ids := make([]int64, len(rows))
+		h.pubMu.Lock()
+		for i, r := range rows {
+			ids[i] = r.ID
+			if !h.published[r.ID] {
+				facts = append(facts, r.Fact)
+			}
+			delete(h.published, r.ID)
+		}
+		h.pubMu.Unlock()
+		if h.observer != nil && len(facts) > 0 {
+			if err := h.observer.Publish(ctx, dedupeFacts(facts)); err != nil {
+				return err
+			}
+		}
+		if err := h.store.MarkPublished(ctx, ids); err != nil {
+			return err
+		}
+		if len(rows) < 500 {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package host
+
+import (
+	"context"
+	"errors"
+)
+
+// errClaimExists signals that a concurrent request claimed the same
+// ClientSubmitID first; the caller answers from that claim.
+var errClaimExists = errors.New("submit claim exists")
+
+// SendInput submits one user message. The ClientSubmitID makes it
+// idempotent: the same id (on any replica, across restarts) returns the same
+// Turn and dispatches to the provider at most once.
+func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) {
+	if err := requireIDs(in.WorkspaceID, in.SessionID); err != nil {
+		return SendResult{}, err
+	}
+	if err := requireIDs(in.ClientSubmitID); err != nil {
+		return SendResult{}, Errorf(CodeInvalidInput, "clientSubmitId: %s", err.(*Error).Message)
+	}
+	content, err := in.Content.Normalize()
+	if err != nil {
+		return SendResult{}, err
+	}
+	switch in.Placement {
+	case "", PlacementNextTurn, PlacementCurrentTurn:
+	default:
+		return SendResult{}, Errorf(CodeInvalidInput, "placement must be next_turn or current_turn")
+	}
+
+	unlock := h.locks.lock(in.WorkspaceID, in.SessionID)
+	if c, err := h.store.GetClaim(ctx, in.WorkspaceID, in.ClientSubmitID); err == nil {
+		unlock()
+		return h.replay(ctx, c, in.SessionID, content)
+	} else if !errors.Is(err, ErrNotFound) {
+		unlock()
+		return SendResult{}, storeErr(err, "submit claim")
+	}
+
+	var sess Session
+	var turn Turn
+	var claim SubmitClaim
+	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		s, err := tx.Session(ctx, in.WorkspaceID, in.SessionID)
+		if err != nil {
+			return storeErr(err, "session %s", in.SessionID)
+		}
+		if !visible(s) {
+			return Errorf(CodeNotFound, "session %s not found", in.SessionID)
+		}
+		if _, err := tx.Claim(ctx, in.WorkspaceID, in.ClientSubmitID); err == nil {
+			return errClaimExists
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if in.Placement == PlacementCurrentTurn {
+			if s.ActiveTurnID == "" || s.ActiveTurnID != in.TurnID {
+				return &Error{Code: CodeNotDispatched, Reason: "turn_mismatch",
+					Message: "the target turn is not the session's active turn; nothing was sent"}
+			}
+			return Errorf(CodeUnsupported, "steering into the running turn is not supported yet")
+		}
+		if s.ActiveTurnID != "" {
+			return &Error{Code: CodeSessionBusy, Reason: "turn_active",
+				Message: "a turn is running in this session; wait for it or cancel it"}
+		}
+		sess, turn, claim, err = h.admit(ctx, tx, emit, s, in.ClientSubmitID, content, in.SubmittedBy)
+		return err
+	})
+	unlock()
+	if errors.Is(err, errClaimExists) || errors.Is(err, ErrDuplicate) {
+		c, cerr := h.store.GetClaim(ctx, in.WorkspaceID, in.ClientSubmitID)
+		if cerr != nil {
+			return SendResult{}, storeErr(cerr, "submit claim")
+		}
+		return h.replay(ctx, c, in.SessionID, content)
+	}
+	if err != nil {
+		return SendResult{}, storeErr(err, "submit")
+	}
+	t, err := h.dispatch(ctx, sess, turn, claim, false)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return SendResult{Disposition: DispositionTurnStarted, Turn: &t}, nil
+}
+
+// admit writes the durable admission of one submission inside tx: the
+// prepared claim, the queued Turn, the user message and the session's
+// active turn. The claim's creation time is the message's occurrence.
+func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, clientSubmitID string, content MessageContent, by string) (Session, Turn, SubmitClaim, error) {
+	now := h.nowUTC()
+	turn := Turn{
+		WorkspaceID: s.WorkspaceID, SessionID: s.ID, ID: h.newID("turn"),
+		Seq: s.TurnCount + 1, Origin: "user", Phase: PhaseQueued,
+		ClientSubmitID: clientSubmitID, SubmittedBy: by, CreatedAt: now, UpdatedAt: now,
+	}
+	claim := SubmitClaim{
+		WorkspaceID: s.WorkspaceID, ClientSubmitID: clientSubmitID, SessionID: s.ID,
+		TurnID: turn.ID, Digest: content.Digest(), Content: content, State: ClaimPrepared,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := tx.InsertClaim(ctx, claim); err != nil {
+		return s, turn, claim, err
+	}
+	if err := tx.InsertTurn(ctx, turn); err != nil {
+		return s, turn, claim, err
+	}
+	s.TurnCount = turn.Seq
+	s.MessageVersion++
+	msg := Message{
+		WorkspaceID: s.WorkspaceID, SessionID: s.ID, ID: turn.ID + ".prompt", TurnID: turn.ID,
+		Role: RoleUser, Kind: KindText, Version: s.MessageVersion, Ordinal: s.MessageVersion,
+		Content: content, Author: by, CreatedAt: claim.CreatedAt, UpdatedAt: now,
+	}
+	if err := tx.PutMessage(ctx, msg); err != nil {
+		return s, turn, claim, err
+	}
+	s.ActiveTurnID = turn.ID
+	applyDerivedTitle(&s, content)
+	s.UpdatedAt = now
+	if err := tx.UpdateSession(ctx, s); err != nil {
+		return s, turn, claim, err
+	}
+	emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID, TurnID: turn.ID},
+		Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion})
+	return s, turn, claim, nil
+}
+
+// replay answers a retried ClientSubmitID from its durable claim: the same
+// Turn, no dispatch. Different content under the same id is a conflict.
+func (h *Host) replay(ctx context.Context, c SubmitClaim, sessionID string, content MessageContent) (SendResult, error) {
+	if c.SessionID != sessionID || c.Digest != content.Digest() {
+		return SendResult{}, &Error{Code: CodeOperationConflict, Reason: "client_submit_id_reused",
+			Message: "clientSubmitId was already used with different content or another session"}
+	}
+	if c.TurnID == "" {
+		return SendResult{}, &Error{Code: CodeOperationConflict, Reason: "client_submit_id_reused",
+			Message: "clientSubmitId was already used to create a session"}
+	}
+	t, err := h.store.GetTurn(ctx, c.WorkspaceID, c.SessionID, c.TurnID)
+	if err != nil {
+		return SendResult{}, storeErr(err, "turn %s", c.TurnID)
+	}
+	return SendResult{Disposition: DispositionTurnStarted, Turn: &t, Replayed: true}, nil
+}

@@ -1,0 +1,176 @@
+package host
+
+import (
+	"context"
+	"errors"
+)
+
+const maxSettings = 32
+
+// CreateSession creates an empty session, or a provisional one with initial
+// content that becomes visible only once that first submission is durable;
+// a first delivery that fails before reaching the provider rolls the shell
+// back. A retried ClientSubmitID returns the same session (and turn).
+func (h *Host) CreateSession(ctx context.Context, in CreateSessionInput) (CreateSessionResult, error) {
+	if err := requireIDs(in.WorkspaceID); err != nil {
+		return CreateSessionResult{}, err
+	}
+	title, err := normalizeTitle(in.Title)
+	if err != nil {
+		return CreateSessionResult{}, err
+	}
+	if len(in.Settings) > maxSettings {
+		return CreateSessionResult{}, Errorf(CodeInvalidInput, "at most %d settings", maxSettings)
+	}
+	var content *MessageContent
+	if in.Content != nil {
+		c, err := in.Content.Normalize()
+		if err != nil {
+			return CreateSessionResult{}, err
+		}
+		content = &c
+	}
+	if in.ClientSubmitID != "" {
+		if err := requireIDs(in.ClientSubmitID); err != nil {
+			return CreateSessionResult{}, err
+		}
+	} else if content != nil {
+		in.ClientSubmitID = h.newID("submit") // no caller retry identity: still claim once
+	}
+	digest := createDigest(title, content)
+	if in.ClientSubmitID != "" {
+		if r, ok, err := h.replayCreate(ctx, in.WorkspaceID, in.ClientSubmitID, digest); ok || err != nil {
+			return r, err
+		}
+	}
+
+	agent := h.runtime.Describe()
+	now := h.nowUTC()
+	sess := Session{
+		WorkspaceID: in.WorkspaceID, ID: h.newID("ses"), Title: title, TitleExplicit: title != "",
+		Agent: agent.Name, Simulated: agent.Simulated, Settings: in.Settings,
+		Provisional: content != nil, CreatedBy: in.CreatedBy, CreatedAt: now, UpdatedAt: now,
+	}
+	sess.RootID = sess.ID
+	var turn Turn
+	var claim SubmitClaim
+	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		if err := tx.InsertSession(ctx, sess); err != nil {
+			return err
+		}
+		if content == nil {
+			emit(Fact{WorkspaceID: sess.WorkspaceID, Kind: FactSessionChanged, SessionID: sess.ID})
+			if in.ClientSubmitID == "" {
+				return nil
+			}
+			// An empty create is made idempotent by a claim with no Turn.
+			return tx.InsertClaim(ctx, SubmitClaim{WorkspaceID: sess.WorkspaceID,
+				ClientSubmitID: in.ClientSubmitID, SessionID: sess.ID, Digest: digest,
+				State: ClaimAccepted, CreatedAt: now, UpdatedAt: now})
+		}
+		var err error
+		sess, turn, claim, err = h.admit(ctx, tx, emit, sess, in.ClientSubmitID, *content, in.CreatedBy)
+		if err != nil {
+			return err
+		}
+		claim.Digest = digest
+		return tx.UpdateClaim(ctx, claim)
+	})
+	if errors.Is(err, ErrDuplicate) && in.ClientSubmitID != "" {
+		if r, ok, rerr := h.replayCreate(ctx, in.WorkspaceID, in.ClientSubmitID, digest); ok || rerr != nil {
+			return r, rerr
+		}
+	}
+	if err != nil {
+		return CreateSessionResult{}, storeErr(err, "create session")
+	}
+	if content == nil {
+		return CreateSessionResult{Session: sess}, nil
+	}
+	t, err := h.dispatch(ctx, sess, turn, claim, true)
+	if err != nil {
+		return CreateSessionResult{}, err
+	}
+	s, err := h.store.GetSession(ctx, sess.WorkspaceID, sess.ID)
+	if err != nil {
+		return CreateSessionResult{}, storeErr(err, "session %s", sess.ID)
+	}
+	return CreateSessionResult{Session: s, Turn: &t}, nil
+}
+
+// createDigest fingerprints a create request so a reused ClientSubmitID with
+// a different request is a conflict.
+func createDigest(title string, content *MessageContent) string {
+	c := MessageContent{Text: "\x00create\x00" + title}
+	if content != nil {
+		c.Quotes = []Quote{{Text: content.Digest()}}
+	}
+	return c.Digest()
+}
+
+func (h *Host) replayCreate(ctx context.Context, ws, clientSubmitID, digest string) (CreateSessionResult, bool, error) {
+	c, err := h.store.GetClaim(ctx, ws, clientSubmitID)
+	if errors.Is(err, ErrNotFound) {
+		return CreateSessionResult{}, false, nil
+	}
+	if err != nil {
+		return CreateSessionResult{}, false, storeErr(err, "submit claim")
+	}
+	if c.Digest != digest {
+		return CreateSessionResult{}, true, &Error{Code: CodeOperationConflict, Reason: "client_submit_id_reused",
+			Message: "clientSubmitId was already used with a different request"}
+	}
+	s, err := h.store.GetSession(ctx, ws, c.SessionID)
+	if err != nil {
+		return CreateSessionResult{}, true, storeErr(err, "session %s", c.SessionID)
+	}
+	res := CreateSessionResult{Session: s}
+	if c.TurnID != "" {
+		t, err := h.store.GetTurn(ctx, ws, c.SessionID, c.TurnID)
+		if err != nil {
+			return CreateSessionResult{}, true, storeErr(err, "turn %s", c.TurnID)
+		}
+		res.Turn = &t
+	}
+	return res, true, nil
+}
+
+// UpdateSession changes title or pin. An explicit title is final: derived
+// titles never replace it.
+func (h *Host) UpdateSession(ctx context.Context, in UpdateSessionInput) (Session, error) {
+	if err := requireIDs(in.WorkspaceID, in.SessionID); err != nil {
+		return Session{}, err
+	}
+	var title string
+	if in.Title != nil {
+		t, err := normalizeTitle(*in.Title)
+		if err != nil {
+			return Session{}, err
+		}
+		title = t
+	}
+	var out Session
+	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		s, err := tx.Session(ctx, in.WorkspaceID, in.SessionID)
+		if err != nil {
+			return err
+		}
+		if !visible(s) {
+			return Errorf(CodeNotFound, "session %s not found", in.SessionID)
+		}
+		if in.Title != nil {
+			s.Title, s.TitleExplicit = title, title != ""
+		}
+		if in.Pinned != nil {
+			s.Pinned = *in.Pinned
+		}
+		s.UpdatedAt = h.nowUTC()
+		out = s
+		emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID})
+		return tx.UpdateSession(ctx, s)
+	})
+	if err != nil {
+		return Session{}, storeErr(err, "session %s", in.SessionID)
+	}
+	return out, nil
+}

@@ -1,0 +1,114 @@
+package host
+
+import (
+	"context"
+	"time"
+)
+
+// settle moves a Turn to its canonical terminal once. A Turn that is already
+// settled keeps its outcome. claimState, when set, moves the submit claim too.
+func (h *Host) settle(ctx context.Context, ref TurnRef, term Terminal, claimState ClaimState) (Turn, error) {
+	return h.settleWith(ctx, ref, term, claimState, nil)
+}
+
+func (h *Host) settleWith(ctx context.Context, ref TurnRef, term Terminal, claimState ClaimState, openKeys []string) (Turn, error) {
+	var out Turn
+	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		t, err := tx.Turn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+		if err != nil {
+			return err
+		}
+		out = t
+		if t.Settled() {
+			return nil
+		}
+		s, err := tx.Session(ctx, ref.WorkspaceID, ref.SessionID)
+		if err != nil {
+			return err
+		}
+		now := h.nowUTC()
+		t.Phase, t.Outcome, t.UpdatedAt, t.SettledAt = PhaseSettled, term.Outcome, now, &now
+		if term.Outcome != OutcomeCompleted {
+			t.FailureReason = term.Reason
+		}
+		t.StopReason = term.StopReason
+		if err := tx.UpdateTurn(ctx, t); err != nil {
+			return err
+		}
+		out = t
+		for _, key := range openKeys {
+			m, err := tx.Message(ctx, ref.WorkspaceID, ref.SessionID, t.ID+"."+key)
+			if err != nil || !m.Streaming {
+				continue
+			}
+			s.MessageVersion++
+			m.Streaming, m.Version, m.UpdatedAt = false, s.MessageVersion, now
+			if err := tx.PutMessage(ctx, m); err != nil {
+				return err
+			}
+			emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion})
+		}
+		if s.ActiveTurnID == t.ID {
+			s.ActiveTurnID = ""
+		}
+		// A failed first delivery that is settled (rather than rolled back)
+		// stays as history, so the session becomes visible.
+		s.Provisional = false
+		s.UpdatedAt = now
+		if err := tx.UpdateSession(ctx, s); err != nil {
+			return err
+		}
+		if claimState != "" && t.ClientSubmitID != "" {
+			c, err := tx.Claim(ctx, t.WorkspaceID, t.ClientSubmitID)
+			if err == nil && c.State == ClaimPrepared {
+				c.State, c.UpdatedAt = claimState, now
+				if err := tx.UpdateClaim(ctx, c); err != nil {
+					return err
+				}
+			}
+		}
+		emit(turnFact(t))
+		return nil
+	})
+	if err == nil && out.Settled() {
+		h.notifySettled(ref.TurnID)
+	}
+	return out, err
+}
+
+func (h *Host) settledChan(turnID string) chan struct{} {
+	h.settleMu.Lock()
+	defer h.settleMu.Unlock()
+	ch := h.settleCh[turnID]
+	if ch == nil {
+		ch = make(chan struct{})
+		h.settleCh[turnID] = ch
+	}
+	return ch
+}
+
+func (h *Host) notifySettled(turnID string) {
+	h.settleMu.Lock()
+	defer h.settleMu.Unlock()
+	if ch := h.settleCh[turnID]; ch != nil {
+		close(ch)
+		delete(h.settleCh, turnID)
+	}
+}
+
+// waitSettled waits until the Turn settles in this process or d passes.
+func (h *Host) waitSettled(ctx context.Context, ref TurnRef, d time.Duration) (Turn, error) {
+	ch := h.settledChan(ref.TurnID)
+	t, err := h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+	if err != nil || t.Settled() || d <= 0 {
+		return t, err
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return h.store.GetTurn(context.WithoutCancel(ctx), ref.WorkspaceID, ref.SessionID, ref.TurnID)
+}
