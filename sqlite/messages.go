@@ -1,0 +1,146 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
+	content_json, tool_json, streaming, author, created_at, updated_at`
+
+func scanMessage(sc scanner) (host.Message, error) {
+	var (
+		m                host.Message
+		role, kind       string
+		content          string
+		tool             sql.NullString
+		streaming        int64
+		created, updated int64
+	)
+	err := sc.Scan(&m.WorkspaceID, &m.SessionID, &m.ID, &m.TurnID, &role, &kind, &m.Version,
+		&m.Ordinal, &content, &tool, &streaming, &m.Author, &created, &updated)
+	if err != nil {
+		return host.Message{}, err
+	}
+	m.Role, m.Kind, m.Streaming = host.Role(role), host.MessageKind(kind), streaming != 0
+	m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
+	if err := json.Unmarshal([]byte(content), &m.Content); err != nil {
+		return host.Message{}, fmt.Errorf("message %s: decode content: %w", m.ID, err)
+	}
+	if tool.Valid {
+		m.Tool = new(host.ToolCall)
+		if err := json.Unmarshal([]byte(tool.String), m.Tool); err != nil {
+			return host.Message{}, fmt.Errorf("message %s: decode tool: %w", m.ID, err)
+		}
+	}
+	return m, nil
+}
+
+func getMessage(ctx context.Context, q querier, ws, sessionID, id string) (host.Message, error) {
+	row := q.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages
+		WHERE workspace_id = ? AND session_id = ? AND id = ?`, ws, sessionID, id)
+	m, err := scanMessage(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return host.Message{}, notFound("message " + id)
+	}
+	if err != nil {
+		return host.Message{}, classify("get message", err)
+	}
+	return m, nil
+}
+
+func (t *tx) Message(ctx context.Context, ws, sessionID, messageID string) (host.Message, error) {
+	return getMessage(ctx, t.tx, ws, sessionID, messageID)
+}
+
+// PutMessage inserts the message or replaces every column of the existing
+// one with the same (workspace, session, id).
+func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
+	content, err := json.Marshal(m.Content)
+	if err != nil {
+		return fmt.Errorf("sqlite: put message %s: encode content: %w", m.ID, err)
+	}
+	var tool any
+	if m.Tool != nil {
+		b, err := json.Marshal(m.Tool)
+		if err != nil {
+			return fmt.Errorf("sqlite: put message %s: encode tool: %w", m.ID, err)
+		}
+		tool = string(b)
+	}
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO messages (`+messageCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
+			turn_id = excluded.turn_id, role = excluded.role, kind = excluded.kind,
+			version = excluded.version, ordinal = excluded.ordinal,
+			content_json = excluded.content_json, tool_json = excluded.tool_json,
+			streaming = excluded.streaming, author = excluded.author,
+			created_at = excluded.created_at, updated_at = excluded.updated_at`,
+		m.WorkspaceID, m.SessionID, m.ID, m.TurnID, string(m.Role), string(m.Kind), m.Version,
+		m.Ordinal, string(content), tool, boolInt(m.Streaming), m.Author, ms(m.CreatedAt),
+		ms(m.UpdatedAt))
+	return classify("put message", err)
+}
+
+// ListMessages selects messages by version, always returned ascending.
+// AfterVersion (or neither bound) pages forward from the oldest change;
+// BeforeVersion alone pages backward from the newest change below it.
+func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.MessageQuery) (host.MessagePage, error) {
+	r, err := s.reader()
+	if err != nil {
+		return host.MessagePage{}, err
+	}
+	limit := clampLimit(q.Limit, 200, 1000)
+	query := `SELECT ` + messageCols + ` FROM messages WHERE workspace_id = ? AND session_id = ?`
+	args := []any{ws, sessionID}
+	if q.TurnID != "" {
+		query += ` AND turn_id = ?`
+		args = append(args, q.TurnID)
+	}
+	if q.AfterVersion > 0 {
+		query += ` AND version > ?`
+		args = append(args, q.AfterVersion)
+	}
+	if q.BeforeVersion > 0 {
+		query += ` AND version < ?`
+		args = append(args, q.BeforeVersion)
+	}
+	backward := q.BeforeVersion > 0 && q.AfterVersion <= 0
+	if backward {
+		query += ` ORDER BY version DESC LIMIT ?`
+	} else {
+		query += ` ORDER BY version ASC LIMIT ?`
+	}
+	args = append(args, limit+1)
+
+	rows, err := r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return host.MessagePage{}, classify("list messages", err)
+	}
+	defer rows.Close()
+	page := host.MessagePage{Messages: []host.Message{}}
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return host.MessagePage{}, classify("list messages", err)
+		}
+		page.Messages = append(page.Messages, m)
+	}
+	if err := rows.Err(); err != nil {
+		return host.MessagePage{}, classify("list messages", err)
+	}
+	if len(page.Messages) > limit {
+		page.Messages = page.Messages[:limit]
+		page.HasMore = true
+	}
+	if backward {
+		slices.Reverse(page.Messages)
+	}
+	return page, nil
+}

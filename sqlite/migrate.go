@@ -1,0 +1,128 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// newProvider builds a goose provider over the embedded migrations. The
+// global registry is disabled so nothing outside this package can inject
+// migrations, and the provider owns no state beyond this call.
+func newProvider(db *sql.DB) (*goose.Provider, error) {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	p, err := goose.NewProvider(database.DialectSQLite3, db, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	return p, nil
+}
+
+func migrateUp(ctx context.Context, db *sql.DB, log *slog.Logger) error {
+	p, err := newProvider(db)
+	if err != nil {
+		return err
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return classify("migrate up", err)
+	}
+	for _, r := range results {
+		log.InfoContext(ctx, "sqlite: applied migration", "version", r.Source.Version,
+			"file", r.Source.Path, "duration", r.Duration)
+	}
+	return nil
+}
+
+// hasPending reports whether any embedded migration is not yet applied. A
+// database without goose's version table has never been migrated; checking
+// for it first keeps this probe from creating the table itself.
+func hasPending(ctx context.Context, db *sql.DB) (bool, error) {
+	migrated, err := hasVersionTable(ctx, db)
+	if err != nil || !migrated {
+		return !migrated, err
+	}
+	p, err := newProvider(db)
+	if err != nil {
+		return false, err
+	}
+	pending, err := p.HasPending(ctx)
+	if err != nil {
+		return false, classify("migration status", err)
+	}
+	return pending, nil
+}
+
+func hasVersionTable(ctx context.Context, db *sql.DB) (bool, error) {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master
+		WHERE type = 'table' AND name = ?`, goose.DefaultTablename).Scan(&n)
+	if err != nil {
+		return false, classify("migration status", err)
+	}
+	return n > 0, nil
+}
+
+// MigrateUp applies every pending migration to the database at path
+// (creating the file if needed). It backs `ensemble migrate up`.
+func MigrateUp(ctx context.Context, path string) error {
+	db, err := openWriter(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return migrateUp(ctx, db, slog.Default())
+}
+
+// MigrateStatus writes one line per known migration to w: version, file,
+// and whether (and when) it was applied. It backs `ensemble migrate status`.
+func MigrateStatus(ctx context.Context, path string, w io.Writer) error {
+	db, err := openWriter(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p, err := newProvider(db)
+	if err != nil {
+		return err
+	}
+	// Status would create goose's version table; a never-migrated database
+	// is reported as all pending without writing to it.
+	migrated, err := hasVersionTable(ctx, db)
+	if err != nil {
+		return err
+	}
+	var status []*goose.MigrationStatus
+	if migrated {
+		if status, err = p.Status(ctx); err != nil {
+			return classify("migration status", err)
+		}
+	} else {
+		for _, src := range p.ListSources() {
+			status = append(status, &goose.MigrationStatus{Source: src, State: goose.StatePending})
+		}
+	}
+	for _, st := range status {
+		applied := "pending"
+		if st.State == goose.StateApplied {
+			applied = "applied " + st.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		if _, err := fmt.Fprintf(w, "%05d  %-24s %s\n", st.Source.Version, st.Source.Path, applied); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,229 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+const sessionCols = `workspace_id, id, parent_id, root_id, title, title_explicit, agent,
+	simulated, settings_json, pinned, provider_session_id, message_version, turn_count,
+	active_turn_id, provisional, created_by, created_at, updated_at, deleted_at`
+
+func scanSession(sc scanner) (host.Session, error) {
+	var (
+		s                                      host.Session
+		titleExplicit, simulated, pinned, prov int64
+		settings                               sql.NullString
+		created, updated                       int64
+		deleted                                sql.NullInt64
+	)
+	err := sc.Scan(&s.WorkspaceID, &s.ID, &s.ParentID, &s.RootID, &s.Title, &titleExplicit,
+		&s.Agent, &simulated, &settings, &pinned, &s.ProviderSessionID, &s.MessageVersion,
+		&s.TurnCount, &s.ActiveTurnID, &prov, &s.CreatedBy, &created, &updated, &deleted)
+	if err != nil {
+		return host.Session{}, err
+	}
+	s.TitleExplicit, s.Simulated, s.Pinned, s.Provisional = titleExplicit != 0, simulated != 0, pinned != 0, prov != 0
+	s.CreatedAt, s.UpdatedAt, s.DeletedAt = fromMS(created), fromMS(updated), fromMSPtr(deleted)
+	if s.Settings, err = decodeSettings(settings); err != nil {
+		return host.Session{}, fmt.Errorf("session %s/%s: %w", s.WorkspaceID, s.ID, err)
+	}
+	return s, nil
+}
+
+// encodeSettings stores an empty map as NULL so nil and {} read back alike.
+func encodeSettings(m map[string]string) (any, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode settings: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeSettings(v sql.NullString) (map[string]string, error) {
+	if !v.Valid || v.String == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(v.String), &m); err != nil {
+		return nil, fmt.Errorf("decode settings: %w", err)
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return m, nil
+}
+
+func getSession(ctx context.Context, q querier, ws, id string) (host.Session, error) {
+	row := q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE workspace_id = ? AND id = ?`, ws, id)
+	s, err := scanSession(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return host.Session{}, notFound("session " + id)
+	}
+	if err != nil {
+		return host.Session{}, classify("get session", err)
+	}
+	return s, nil
+}
+
+// GetSession returns a session in ws, provisional and tombstoned ones too.
+func (s *Store) GetSession(ctx context.Context, ws, id string) (host.Session, error) {
+	r, err := s.reader()
+	if err != nil {
+		return host.Session{}, err
+	}
+	return getSession(ctx, r, ws, id)
+}
+
+func (t *tx) Session(ctx context.Context, ws, id string) (host.Session, error) {
+	return getSession(ctx, t.tx, ws, id)
+}
+
+func (t *tx) InsertSession(ctx context.Context, s host.Session) error {
+	settings, err := encodeSettings(s.Settings)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.WorkspaceID, s.ID, s.ParentID, s.RootID, s.Title, boolInt(s.TitleExplicit), s.Agent,
+		boolInt(s.Simulated), settings, boolInt(s.Pinned), s.ProviderSessionID, s.MessageVersion,
+		s.TurnCount, s.ActiveTurnID, boolInt(s.Provisional), s.CreatedBy, ms(s.CreatedAt),
+		ms(s.UpdatedAt), msPtr(s.DeletedAt))
+	return classify("insert session", err)
+}
+
+// UpdateSession rewrites the mutable columns. Placement (parent, root),
+// creator and creation time are immutable and left as inserted.
+func (t *tx) UpdateSession(ctx context.Context, s host.Session) error {
+	settings, err := encodeSettings(s.Settings)
+	if err != nil {
+		return err
+	}
+	res, err := t.tx.ExecContext(ctx, `UPDATE sessions SET title = ?, title_explicit = ?,
+		agent = ?, simulated = ?, settings_json = ?, pinned = ?, provider_session_id = ?,
+		message_version = ?, turn_count = ?, active_turn_id = ?, provisional = ?,
+		updated_at = ?, deleted_at = ?
+		WHERE workspace_id = ? AND id = ?`,
+		s.Title, boolInt(s.TitleExplicit), s.Agent, boolInt(s.Simulated), settings,
+		boolInt(s.Pinned), s.ProviderSessionID, s.MessageVersion, s.TurnCount, s.ActiveTurnID,
+		boolInt(s.Provisional), ms(s.UpdatedAt), msPtr(s.DeletedAt), s.WorkspaceID, s.ID)
+	return affectedOne("update session "+s.ID, res, err)
+}
+
+// affectedOne turns "no row matched" into host.ErrNotFound.
+func affectedOne(op string, res sql.Result, err error) error {
+	if err != nil {
+		return classify(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return classify(op, err)
+	}
+	if n == 0 {
+		return notFound(op)
+	}
+	return nil
+}
+
+// DeleteProvisionalSession removes a provisional shell and everything hung
+// on it. A visible session is never hard-deleted this way.
+func (t *tx) DeleteProvisionalSession(ctx context.Context, ws, id string) error {
+	s, err := getSession(ctx, t.tx, ws, id)
+	if err != nil {
+		return err
+	}
+	if !s.Provisional {
+		return fmt.Errorf("sqlite: delete session %s: %w", id, errNotProvisional)
+	}
+	for _, stmt := range []string{
+		`DELETE FROM messages WHERE workspace_id = ? AND session_id = ?`,
+		`DELETE FROM turns WHERE workspace_id = ? AND session_id = ?`,
+		`DELETE FROM submit_claims WHERE workspace_id = ? AND session_id = ?`,
+		`DELETE FROM sessions WHERE workspace_id = ? AND id = ?`,
+	} {
+		if _, err := t.tx.ExecContext(ctx, stmt, ws, id); err != nil {
+			return classify("delete provisional session", err)
+		}
+	}
+	return nil
+}
+
+// ListSessions pages visible sessions newest first by (created_at, id).
+func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery) (host.SessionPage, error) {
+	r, err := s.reader()
+	if err != nil {
+		return host.SessionPage{}, err
+	}
+	limit := clampLimit(q.Limit, 50, 200)
+	query := `SELECT ` + sessionCols + ` FROM sessions
+		WHERE workspace_id = ? AND provisional = 0 AND deleted_at IS NULL`
+	args := []any{ws}
+	if q.Cursor != "" {
+		at, id, err := decodeSessionCursor(q.Cursor)
+		if err != nil {
+			return host.SessionPage{}, err
+		}
+		query += ` AND (created_at, id) < (?, ?)`
+		args = append(args, at, id)
+	}
+	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limit+1)
+
+	rows, err := r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return host.SessionPage{}, classify("list sessions", err)
+	}
+	defer rows.Close()
+	page := host.SessionPage{Sessions: []host.Session{}}
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return host.SessionPage{}, classify("list sessions", err)
+		}
+		page.Sessions = append(page.Sessions, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return host.SessionPage{}, classify("list sessions", err)
+	}
+	if len(page.Sessions) > limit {
+		page.Sessions = page.Sessions[:limit]
+		last := page.Sessions[limit-1]
+		page.NextCursor = encodeSessionCursor(ms(last.CreatedAt), last.ID)
+	}
+	return page, nil
+}
+
+// The session cursor is the (created_at, id) of the last row returned,
+// base64url so clients treat it as opaque.
+func encodeSessionCursor(at int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at, 10) + ":" + id))
+}
+
+func decodeSessionCursor(c string) (int64, string, error) {
+	bad := host.Errorf(host.CodeInvalidInput, "invalid session cursor")
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", bad
+	}
+	at, id, ok := strings.Cut(string(b), ":")
+	if !ok {
+		return 0, "", bad
+	}
+	n, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return 0, "", bad
+	}
+	return n, id, nil
+}

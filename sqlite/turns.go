@@ -1,0 +1,243 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// The key columns come first so a row that fails to decode can still be
+// named (and quarantined) by recovery.
+const turnCols = `workspace_id, session_id, id, seq, origin, phase, outcome, failure_reason,
+	stop_reason, provider_session_id, provider_turn_id, client_submit_id,
+	identity_anchor_turn_id, retracted, cancel_requested, submitted_by, created_at,
+	updated_at, settled_at`
+
+const turnNCols = 19
+
+// scanTurn scans into untyped values and decodes them itself, so a corrupt
+// value yields a decode error for that row with its key filled in rather
+// than an opaque Scan failure.
+func scanTurn(sc scanner) (host.Turn, error) {
+	vals := make([]any, turnNCols)
+	ptrs := make([]any, turnNCols)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := sc.Scan(ptrs...); err != nil {
+		return host.Turn{}, err
+	}
+	return decodeTurn(vals)
+}
+
+func decodeTurn(v []any) (host.Turn, error) {
+	d := decoder{vals: v}
+	t := host.Turn{
+		WorkspaceID:          d.str(0, "workspace_id"),
+		SessionID:            d.str(1, "session_id"),
+		ID:                   d.str(2, "id"),
+		Seq:                  d.int(3, "seq"),
+		Origin:               d.str(4, "origin"),
+		Phase:                host.TurnPhase(d.str(5, "phase")),
+		Outcome:              host.TurnOutcome(d.str(6, "outcome")),
+		FailureReason:        d.str(7, "failure_reason"),
+		StopReason:           d.str(8, "stop_reason"),
+		ProviderSessionID:    d.str(9, "provider_session_id"),
+		ProviderTurnID:       d.str(10, "provider_turn_id"),
+		ClientSubmitID:       d.str(11, "client_submit_id"),
+		IdentityAnchorTurnID: d.str(12, "identity_anchor_turn_id"),
+		Retracted:            d.int(13, "retracted") != 0,
+		CancelRequested:      d.int(14, "cancel_requested") != 0,
+		SubmittedBy:          d.str(15, "submitted_by"),
+		CreatedAt:            fromMS(d.int(16, "created_at")),
+		UpdatedAt:            fromMS(d.int(17, "updated_at")),
+	}
+	if v[18] != nil {
+		at := fromMS(d.int(18, "settled_at"))
+		t.SettledAt = &at
+	}
+	if d.err == nil && !validPhase(t.Phase) {
+		d.err = fmt.Errorf("invalid phase %q", t.Phase)
+	}
+	if d.err == nil && !validOutcome(t.Outcome) {
+		d.err = fmt.Errorf("invalid outcome %q", t.Outcome)
+	}
+	if d.err != nil {
+		return t, &decodeError{what: "turn " + turnKey(t.WorkspaceID, t.SessionID, t.ID), err: d.err}
+	}
+	return t, nil
+}
+
+// decodeError is a stored row whose values do not form a valid record, as
+// opposed to a failure to read it.
+type decodeError struct {
+	what string
+	err  error
+}
+
+func (e *decodeError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+func validPhase(p host.TurnPhase) bool {
+	switch p {
+	case host.PhaseQueued, host.PhaseDispatched, host.PhaseProviderObserved,
+		host.PhaseResolvingIdentity, host.PhaseDurablyAccepted, host.PhaseSettled:
+		return true
+	}
+	return false
+}
+
+func validOutcome(o host.TurnOutcome) bool {
+	switch o {
+	case "", host.OutcomeCompleted, host.OutcomeCanceled, host.OutcomeFailed, host.OutcomeInterrupted:
+		return true
+	}
+	return false
+}
+
+// turnKey is the quarantine key of a Turn.
+func turnKey(ws, sessionID, turnID string) string {
+	return ws + "/" + sessionID + "/" + turnID
+}
+
+// decoder converts untyped column values, keeping the first error.
+type decoder struct {
+	vals []any
+	err  error
+}
+
+func (d *decoder) str(i int, col string) string {
+	switch x := d.vals[i].(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case nil:
+		return ""
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	d.fail(col, d.vals[i])
+	return ""
+}
+
+func (d *decoder) int(i int, col string) int64 {
+	switch x := d.vals[i].(type) {
+	case int64:
+		return x
+	case nil:
+		return 0
+	case string:
+		if n, err := strconv.ParseInt(x, 10, 64); err == nil {
+			return n
+		}
+	case []byte:
+		if n, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return n
+		}
+	}
+	d.fail(col, d.vals[i])
+	return 0
+}
+
+func (d *decoder) fail(col string, v any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("column %s: cannot decode %T %v", col, v, v)
+	}
+}
+
+func getTurn(ctx context.Context, q querier, ws, sessionID, turnID string) (host.Turn, error) {
+	row := q.QueryRowContext(ctx, `SELECT `+turnCols+` FROM turns
+		WHERE workspace_id = ? AND session_id = ? AND id = ?`, ws, sessionID, turnID)
+	t, err := scanTurn(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return host.Turn{}, notFound("turn " + turnID)
+	}
+	if err != nil {
+		return host.Turn{}, classify("get turn", err)
+	}
+	return t, nil
+}
+
+// GetTurn returns one Turn of a session in ws.
+func (s *Store) GetTurn(ctx context.Context, ws, sessionID, turnID string) (host.Turn, error) {
+	r, err := s.reader()
+	if err != nil {
+		return host.Turn{}, err
+	}
+	return getTurn(ctx, r, ws, sessionID, turnID)
+}
+
+func (t *tx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn, error) {
+	return getTurn(ctx, t.tx, ws, sessionID, turnID)
+}
+
+func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO turns (`+turnCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		tu.WorkspaceID, tu.SessionID, tu.ID, tu.Seq, tu.Origin, string(tu.Phase),
+		string(tu.Outcome), tu.FailureReason, tu.StopReason, tu.ProviderSessionID,
+		tu.ProviderTurnID, tu.ClientSubmitID, tu.IdentityAnchorTurnID, boolInt(tu.Retracted),
+		boolInt(tu.CancelRequested), tu.SubmittedBy, ms(tu.CreatedAt), ms(tu.UpdatedAt),
+		msPtr(tu.SettledAt))
+	return classify("insert turn", err)
+}
+
+// UpdateTurn rewrites the mutable columns. Seq, the identity anchor and the
+// creation time are immutable and left as inserted.
+func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
+	res, err := t.tx.ExecContext(ctx, `UPDATE turns SET origin = ?, phase = ?, outcome = ?,
+		failure_reason = ?, stop_reason = ?, provider_session_id = ?, provider_turn_id = ?,
+		client_submit_id = ?, retracted = ?, cancel_requested = ?, submitted_by = ?,
+		updated_at = ?, settled_at = ?
+		WHERE workspace_id = ? AND session_id = ? AND id = ?`,
+		tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
+		tu.ProviderSessionID, tu.ProviderTurnID, tu.ClientSubmitID, boolInt(tu.Retracted),
+		boolInt(tu.CancelRequested), tu.SubmittedBy, ms(tu.UpdatedAt), msPtr(tu.SettledAt),
+		tu.WorkspaceID, tu.SessionID, tu.ID)
+	return affectedOne("update turn "+tu.ID, res, err)
+}
+
+// ListTurns pages a session's turns newest first by seq.
+func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error) {
+	r, err := s.reader()
+	if err != nil {
+		return host.TurnPage{}, err
+	}
+	limit := clampLimit(q.Limit, 50, 200)
+	query := `SELECT ` + turnCols + ` FROM turns WHERE workspace_id = ? AND session_id = ?`
+	args := []any{ws, sessionID}
+	if q.Before > 0 {
+		query += ` AND seq < ?`
+		args = append(args, q.Before)
+	}
+	query += ` ORDER BY seq DESC LIMIT ?`
+	args = append(args, limit+1)
+
+	rows, err := r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return host.TurnPage{}, classify("list turns", err)
+	}
+	defer rows.Close()
+	page := host.TurnPage{Turns: []host.Turn{}}
+	for rows.Next() {
+		t, err := scanTurn(rows)
+		if err != nil {
+			return host.TurnPage{}, classify("list turns", err)
+		}
+		page.Turns = append(page.Turns, t)
+	}
+	if err := rows.Err(); err != nil {
+		return host.TurnPage{}, classify("list turns", err)
+	}
+	if len(page.Turns) > limit {
+		page.Turns = page.Turns[:limit]
+		page.HasMore = true
+		page.NextCursor = page.Turns[limit-1].Seq
+	}
+	return page, nil
+}
