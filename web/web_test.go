@@ -1,0 +1,36 @@
+package web
+
+import (
+	"io/fs"
+	"strings"
+	"testing"
+)
+
+func TestFSServesTheApp(t *testing.T) {
+	root := FS()
+	for _, name := range []string{
+		"index.html", "favicon.svg", "css/app.css",
+		"js/app.js", "js/auth.js", "js/connection.js", "js/store.js", "js/dom.js",
+		"js/views/sessions.js", "js/views/transcript.js", "js/views/composer.js", "js/views/header.js",
+	} {
+		if _, err := fs.Stat(root, name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	index, err := fs.ReadFile(root, "index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hook := range []string{`id="new-session"`, `id="session-list"`, `id="composer"`, `id="send"`, `id="stop"`, `id="transcript"`, `id="conn-state"`, `src="js/app.js"`} {
+		if !strings.Contains(string(index), hook) {
+			t.Errorf("index.html lacks %s", hook)
+		}
+	}
+	// Node unit tests and the package marker stay out of the binary.
+	_ = fs.WalkDir(root, ".", func(p string, d fs.DirEntry, err error) error {
+		if strings.HasSuffix(p, ".test.mjs") || strings.HasSuffix(p, "package.json") || strings.HasSuffix(p, ".go") {
+			t.Errorf("embedded %s", p)
+		}
+		return nil
+	})
+}
