@@ -1,0 +1,502 @@
+// Client state and the pure reducers that apply server snapshots and events
+// to it. No DOM here: node unit tests exercise these functions directly.
+//
+// Snapshots replace state; events patch it. Every event kind carries a
+// complete object (session_summary {session}, turn_update {turn},
+// message_update {message}) except message_delta, which appends live text
+// at an offset and is superseded by the next message_update.
+
+// ---------- state ----------
+
+export function createState() {
+  return {
+    workspace: '',
+    sessions: new Map(), // id -> Session (workspace list)
+    sessionsLoaded: false,
+    sessionsCursor: '',
+    sessionsError: null,
+    open: null, // see openSession
+    pending: new Map(), // clientSubmitId -> pending submission
+    now: Date.now(),
+  };
+}
+
+export function openSession(state, sessionId) {
+  state.open = {
+    id: sessionId,
+    session: state.sessions.get(sessionId) || null,
+    turns: new Map(),
+    messages: new Map(),
+    interactions: new Map(), // turnId -> [interaction]
+    queue: null,
+    presence: [],
+    goal: null,
+    loaded: false,
+    deleted: false,
+    error: null,
+    maxOrdinal: 0,
+  };
+  return state.open;
+}
+
+export function closeSession(state) {
+  state.open = null;
+}
+
+// ---------- workspace topic ----------
+
+export function applyWorkspaceSnapshot(state, snap) {
+  const list = arrayOf(snap, 'sessions', 'items');
+  state.sessions = new Map();
+  for (const s of list) if (s && s.id && !s.deletedAt) state.sessions.set(s.id, s);
+  state.sessionsLoaded = true;
+  state.sessionsCursor = (snap && snap.nextCursor) || '';
+  state.sessionsError = null;
+  if (state.open && state.sessions.has(state.open.id)) {
+    state.open.session = mergeSession(state.open.session, state.sessions.get(state.open.id));
+  }
+}
+
+export function appendSessions(state, page) {
+  for (const s of arrayOf(page, 'sessions', 'items')) {
+    if (s && s.id && !s.deletedAt && !state.sessions.has(s.id)) state.sessions.set(s.id, s);
+  }
+  state.sessionsCursor = (page && page.nextCursor) || '';
+}
+
+export function applyWorkspaceEvent(state, kind, payload) {
+  if (kind === 'session_summary' && payload && payload.session) {
+    upsertSession(state, payload.session);
+    return true;
+  }
+  if (kind === 'session_removed' && payload && payload.sessionId) {
+    state.sessions.delete(payload.sessionId);
+    return true;
+  }
+  return false;
+}
+
+// upsertSession records a session summary in the list (and the open
+// session), dropping tombstoned sessions from the list.
+export function upsertSession(state, s) {
+  if (!s || !s.id) return;
+  const prev = state.sessions.get(s.id);
+  if (s.deletedAt) {
+    state.sessions.delete(s.id);
+  } else if (!prev || !isOlder(s, prev)) {
+    state.sessions.set(s.id, s);
+  }
+  if (state.open && state.open.id === s.id) {
+    state.open.session = mergeSession(state.open.session, s);
+    state.open.deleted = !!s.deletedAt;
+  }
+}
+
+function isOlder(a, b) {
+  // Snapshots are authoritative, but never let a stale summary move back.
+  if (a.updatedAt && b.updatedAt && a.updatedAt < b.updatedAt) return true;
+  return false;
+}
+
+function mergeSession(prev, next) {
+  if (!next) return prev;
+  if (prev && isOlder(next, prev)) return prev;
+  return next;
+}
+
+// sortedSessions: pinned first, then most recently updated.
+export function sortedSessions(state) {
+  return [...state.sessions.values()].sort((a, b) => {
+    if (!!b.pinned !== !!a.pinned) return b.pinned ? 1 : -1;
+    const ua = a.updatedAt || a.createdAt || '';
+    const ub = b.updatedAt || b.createdAt || '';
+    if (ua !== ub) return ua < ub ? 1 : -1;
+    return a.id < b.id ? 1 : -1;
+  });
+}
+
+// ---------- session topic ----------
+
+export function applySessionSnapshot(state, snap) {
+  const open = state.open;
+  if (!open) return;
+  if (snap && snap.session) {
+    open.session = snap.session;
+    open.deleted = !!snap.session.deletedAt;
+    if (!snap.session.deletedAt) upsertSession(state, snap.session);
+  }
+  open.turns = new Map();
+  for (const t of arrayOf(snap, 'turns')) if (t && t.id) open.turns.set(t.id, t);
+  open.messages = new Map();
+  open.maxOrdinal = 0;
+  for (const m of arrayOf(snap, 'messages')) putMessage(open, m);
+  open.interactions = new Map();
+  for (const i of arrayOf(snap, 'interactions')) addInteraction(open, i);
+  if (snap && snap.queue) open.queue = snap.queue;
+  if (snap && snap.goal) open.goal = snap.goal;
+  if (snap && Array.isArray(snap.presence)) open.presence = snap.presence;
+  open.loaded = true;
+  open.error = null;
+}
+
+// addMessages merges a message.list page (e.g. older history).
+export function addMessages(state, page) {
+  if (!state.open) return;
+  for (const m of arrayOf(page, 'messages')) putMessage(state.open, m);
+}
+
+export function addTurns(state, page) {
+  if (!state.open) return;
+  for (const t of arrayOf(page, 'turns')) putTurn(state.open, t);
+}
+
+export function applySessionEvent(state, kind, payload) {
+  const open = state.open;
+  if (!payload) return false;
+  switch (kind) {
+    case 'session_summary':
+      upsertSession(state, payload.session);
+      return true;
+    case 'turn_update':
+      if (!open || !payload.turn) return false;
+      if (payload.turn.sessionId && payload.turn.sessionId !== open.id) return false;
+      putTurn(open, payload.turn);
+      return true;
+    case 'message_update':
+      if (!open || !payload.message) return false;
+      if (payload.message.sessionId && payload.message.sessionId !== open.id) return false;
+      putMessage(open, payload.message);
+      return true;
+    case 'message_delta':
+      if (!open || (payload.sessionId && payload.sessionId !== open.id)) return false;
+      return applyMessageDelta(open, payload) !== 'ignored';
+    case 'interaction_snapshot':
+      if (!open) return false;
+      setInteractions(open, payload);
+      return true;
+    case 'queue_state':
+      if (!open) return false;
+      open.queue = payload.queue || payload;
+      return true;
+    case 'goal_state':
+      if (!open) return false;
+      open.goal = payload.goal || payload;
+      return true;
+    case 'presence':
+      if (!open) return false;
+      open.presence = arrayOf(payload, 'watchers', 'users', 'presence');
+      return true;
+    default:
+      return false;
+  }
+}
+
+const PHASE_RANK = { queued: 0, dispatched: 1, provider_observed: 2, resolving_identity: 3, durably_accepted: 4, settled: 5 };
+
+function putTurn(open, t) {
+  if (!t || !t.id) return;
+  const prev = open.turns.get(t.id);
+  // A turn never moves back; a settled turn stays settled.
+  if (prev && (PHASE_RANK[prev.phase] ?? -1) > (PHASE_RANK[t.phase] ?? -1)) return;
+  open.turns.set(t.id, t);
+}
+
+export function putMessage(open, m) {
+  if (!m || !m.id) return;
+  const prev = open.messages.get(m.id);
+  if (prev && !prev.placeholder && typeof prev.version === 'number' && typeof m.version === 'number' && m.version < prev.version) return;
+  const next = { ...m, content: m.content || { text: '' } };
+  // Deltas that ran ahead of this update stay visible until the next update.
+  if (prev && prev.streamedText && next.streaming) {
+    const have = next.content.text || '';
+    if (prev.streamedText.length > have.length && prev.streamedText.startsWith(have)) {
+      next.streamedText = prev.streamedText;
+    }
+  }
+  open.messages.set(m.id, next);
+  if (typeof m.ordinal === 'number' && m.ordinal > open.maxOrdinal) open.maxOrdinal = m.ordinal;
+}
+
+// messageText is what to show for a message: display text when present,
+// otherwise model text, extended by any streamed text not yet committed.
+export function messageText(m) {
+  const c = m.content || {};
+  if (m.role === 'user' && c.displayText) return c.displayText;
+  if (m.streamedText && m.streamedText.length > (c.text || '').length) return m.streamedText;
+  return c.text || '';
+}
+
+// ---------- live text deltas ----------
+
+// Offsets count UTF-8 bytes of the message's model text (Go string
+// offsets) unless setOffsetUnit('utf16') says otherwise.
+let offsetUnit = 'utf8';
+export function setOffsetUnit(u) { offsetUnit = u === 'utf16' ? 'utf16' : 'utf8'; }
+
+export function utf8Length(s) {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) { n += 4; i++; }
+    else n += 3;
+  }
+  return n;
+}
+
+// utf8Index converts a byte offset to a string index, or -1 when the offset
+// falls inside a character.
+export function utf8Index(s, offset) {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    if (n === offset) return i;
+    if (n > offset) return -1;
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) { n += 4; i++; }
+    else n += 3;
+  }
+  return n === offset ? s.length : -1;
+}
+
+function unitLength(s, unit) { return unit === 'utf16' ? s.length : utf8Length(s); }
+function unitIndex(s, off, unit) { return unit === 'utf16' ? (off <= s.length ? off : -1) : utf8Index(s, off); }
+
+// applyDelta puts `piece` at `offset` of `text`. Returns {text, status}:
+// 'applied', 'stale' (already have it) or 'gap' (text missing before it).
+export function applyDelta(text, offset, piece, unit = offsetUnit) {
+  const have = unitLength(text, unit);
+  if (offset > have) return { text, status: 'gap' };
+  if (offset + unitLength(piece, unit) <= have) return { text, status: 'stale' };
+  const idx = unitIndex(text, offset, unit);
+  if (idx < 0) return { text, status: 'gap' };
+  return { text: text.slice(0, idx) + piece, status: 'applied' };
+}
+
+export function applyMessageDelta(open, d) {
+  if (!d || !d.messageId || typeof d.text !== 'string') return 'ignored';
+  const offset = typeof d.offset === 'number' ? d.offset : 0;
+  let m = open.messages.get(d.messageId);
+  if (!m) {
+    if (offset !== 0) return 'gap'; // the next message_update brings it
+    open.maxOrdinal += 0.001; // after everything known until the update says where
+    m = {
+      id: d.messageId, sessionId: d.sessionId || open.id, turnId: d.turnId || '',
+      role: 'agent', kind: d.kind || 'text', ordinal: open.maxOrdinal,
+      content: { text: '' }, streaming: true, placeholder: true,
+      createdAt: new Date().toISOString(),
+    };
+    open.messages.set(m.id, m);
+  }
+  const base = m.streamedText && m.streamedText.length > (m.content.text || '').length ? m.streamedText : (m.content.text || '');
+  const r = applyDelta(base, offset, d.text);
+  if (r.status === 'applied') {
+    open.messages.set(m.id, { ...m, streamedText: r.text, streaming: true });
+  } else if (r.status === 'gap') {
+    m.deltaGap = true;
+  }
+  return r.status;
+}
+
+// ---------- interactions ----------
+
+function addInteraction(open, i) {
+  if (!i) return;
+  const turnId = i.turnId || '';
+  const list = open.interactions.get(turnId) || [];
+  list.push(i);
+  open.interactions.set(turnId, list);
+}
+
+// setInteractions replaces the complete list for one root turn; an empty
+// list clears it.
+function setInteractions(open, p) {
+  const turnId = p.turnId || '';
+  const list = arrayOf(p, 'interactions', 'items');
+  if (list.length === 0) open.interactions.delete(turnId);
+  else open.interactions.set(turnId, list);
+}
+
+export function pendingInteractions(open) {
+  if (!open) return [];
+  const out = [];
+  for (const list of open.interactions.values()) {
+    for (const i of list) if (!i.state || i.state === 'pending') out.push(i);
+  }
+  return out;
+}
+
+// ---------- derived views ----------
+
+export function sortedMessages(open) {
+  if (!open) return [];
+  return [...open.messages.values()].sort((a, b) => {
+    const oa = a.ordinal ?? Infinity;
+    const ob = b.ordinal ?? Infinity;
+    if (oa !== ob) return oa - ob;
+    return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+  });
+}
+
+// activeTurn is the open session's active turn, if it is not settled.
+export function activeTurn(open) {
+  if (!open || !open.session) return null;
+  const id = open.session.activeTurnId;
+  if (id) {
+    const t = open.turns.get(id);
+    if (t && t.phase === 'settled') return null;
+    return t || { id, phase: 'queued', sessionId: open.id };
+  }
+  for (const t of open.turns.values()) if (t.phase !== 'settled') return t;
+  return null;
+}
+
+export function isActivePhase(phase) {
+  return phase !== 'settled';
+}
+
+const FAILURE_TEXT = {
+  execution_status_unknown: 'the agent lost track of this turn; its outcome is unknown',
+  provider_rejected: 'the agent rejected the prompt',
+  provider_state_lost: 'the agent lost its session state',
+  delivery_unknown: 'the prompt may not have reached the agent',
+  provider_error: 'the agent reported an error',
+  max_tokens: 'the agent ran out of tokens',
+  refusal: 'the agent refused',
+  outcome_unknown: 'the outcome is unknown',
+};
+
+export function failureText(reason) {
+  return FAILURE_TEXT[reason] || '';
+}
+
+// turnStatus maps a Turn to the status line shown under it.
+export function turnStatus(t) {
+  if (!t) return null;
+  const stopping = !!t.cancelRequested;
+  switch (t.phase) {
+    case 'queued':
+    case 'dispatched':
+    case 'provider_observed':
+    case 'resolving_identity':
+      return { label: stopping ? 'stopping…' : 'sending…', tone: 'pending', active: true };
+    case 'durably_accepted':
+      return { label: stopping ? 'stopping…' : 'agent is working…', tone: 'working', active: true };
+    case 'settled':
+      switch (t.outcome) {
+        case 'completed': return { label: 'completed', tone: 'ok', active: false };
+        case 'canceled': return { label: 'canceled', tone: 'muted', active: false };
+        case 'interrupted': return { label: 'interrupted', tone: 'muted', active: false };
+        case 'failed':
+          return { label: `failed: ${t.failureReason || t.stopReason || 'unknown reason'}`, tone: 'error', active: false, detail: failureText(t.failureReason) };
+        default: return { label: t.outcome || 'settled', tone: 'muted', active: false };
+      }
+    default:
+      return { label: t.phase || 'unknown', tone: 'muted', active: true };
+  }
+}
+
+// ---------- pending submissions ----------
+
+// visiblePending lists this session's submissions that the server has not
+// yet reflected as a user message (matched by turn or clientSubmitId).
+export function visiblePending(state, sessionId) {
+  const out = [];
+  for (const p of state.pending.values()) {
+    if ((p.sessionId || '') !== (sessionId || '')) continue;
+    if (isReflected(state, p)) continue;
+    out.push(p);
+  }
+  return out.sort((a, b) => a.createdAt - b.createdAt);
+}
+
+export function isReflected(state, p) {
+  const open = state.open;
+  if (!open || open.id !== p.sessionId) return false;
+  for (const t of open.turns.values()) {
+    if (t.clientSubmitId === p.clientSubmitId && hasUserMessage(open, t.id)) return true;
+  }
+  return !!(p.turnId && hasUserMessage(open, p.turnId));
+}
+
+function hasUserMessage(open, turnId) {
+  for (const m of open.messages.values()) if (m.turnId === turnId && m.role === 'user') return true;
+  return false;
+}
+
+// prunePending drops submissions that succeeded and are now visible.
+export function prunePending(state) {
+  for (const [id, p] of state.pending) {
+    if (p.status === 'done' && (isReflected(state, p) || Date.now() - p.doneAt > 30000)) state.pending.delete(id);
+  }
+}
+
+// ---------- formatting helpers ----------
+
+export function relativeTime(iso, now = Date.now()) {
+  if (!iso) return '';
+  const t = typeof iso === 'number' ? iso : Date.parse(iso);
+  if (Number.isNaN(t)) return '';
+  const s = Math.max(0, Math.round((now - t) / 1000));
+  if (s < 45) return 'just now';
+  const m = Math.round(s / 60);
+  if (m < 60) return `${m} min ago`;
+  const h = Math.round(m / 60);
+  if (h < 24) return `${h} h ago`;
+  const d = Math.round(h / 24);
+  if (d === 1) return 'yesterday';
+  if (d < 7) return `${d} days ago`;
+  return new Date(t).toLocaleDateString(undefined, { month: 'short', day: 'numeric', year: d > 300 ? 'numeric' : undefined });
+}
+
+export function clockTime(iso) {
+  if (!iso) return '';
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return '';
+  const d = new Date(t);
+  const today = new Date();
+  const sameDay = d.toDateString() === today.toDateString();
+  const time = d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  return sameDay ? time : `${d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })} ${time}`;
+}
+
+// splitFences splits text into [{type:'text'|'code', text, lang}] on ```
+// fences at line starts; an unclosed fence runs to the end (streaming).
+export function splitFences(text) {
+  const out = [];
+  const lines = text.split('\n');
+  let buf = [];
+  let inCode = false;
+  let lang = '';
+  const flush = (type) => {
+    if (type === 'code' || buf.length) out.push({ type, text: buf.join('\n'), lang: type === 'code' ? lang : '' });
+    buf = [];
+  };
+  for (const line of lines) {
+    const m = /^\s*```\s*([\w+#.-]*)\s*$/.exec(line);
+    if (m && !inCode) {
+      flush('text');
+      inCode = true;
+      lang = m[1] || '';
+    } else if (m && inCode && !m[1]) {
+      flush('code');
+      inCode = false;
+      lang = '';
+    } else {
+      buf.push(line);
+    }
+  }
+  if (inCode) flush('code');
+  else if (buf.length) flush('text');
+  // Drop a text part that is only the newline between two blocks.
+  return out.filter((p, i) => !(p.type === 'text' && p.text === '' && i > 0 && i < out.length - 1));
+}
+
+function arrayOf(obj, ...keys) {
+  if (Array.isArray(obj)) return obj;
+  if (!obj) return [];
+  for (const k of keys) if (Array.isArray(obj[k])) return obj[k];
+  return [];
+}

@@ -1,0 +1,129 @@
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import * as S from './store.js';
+
+const msg = (id, ordinal, extra = {}) => ({ id, sessionId: 's1', turnId: 't1', role: 'agent', kind: 'text', version: ordinal, ordinal, content: { text: '' }, ...extra });
+
+function openState() {
+  const st = S.createState();
+  S.openSession(st, 's1');
+  S.applySessionSnapshot(st, {
+    session: { id: 's1', title: 'T', activeTurnId: 't1', updatedAt: '2025-01-01T00:00:00Z' },
+    turns: [{ id: 't1', sessionId: 's1', phase: 'durably_accepted', clientSubmitId: 'c1' }],
+    messages: [msg('t1.prompt', 1, { role: 'user', content: { text: 'hi' } })],
+  });
+  return st;
+}
+
+test('workspace snapshot and summaries', () => {
+  const st = S.createState();
+  S.applyWorkspaceSnapshot(st, { sessions: [{ id: 'a', updatedAt: '2025-01-01T00:00:00Z' }, { id: 'b', updatedAt: '2025-01-02T00:00:00Z' }] });
+  assert.deepEqual(S.sortedSessions(st).map((s) => s.id), ['b', 'a']);
+  S.applyWorkspaceEvent(st, 'session_summary', { session: { id: 'a', updatedAt: '2025-01-03T00:00:00Z' } });
+  assert.deepEqual(S.sortedSessions(st).map((s) => s.id), ['a', 'b']);
+  // a stale summary does not move back
+  S.applyWorkspaceEvent(st, 'session_summary', { session: { id: 'a', title: 'old', updatedAt: '2025-01-01T00:00:00Z' } });
+  assert.equal(st.sessions.get('a').title, undefined);
+  S.applyWorkspaceEvent(st, 'session_summary', { session: { id: 'b', deletedAt: '2025-01-04T00:00:00Z', updatedAt: '2025-01-04T00:00:00Z' } });
+  assert.deepEqual([...st.sessions.keys()], ['a']);
+});
+
+test('deltas stream, then message_update replaces', () => {
+  const st = openState();
+  assert.equal(S.applyMessageDelta(st.open, { sessionId: 's1', turnId: 't1', messageId: 'm', offset: 0, text: 'Hel' }), 'applied');
+  S.applySessionEvent(st, 'message_delta', { sessionId: 's1', turnId: 't1', messageId: 'm', offset: 3, text: 'lo' });
+  let m = st.open.messages.get('m');
+  assert.equal(S.messageText(m), 'Hello');
+  assert.equal(S.sortedMessages(st.open).at(-1).id, 'm');
+  // duplicate and overlapping deltas are harmless
+  assert.equal(S.applyMessageDelta(st.open, { messageId: 'm', offset: 0, text: 'Hel' }), 'stale');
+  assert.equal(S.applyMessageDelta(st.open, { messageId: 'm', offset: 3, text: 'lo, w' }), 'applied');
+  assert.equal(S.messageText(st.open.messages.get('m')), 'Hello, w');
+  // gap: not applied
+  assert.equal(S.applyMessageDelta(st.open, { messageId: 'm', offset: 99, text: 'x' }), 'gap');
+  // committed update behind the live text keeps the live text while streaming
+  S.applySessionEvent(st, 'message_update', { message: msg('m', 2, { content: { text: 'Hello' }, streaming: true }) });
+  assert.equal(S.messageText(st.open.messages.get('m')), 'Hello, w');
+  // final update wins
+  S.applySessionEvent(st, 'message_update', { message: msg('m', 2, { version: 5, content: { text: 'Hello, world' }, streaming: false }) });
+  m = st.open.messages.get('m');
+  assert.equal(S.messageText(m), 'Hello, world');
+  assert.equal(m.placeholder, undefined);
+  // an older version never replaces a newer one
+  S.applySessionEvent(st, 'message_update', { message: msg('m', 2, { version: 3, content: { text: 'Hel' } }) });
+  assert.equal(S.messageText(st.open.messages.get('m')), 'Hello, world');
+});
+
+test('utf-8 byte offsets', () => {
+  assert.equal(S.utf8Length('héllo'), 6);
+  assert.equal(S.utf8Length('a😀'), 5);
+  assert.equal(S.utf8Index('a😀b', 5), 3);
+  assert.equal(S.utf8Index('a😀b', 2), -1);
+  assert.deepEqual(S.applyDelta('héllo', 6, ' wörld', 'utf8'), { text: 'héllo wörld', status: 'applied' });
+  assert.deepEqual(S.applyDelta('héllo', 5, ' w', 'utf16'), { text: 'héllo w', status: 'applied' });
+});
+
+test('messages sort by ordinal', () => {
+  const st = openState();
+  S.putMessage(st.open, msg('c', 7));
+  S.putMessage(st.open, msg('b', 3));
+  assert.deepEqual(S.sortedMessages(st.open).map((m) => m.id), ['t1.prompt', 'b', 'c']);
+});
+
+test('turn status and phase monotonicity', () => {
+  const st = openState();
+  assert.equal(S.turnStatus(st.open.turns.get('t1')).label, 'agent is working…');
+  S.applySessionEvent(st, 'turn_update', { turn: { id: 't1', sessionId: 's1', phase: 'settled', outcome: 'failed', failureReason: 'provider_error' } });
+  S.applySessionEvent(st, 'turn_update', { turn: { id: 't1', sessionId: 's1', phase: 'dispatched' } });
+  const t = st.open.turns.get('t1');
+  assert.equal(t.phase, 'settled');
+  assert.equal(S.turnStatus(t).label, 'failed: provider_error');
+  assert.equal(S.turnStatus({ phase: 'queued' }).label, 'sending…');
+  assert.equal(S.turnStatus({ phase: 'settled', outcome: 'canceled' }).label, 'canceled');
+  assert.equal(S.turnStatus({ phase: 'settled', outcome: 'completed' }).label, 'completed');
+});
+
+test('active turn follows the session', () => {
+  const st = openState();
+  assert.equal(S.activeTurn(st.open).id, 't1');
+  S.applySessionEvent(st, 'session_summary', { session: { id: 's1', updatedAt: '2025-01-01T00:00:01Z' } });
+  S.applySessionEvent(st, 'turn_update', { turn: { id: 't1', sessionId: 's1', phase: 'settled', outcome: 'completed' } });
+  assert.equal(S.activeTurn(st.open), null);
+});
+
+test('pending submissions disappear once reflected', () => {
+  const st = openState();
+  st.pending.set('c2', { clientSubmitId: 'c2', sessionId: 's1', text: 'next', createdAt: 1, status: 'sending' });
+  assert.equal(S.visiblePending(st, 's1').length, 1);
+  S.applySessionEvent(st, 'turn_update', { turn: { id: 't2', sessionId: 's1', phase: 'queued', clientSubmitId: 'c2' } });
+  assert.equal(S.visiblePending(st, 's1').length, 1); // no user message yet
+  S.applySessionEvent(st, 'message_update', { message: msg('t2.prompt', 9, { turnId: 't2', role: 'user', content: { text: 'next' } }) });
+  assert.equal(S.visiblePending(st, 's1').length, 0);
+});
+
+test('interaction snapshots replace per turn; empty clears', () => {
+  const st = openState();
+  S.applySessionEvent(st, 'interaction_snapshot', { sessionId: 's1', turnId: 't1', interactions: [{ requestId: 'r1', turnId: 't1', state: 'pending' }] });
+  assert.equal(S.pendingInteractions(st.open).length, 1);
+  S.applySessionEvent(st, 'interaction_snapshot', { sessionId: 's1', turnId: 't1', interactions: [] });
+  assert.equal(S.pendingInteractions(st.open).length, 0);
+});
+
+test('fenced code splitting', () => {
+  assert.deepEqual(S.splitFences('plain'), [{ type: 'text', text: 'plain', lang: '' }]);
+  const parts = S.splitFences('Here:\n```go\nfmt.Println(1)\n```\nDone.');
+  assert.deepEqual(parts.map((p) => p.type), ['text', 'code', 'text']);
+  assert.equal(parts[1].lang, 'go');
+  assert.equal(parts[1].text, 'fmt.Println(1)');
+  // unclosed fence while streaming
+  const open = S.splitFences('x\n```\npartial');
+  assert.deepEqual(open.map((p) => p.type), ['text', 'code']);
+});
+
+test('relative time', () => {
+  const now = Date.parse('2025-01-10T12:00:00Z');
+  assert.equal(S.relativeTime('2025-01-10T11:59:50Z', now), 'just now');
+  assert.equal(S.relativeTime('2025-01-10T11:55:00Z', now), '5 min ago');
+  assert.equal(S.relativeTime('2025-01-10T09:00:00Z', now), '3 h ago');
+  assert.equal(S.relativeTime('2025-01-09T10:00:00Z', now), 'yesterday');
+});
