@@ -1,0 +1,488 @@
+// Ensemble browser GUI: wiring. Sign-in from the URL fragment, one
+// WebSocket connection, the workspace and open-session subscriptions, and
+// the actions (submit, new session, stop, answer) that the views call.
+
+import * as auth from './auth.js';
+import { Connection, backoffDelay } from './connection.js';
+import * as S from './store.js';
+import { createHeader } from './views/header.js';
+import { createSessionList } from './views/sessions.js';
+import { createTranscript } from './views/transcript.js';
+import { createComposer } from './views/composer.js';
+import { setText } from './dom.js';
+
+const $ = (sel) => document.querySelector(sel);
+
+function uuid() {
+  if (globalThis.crypto && crypto.randomUUID) return crypto.randomUUID();
+  // Fallback for non-secure contexts (plain http on a LAN address).
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const x = [...b].map((v) => v.toString(16).padStart(2, '0')).join('');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
+function parseRoute() {
+  const p = new URLSearchParams(location.hash.replace(/^#/, ''));
+  return { ws: p.get('ws') || '', session: p.get('session') || '' };
+}
+
+// ---------- sign-in page ----------
+
+function showSignIn(reason) {
+  $('#app').hidden = true;
+  $('#signin').hidden = false;
+  document.title = 'Sign in · Ensemble';
+  const r = $('#signin-reason');
+  setText(r, reason || '');
+  r.hidden = !reason;
+  const origin = location.origin.startsWith('http') ? location.origin : 'http://127.0.0.1:8080';
+  for (const el of document.querySelectorAll('[data-origin]')) setText(el, origin);
+  $('#token-form').onsubmit = (e) => {
+    e.preventDefault();
+    const t = $('#token-input').value.trim().replace(/^.*#token=/, '');
+    if (!t) return;
+    if (!auth.decodeJwtPayload(t)) {
+      setText(r, 'That does not look like a token: a JWT has three parts separated by dots.');
+      r.hidden = false;
+      return;
+    }
+    location.hash = 'token=' + encodeURIComponent(t);
+    location.reload();
+  };
+}
+
+// ---------- the app ----------
+
+function start(token, claimsPrincipal) {
+  $('#signin').hidden = true;
+  $('#app').hidden = false;
+
+  const state = S.createState();
+  let principal = claimsPrincipal;
+  const names = new Map([[principal.id, principal.name]]);
+  const stopping = new Set();
+  let lastRejected = null;
+  let wsSub = null;
+  let sessionSub = null;
+
+  const conn = new Connection({
+    url: `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/v1/ws`,
+    token,
+  });
+
+  // ---- rendering ----
+  let scheduled = false;
+  function update() {
+    if (scheduled) return;
+    scheduled = true;
+    const run = () => { scheduled = false; render(); };
+    if (document.hidden) setTimeout(run, 100);
+    else requestAnimationFrame(run);
+  }
+
+  const header = createHeader($('#topbar'), {
+    onWorkspace: (id) => navigate(id, ''),
+    onSignOut: () => {
+      auth.signOut();
+      conn.stop();
+      location.hash = '';
+      showSignIn('You signed out. Open a sign-in link to come back.');
+    },
+    onReconnect: () => conn.reconnectNow(),
+    onToggleSidebar: () => document.body.classList.toggle('sidebar-open'),
+  });
+  header.setUser(principal);
+
+  const sessions = createSessionList($('#sidebar'), {
+    onOpen: (id) => {
+      document.body.classList.remove('sidebar-open');
+      navigate(state.workspace, id);
+    },
+    onLoadMore: loadMoreSessions,
+  });
+
+  const transcript = createTranscript($('#transcript'), {
+    onRetryPending: (id) => {
+      const p = state.pending.get(id);
+      if (p) send(p);
+    },
+    onDiscardPending: (id) => {
+      state.pending.delete(id);
+      update();
+    },
+    onRespond: async ({ sessionId, turnId, requestId, optionId }) => {
+      await conn.request('interaction.respond', {
+        workspace: state.workspace, sessionId, turnId, requestId, response: { optionId },
+      });
+    },
+    onHint: (cmd) => composer.insert(cmd),
+  });
+
+  const composer = createComposer($('#composer'), { onSubmit, onStop });
+
+  function render() {
+    state.now = Date.now();
+    S.prunePending(state);
+    const open = state.open;
+    for (const id of [...stopping]) {
+      const t = open && open.turns.get(id);
+      if (!t || t.phase === 'settled') stopping.delete(id);
+    }
+    header.setWorkspaces(principal.workspaces, state.workspace);
+    sessions.render(state);
+    transcript.render(state, { principal, names });
+    renderSessionBar();
+    const active = S.activeTurn(open);
+    composer.render({
+      busy: !!active,
+      stopping: !!(active && (stopping.has(active.id) || active.cancelRequested)),
+      disabled: !!(open && open.deleted) || !state.workspace,
+      placeholder: !open
+        ? 'What should the agent do? Enter starts a new session…'
+        : active ? 'The agent is working. Type your next message…' : 'Message the agent…',
+      sendLabel: open ? 'Send' : 'Start',
+    });
+    const sessionsErr = $('#sessions-error');
+    setText(sessionsErr, state.sessionsError ? `${state.sessionsError.code}: ${state.sessionsError.message}` : '');
+    sessionsErr.hidden = !state.sessionsError;
+    const title = open && open.session ? (open.session.title || 'Untitled session') : '';
+    document.title = `${active ? '● ' : ''}${title ? title + ' · ' : ''}Ensemble`;
+  }
+
+  function renderSessionBar() {
+    const bar = $('#session-bar');
+    const open = state.open;
+    bar.hidden = !open;
+    if (!open) return;
+    const s = open.session || {};
+    setText($('#session-title'), s.title || 'Untitled session');
+    $('#session-title').classList.toggle('untitled', !s.title);
+    setText($('#session-agent'), s.agent || '');
+    $('#session-sim').hidden = !s.simulated;
+    const active = S.activeTurn(open);
+    const live = $('#session-live');
+    live.hidden = !active;
+    const watchers = (open.presence || []).filter((p) => p && (p.userId || p.id || p.name));
+    setText($('#session-presence'), watchers.length > 1 ? `${watchers.length} watching` : '');
+    $('#session-presence').title = watchers.map((p) => p.name || p.userId || p.id).join(', ');
+  }
+
+  // ---- connection state ----
+  conn.addEventListener('state', (e) => {
+    const d = e.detail;
+    header.setConnection(d);
+    if (d.state === 'connected') {
+      adoptServerPrincipal(d.principal);
+      for (const p of state.pending.values()) if (p.status === 'waiting') send(p);
+      composer.showNote('');
+    } else if (d.state === 'offline' && !d.fatal) {
+      composer.showNote('You are offline. Messages you send wait and go out once the connection is back.');
+    }
+    update();
+  });
+  conn.addEventListener('fatal', (e) => {
+    const err = e.detail.error;
+    if (err && err.code === 'unauthenticated') {
+      auth.signOut();
+      showSignIn(`The server did not accept your sign-in token (${err.code}: ${err.message}). Get a fresh link.`);
+      return;
+    }
+    composer.showError(err || { code: 'unavailable', message: e.detail.reason });
+  });
+
+  function adoptServerPrincipal(p) {
+    if (!p || typeof p !== 'object') return;
+    const ws = auth.normalizeWorkspaces(p.workspaces || p.memberships);
+    const next = {
+      ...principal,
+      id: p.userId || p.id || p.sub || principal.id,
+      name: p.name || p.displayName || principal.name,
+      workspaces: ws.length ? ws : principal.workspaces,
+    };
+    principal = next;
+    names.set(principal.id, principal.name);
+    header.setUser(principal);
+    if (!state.workspace && principal.workspaces.length) route();
+  }
+
+  // ---- routing: #ws=<workspace>&session=<id> ----
+  function navigate(ws, sessionId) {
+    const p = new URLSearchParams();
+    if (ws) p.set('ws', ws);
+    if (sessionId) p.set('session', sessionId);
+    const next = '#' + p.toString();
+    if (location.hash === next) route();
+    else location.hash = next;
+  }
+
+  function route() {
+    const r = parseRoute();
+    const list = principal.workspaces;
+    let ws = r.ws && list.some((w) => w.id === r.ws) ? r.ws : '';
+    if (!ws) ws = state.workspace || (list.some((w) => w.id === auth.savedWorkspace()) ? auth.savedWorkspace() : (list[0] && list[0].id) || '');
+    if (ws !== state.workspace) chooseWorkspace(ws);
+    const want = ws === r.ws || !r.ws ? r.session : '';
+    if (want !== (state.open ? state.open.id : '')) showSession(want);
+    update();
+  }
+
+  function chooseWorkspace(ws) {
+    if (wsSub) wsSub.close();
+    wsSub = null;
+    if (sessionSub) sessionSub.close();
+    sessionSub = null;
+    S.closeSession(state);
+    state.workspace = ws;
+    state.sessions = new Map();
+    state.sessionsLoaded = false;
+    state.sessionsCursor = '';
+    state.sessionsError = null;
+    if (!ws) {
+      composer.showError({ code: 'forbidden', message: 'Your token grants no workspace. Ask for a link that includes one (ensemble token --workspace …).' });
+      return;
+    }
+    auth.saveWorkspace(ws);
+    wsSub = conn.subscribe({ workspace: ws, topic: 'workspace' }, {
+      onSnapshot(snap) {
+        if (state.workspace !== ws) return;
+        S.applyWorkspaceSnapshot(state, snap);
+        if (!Array.isArray(snap && snap.sessions)) loadSessions();
+        update();
+      },
+      onEvent(kind, payload) {
+        if (state.workspace !== ws) return;
+        if (S.applyWorkspaceEvent(state, kind, payload)) update();
+      },
+      onError(err) {
+        if (state.workspace !== ws) return;
+        state.sessionsError = err;
+        update();
+      },
+    });
+  }
+
+  async function loadSessions() {
+    const ws = state.workspace;
+    try {
+      const page = await conn.request('session.list', { workspace: ws, limit: 100 });
+      if (state.workspace !== ws) return;
+      S.applyWorkspaceSnapshot(state, page);
+    } catch (err) {
+      if (state.workspace === ws) state.sessionsError = err;
+    }
+    update();
+  }
+
+  async function loadMoreSessions() {
+    const ws = state.workspace;
+    if (!state.sessionsCursor) return;
+    try {
+      const page = await conn.request('session.list', { workspace: ws, cursor: state.sessionsCursor, limit: 100 });
+      if (state.workspace === ws) S.appendSessions(state, page);
+    } catch (err) {
+      if (state.workspace === ws) state.sessionsError = err;
+    }
+    update();
+  }
+
+  function showSession(id) {
+    if (sessionSub) sessionSub.close();
+    sessionSub = null;
+    composer.showError(null);
+    composer.showNote('');
+    if (!id) {
+      S.closeSession(state);
+      update();
+      return;
+    }
+    S.openSession(state, id);
+    const ws = state.workspace;
+    const isMine = () => state.open && state.open.id === id && state.workspace === ws;
+    sessionSub = conn.subscribe({ workspace: ws, topic: 'session', sessionId: id }, {
+      onSnapshot(snap) {
+        if (!isMine()) return;
+        S.applySessionSnapshot(state, snap);
+        if (!Array.isArray(snap && snap.messages)) loadHistory(id);
+        update();
+      },
+      onEvent(kind, payload) {
+        if (!isMine()) return;
+        if (S.applySessionEvent(state, kind, payload)) {
+          if (kind === 'presence') learnNames(state.open.presence);
+          update();
+        }
+      },
+      onError(err) {
+        if (!isMine()) return;
+        state.open.error = err;
+        update();
+      },
+    });
+    update();
+    requestAnimationFrame(() => composer.focus());
+  }
+
+  async function loadHistory(id) {
+    const ws = state.workspace;
+    try {
+      const [turns, msgs] = await Promise.all([
+        conn.request('turn.list', { workspace: ws, sessionId: id, limit: 100 }),
+        conn.request('message.list', { workspace: ws, sessionId: id, limit: 500 }),
+      ]);
+      if (!state.open || state.open.id !== id) return;
+      S.addTurns(state, turns);
+      S.addMessages(state, msgs);
+      state.open.loaded = true;
+    } catch (err) {
+      if (state.open && state.open.id === id) state.open.error = err;
+    }
+    update();
+  }
+
+  function learnNames(list) {
+    for (const p of list || []) if (p && (p.userId || p.id) && p.name) names.set(p.userId || p.id, p.name);
+  }
+
+  // ---- actions ----
+  function onSubmit(text) {
+    composer.showError(null);
+    composer.showNote('');
+    const open = state.open;
+    if (open && open.deleted) return;
+    const sessionId = open ? open.id : '';
+    // A retry of the same text reuses the clientSubmitId: the server then
+    // returns the same turn instead of dispatching twice.
+    let p = [...state.pending.values()].find((x) => x.sessionId === sessionId && x.text === text && (x.status === 'failed' || x.status === 'waiting'));
+    if (!p && lastRejected && lastRejected.sessionId === sessionId && lastRejected.text === text) p = lastRejected;
+    if (!p) p = { clientSubmitId: uuid(), sessionId, text, createdAt: Date.now(), attempts: 0 };
+    lastRejected = null;
+    state.pending.set(p.clientSubmitId, p);
+    composer.clear();
+    send(p);
+  }
+
+  async function send(p) {
+    if (p.status === 'sending') return;
+    p.status = 'sending';
+    p.error = null;
+    p.attempts += 1;
+    update();
+    const ws = state.workspace;
+    try {
+      if (!p.sessionId) {
+        const res = await conn.request('session.create', { workspace: ws, content: { text: p.text }, clientSubmitId: p.clientSubmitId });
+        p.sessionId = res.session.id;
+        p.turnId = res.turn ? res.turn.id : '';
+        markDone(p);
+        S.upsertSession(state, res.session);
+        if (!state.open && state.workspace === ws) navigate(ws, res.session.id);
+      } else {
+        const res = await conn.request('turn.message.submit', {
+          workspace: ws, sessionId: p.sessionId, clientSubmitId: p.clientSubmitId, content: { text: p.text },
+        });
+        p.turnId = res.turn ? res.turn.id : '';
+        markDone(p);
+        if (res.turn && state.open && state.open.id === p.sessionId) S.addTurns(state, { turns: [res.turn] });
+        if (res.disposition === 'followup') composer.showNote('Queued as a follow-up: it runs when the current turn ends.');
+        else if (res.disposition === 'steering') composer.showNote('Sent into the running turn.');
+      }
+    } catch (err) {
+      const unknown = err.reason === 'connection_lost' || err.reason === 'timeout' || err.code === 'unavailable' || err.code === 'outcome_unknown';
+      if (unknown && p.attempts < 6) {
+        p.status = 'waiting';
+        p.error = err;
+        if (conn.ready) setTimeout(() => { if (p.status === 'waiting' && conn.ready) send(p); }, backoffDelay(p.attempts));
+      } else if (unknown) {
+        p.status = 'failed';
+        p.error = err;
+      } else {
+        // A definite answer (session_busy, invalid_input, forbidden …): the
+        // message was not taken. Give the text back and say why, inline.
+        state.pending.delete(p.clientSubmitId);
+        p.status = 'rejected';
+        lastRejected = p;
+        if (!composer.text.trim()) composer.setText(p.text);
+        composer.showError(err);
+      }
+    }
+    update();
+  }
+
+  function markDone(p) {
+    p.status = 'done';
+    p.doneAt = Date.now();
+  }
+
+  async function onNewSession() {
+    composer.showError(null);
+    const text = composer.text;
+    if (text.trim()) {
+      navigate(state.workspace, '');
+      showSession('');
+      onSubmit(text);
+      return;
+    }
+    const btn = $('#new-session');
+    btn.disabled = true;
+    const ws = state.workspace;
+    try {
+      const res = await conn.request('session.create', { workspace: ws, clientSubmitId: uuid() });
+      S.upsertSession(state, res.session);
+      if (state.workspace === ws) navigate(ws, res.session.id);
+    } catch (err) {
+      composer.showError(err);
+    } finally {
+      btn.disabled = false;
+      update();
+    }
+  }
+
+  async function onStop() {
+    const open = state.open;
+    const t = S.activeTurn(open);
+    if (!t) return;
+    stopping.add(t.id);
+    update();
+    try {
+      const res = await conn.request('turn.cancel', { workspace: state.workspace, sessionId: open.id, turnId: t.id });
+      if (res.state && state.open === open) S.addTurns(state, { turns: [res.state] });
+    } catch (err) {
+      stopping.delete(t.id);
+      composer.showError(err);
+    }
+    update();
+  }
+
+  $('#new-session').addEventListener('click', onNewSession);
+  window.addEventListener('hashchange', route);
+  document.addEventListener('visibilitychange', () => { if (!document.hidden) update(); });
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape') document.body.classList.remove('sidebar-open');
+  });
+  setInterval(update, 30000); // relative times
+
+  // Debug handle for the console and browser tests (read-only use).
+  window.ensemble = { state, conn };
+
+  conn.start();
+  route();
+}
+
+function main() {
+  const token = auth.takeToken();
+  if (!token) return showSignIn();
+  const principal = auth.principalFromClaims(auth.decodeJwtPayload(token));
+  if (!principal) {
+    auth.signOut();
+    return showSignIn('The saved sign-in token is not a valid JWT. Open a fresh sign-in link.');
+  }
+  if (auth.isExpired(principal)) {
+    auth.signOut();
+    return showSignIn('Your sign-in link has expired. Get a fresh one.');
+  }
+  start(token, principal);
+}
+
+main();

@@ -1,0 +1,469 @@
+// The transcript of the open session: messages in ordinal order, a status
+// line per turn, pending interactions, and our own not-yet-confirmed
+// submissions. Elements are keyed and updated in place so streaming text,
+// open <details> and scroll position survive re-renders.
+
+import { h, icon, setText, setAttr, reconcile, initials } from '../dom.js';
+import {
+  sortedMessages, messageText, turnStatus, visiblePending, clockTime, splitFences,
+} from '../store.js';
+
+export const SIM_HINTS = [
+  { cmd: '/sim words=300', what: 'stream about 300 words' },
+  { cmd: '/sim tool', what: 'run a tool call' },
+  { cmd: '/sim think', what: 'show the agent thinking first' },
+  { cmd: '/sim hang', what: 'a turn that never ends — try Stop' },
+];
+
+export function createTranscript(root, handlers) {
+  const items = root.querySelector('#transcript-items');
+  const jump = root.parentElement.querySelector('#jump-latest');
+  const views = new Map(); // key -> view
+  let lastOpenId = null;
+  let stickToBottom = true;
+
+  root.addEventListener('scroll', () => {
+    stickToBottom = atBottom();
+    if (stickToBottom) jump.hidden = true;
+  }, { passive: true });
+  jump.addEventListener('click', () => scrollToBottom(true));
+
+  function atBottom() {
+    return root.scrollHeight - root.scrollTop - root.clientHeight < 48;
+  }
+
+  function scrollToBottom(smooth) {
+    root.scrollTo({ top: root.scrollHeight, behavior: smooth ? 'smooth' : 'auto' });
+    stickToBottom = true;
+    jump.hidden = true;
+  }
+
+  function view(key, make) {
+    let v = views.get(key);
+    if (!v) {
+      v = make();
+      views.set(key, v);
+    }
+    v.used = true;
+    return v;
+  }
+
+  function render(state, ctx) {
+    const open = state.open;
+    const openId = open ? open.id : '';
+    const switched = openId !== lastOpenId;
+    lastOpenId = openId;
+    const stick = switched || stickToBottom || atBottom();
+    const beforeHeight = root.scrollHeight;
+    for (const v of views.values()) v.used = false;
+
+    const nodes = [];
+    if (!open) {
+      nodes.push(view('welcome', () => welcomeView(handlers)).el);
+    } else if (open.error && !open.loaded) {
+      const v = view('open-error', () => errorView());
+      v.update(open.error, 'This session could not be opened.');
+      nodes.push(v.el);
+    } else if (!open.loaded) {
+      nodes.push(view('loading', loadingView).el);
+    } else {
+      if (open.deleted) {
+        const v = view('deleted', () => noteView('alert'));
+        v.update('This session was deleted. Its transcript is read-only until someone restores it.');
+        nodes.push(v.el);
+      }
+      const msgs = sortedMessages(open);
+      if (msgs.length === 0 && visiblePending(state, open.id).length === 0) {
+        nodes.push(view('empty-session', () => emptySessionView(handlers)).el);
+      }
+      const agentName = (open.session && open.session.agent) || 'Agent';
+      const simulated = !!(open.session && open.session.simulated);
+      for (let i = 0; i < msgs.length; i++) {
+        const m = msgs[i];
+        const prev = msgs[i - 1];
+        const continued = !!(prev && prev.turnId === m.turnId && prev.role === 'agent' && m.role === 'agent');
+        const v = view(`m:${m.id}:${m.role}:${m.kind}`, () => messageView(m));
+        v.update(m, { ...ctx, agentName, simulated, continued });
+        nodes.push(v.el);
+        const next = msgs[i + 1];
+        if (!next || next.turnId !== m.turnId) {
+          for (const it of open.interactions.get(m.turnId) || []) {
+            const iv = view(`i:${it.turnId}:${it.requestId || it.id}`, () => interactionView(handlers));
+            iv.update(it, open.id);
+            nodes.push(iv.el);
+          }
+          const t = open.turns.get(m.turnId);
+          if (t) {
+            const sv = view(`t:${t.id}`, turnStatusView);
+            sv.update(t, open.session && open.session.activeTurnId === t.id);
+            nodes.push(sv.el);
+          }
+        }
+      }
+    }
+    for (const p of visiblePending(state, openId)) {
+      const v = view(`p:${p.clientSubmitId}`, () => pendingView(handlers));
+      v.update(p, ctx);
+      nodes.push(v.el);
+    }
+    for (const [k, v] of views) if (!v.used) views.delete(k);
+    reconcile(items, nodes);
+    root.dataset.sessionId = openId;
+
+    if (stick) {
+      root.scrollTop = root.scrollHeight;
+      stickToBottom = true;
+    } else if (root.scrollHeight > beforeHeight) {
+      jump.hidden = false;
+    }
+  }
+
+  return { render, scrollToBottom };
+}
+
+// ---------- rich text (plain text + ``` fenced code) ----------
+
+function richText() {
+  const el = h('div', { class: 'rich' });
+  let last = null;
+  return {
+    el,
+    set(text) {
+      if (text === last) return;
+      last = text;
+      const parts = splitFences(text);
+      const kids = [...el.children];
+      parts.forEach((p, i) => {
+        let node = kids[i];
+        if (!node || node.dataset.type !== p.type) {
+          node = p.type === 'code'
+            ? h('div', { class: 'code-block', dataset: { type: 'code' } }, h('div', { class: 'code-lang' }), h('pre', null, h('code')))
+            : h('div', { class: 'text-seg', dataset: { type: 'text' } });
+          if (kids[i]) el.replaceChild(node, kids[i]);
+          else el.appendChild(node);
+          kids[i] = node;
+        }
+        if (p.type === 'code') {
+          const lang = node.querySelector('.code-lang');
+          setText(lang, p.lang);
+          lang.hidden = !p.lang;
+          setText(node.querySelector('code'), p.text);
+        } else {
+          setText(node, p.text);
+        }
+      });
+      for (let i = parts.length; i < kids.length; i++) kids[i].remove();
+    },
+  };
+}
+
+// ---------- message views ----------
+
+function header() {
+  const avatar = h('span', { class: 'avatar' });
+  const author = h('span', { class: 'author' });
+  const badge = h('span', { class: 'badge badge-sim', text: 'simulated', title: 'The built-in sim agent: scripted output, no model' });
+  const time = h('time', { class: 'msg-time' });
+  const el = h('header', { class: 'msg-head' }, avatar, author, badge, time);
+  return {
+    el,
+    set({ name, avatarText, sim, at, you }) {
+      setText(avatar, avatarText);
+      setText(author, name);
+      author.classList.toggle('you', !!you);
+      badge.hidden = !sim;
+      setText(time, clockTime(at));
+      setAttr(time, 'datetime', at || null);
+      setAttr(time, 'title', at ? new Date(at).toLocaleString() : null);
+    },
+  };
+}
+
+function authorName(m, ctx) {
+  if (m.role === 'agent') return { name: ctx.agentName, avatarText: '✦', sim: ctx.simulated };
+  if (m.role === 'system') return { name: 'System', avatarText: 'i' };
+  const me = ctx.principal && m.author && m.author === ctx.principal.id;
+  if (me) return { name: ctx.principal.name || 'You', avatarText: initials(ctx.principal.name), you: true };
+  const known = ctx.names && ctx.names.get(m.author);
+  const name = known || m.author || 'Someone';
+  return { name, avatarText: initials(name) };
+}
+
+function messageView(m) {
+  if (m.kind === 'tool_call') return toolView();
+  if (m.kind === 'thought') return thoughtView();
+  if (m.kind === 'notice' || m.role === 'system') return noticeView();
+  return textView(m.role === 'user' ? 'user' : 'agent');
+}
+
+function tagMessage(el, m) {
+  setAttr(el, 'data-message-id', m.id);
+  setAttr(el, 'data-role', m.role);
+  setAttr(el, 'data-kind', m.kind || 'text');
+  setAttr(el, 'data-turn-id', m.turnId || null);
+  setAttr(el, 'data-streaming', m.streaming ? 'true' : 'false');
+}
+
+function textView(side) {
+  const head = header();
+  const body = richText();
+  const caret = h('span', { class: 'caret', 'aria-hidden': 'true' });
+  const bubble = h('div', { class: 'msg-body' }, body.el, caret);
+  const el = h('article', { class: `msg msg-${side}` }, head.el, bubble);
+  return {
+    el,
+    update(m, ctx) {
+      tagMessage(el, m);
+      head.set({ ...authorName(m, ctx), at: m.createdAt });
+      el.classList.toggle('continued', !!ctx.continued);
+      const text = messageText(m);
+      body.set(text);
+      caret.hidden = !(m.streaming && !text);
+      el.classList.toggle('is-empty', !text && !!m.streaming);
+    },
+  };
+}
+
+function thoughtView() {
+  const head = header();
+  const label = h('span', { class: 'thought-label' });
+  const preview = h('span', { class: 'thought-preview' });
+  const body = richText();
+  const details = h('details', { class: 'thought' },
+    h('summary', null, icon('think'), label, preview),
+    h('div', { class: 'thought-body' }, body.el));
+  const el = h('article', { class: 'msg msg-agent msg-thought' }, head.el, details);
+  return {
+    el,
+    update(m, ctx) {
+      tagMessage(el, m);
+      head.set({ ...authorName(m, ctx), at: m.createdAt });
+      el.classList.toggle('continued', !!ctx.continued);
+      const text = messageText(m);
+      setText(label, m.streaming ? 'Thinking…' : 'Thought');
+      const first = text.trim().split('\n')[0] || '';
+      setText(preview, first.length > 90 ? first.slice(0, 90) + '…' : first);
+      body.set(text);
+    },
+  };
+}
+
+const TOOL_ICONS = { read: 'read', edit: 'edit', delete: 'edit', move: 'edit', execute: 'terminal', search: 'search', fetch: 'search', think: 'think' };
+
+function toolView() {
+  const head = header();
+  const ic = h('span', { class: 'tool-icon' });
+  const title = h('span', { class: 'tool-title' });
+  const kind = h('span', { class: 'tool-kind' });
+  const status = h('span', { class: 'badge tool-status' });
+  const outPre = h('pre', { class: 'tool-output-text' });
+  const out = h('details', { class: 'tool-output' }, h('summary', null, 'Output'), outPre);
+  const inPre = h('pre', { class: 'tool-input-text' });
+  const input = h('details', { class: 'tool-input' }, h('summary', null, 'Input'), inPre);
+  const text = richText();
+  const card = h('div', { class: 'tool-card' },
+    h('div', { class: 'tool-head' }, ic, title, kind, status), text.el, input, out);
+  const el = h('article', { class: 'msg msg-agent msg-tool' }, head.el, card);
+  let iconName = '';
+  return {
+    el,
+    update(m, ctx) {
+      tagMessage(el, m);
+      head.set({ ...authorName(m, ctx), at: m.createdAt });
+      el.classList.toggle('continued', !!ctx.continued);
+      const t = m.tool || {};
+      const want = TOOL_ICONS[t.kind] || 'tool';
+      if (want !== iconName) { ic.replaceChildren(icon(want)); iconName = want; }
+      setText(title, t.title || messageText(m).split('\n')[0] || 'Tool call');
+      setText(kind, t.kind || '');
+      kind.hidden = !t.kind;
+      const st = t.status || (m.streaming ? 'in_progress' : 'completed');
+      setText(status, st.replace(/_/g, ' '));
+      setAttr(card, 'data-status', st);
+      setAttr(el, 'data-tool-status', st);
+      const body = messageText(m);
+      const showBody = body && body !== (t.title || '');
+      text.el.hidden = !showBody;
+      if (showBody) text.set(body);
+      const inputText = t.input == null ? '' : (typeof t.input === 'string' ? t.input : JSON.stringify(t.input, null, 2));
+      setText(inPre, inputText);
+      input.hidden = !inputText || inputText === '{}' || inputText === 'null';
+      setText(outPre, t.output || '');
+      out.hidden = !t.output;
+    },
+  };
+}
+
+function noticeView() {
+  const text = richText();
+  const time = h('time', { class: 'msg-time' });
+  const el = h('article', { class: 'msg msg-notice' }, icon('info'), text.el, time);
+  return {
+    el,
+    update(m) {
+      tagMessage(el, m);
+      text.set(messageText(m));
+      setText(time, clockTime(m.createdAt));
+    },
+  };
+}
+
+// ---------- turn status ----------
+
+function turnStatusView() {
+  const spin = h('span', { class: 'spinner', 'aria-hidden': 'true' });
+  const label = h('span', { class: 'turn-label' });
+  const detail = h('span', { class: 'turn-detail' });
+  const el = h('div', { class: 'turn-status', role: 'status' }, spin, label, detail);
+  return {
+    el,
+    update(t, isActive) {
+      const st = turnStatus(t);
+      setAttr(el, 'data-turn-id', t.id);
+      setAttr(el, 'data-phase', t.phase || '');
+      setAttr(el, 'data-outcome', t.outcome || '');
+      setAttr(el, 'data-tone', st.tone);
+      setAttr(el, 'data-active', st.active && isActive !== false ? 'true' : 'false');
+      spin.hidden = !st.active;
+      setText(label, st.label);
+      setText(detail, st.detail ? `— ${st.detail}` : '');
+      detail.hidden = !st.detail;
+      setAttr(el, 'title', t.settledAt ? `settled ${new Date(t.settledAt).toLocaleString()}` : null);
+    },
+  };
+}
+
+// ---------- interactions (approval / question / plan) ----------
+
+function interactionView(handlers) {
+  const title = h('div', { class: 'interaction-title' });
+  const body = richText();
+  const options = h('div', { class: 'interaction-options' });
+  const status = h('div', { class: 'interaction-status' });
+  const err = h('div', { class: 'inline-error', role: 'alert' });
+  const el = h('div', { class: 'interaction' }, h('div', { class: 'interaction-head' }, icon('key'), title), body.el, options, status, err);
+  let lastKey = '';
+  return {
+    el,
+    update(it, sessionId) {
+      const requestId = it.requestId || it.id;
+      setAttr(el, 'data-request-id', requestId);
+      setAttr(el, 'data-turn-id', it.turnId || '');
+      const state = it.state || 'pending';
+      setAttr(el, 'data-state', state);
+      const kindTitle = { approval: 'The agent asks for permission', question: 'The agent has a question', plan: 'The agent proposes a plan' }[it.kind] || 'The agent needs an answer';
+      setText(title, it.title || kindTitle);
+      body.set(it.prompt || it.message || it.text || (it.title ? '' : ''));
+      const opts = it.options || [];
+      const key = JSON.stringify([state, opts]);
+      if (key !== lastKey) {
+        lastKey = key;
+        options.replaceChildren(...opts.map((o) => {
+          const id = o.optionId || o.id;
+          const b = h('button', { type: 'button', class: `btn ${/reject|deny/i.test(o.kind || '') ? 'btn-ghost' : 'btn-secondary'}`, dataset: { optionId: id }, text: o.name || o.label || id });
+          b.disabled = state !== 'pending';
+          b.addEventListener('click', async () => {
+            for (const x of options.querySelectorAll('button')) x.disabled = true;
+            setText(err, '');
+            try {
+              await handlers.onRespond({ sessionId, turnId: it.turnId, requestId, optionId: id });
+            } catch (e) {
+              setText(err, `${e.code || 'error'}: ${e.message}`);
+              for (const x of options.querySelectorAll('button')) x.disabled = false;
+            }
+          });
+          return b;
+        }));
+      }
+      const answered = state === 'answered' ? `Answered${it.answeredBy ? ` by ${it.answeredBy}` : ''}` : state === 'superseded' ? 'No longer needed' : '';
+      setText(status, answered);
+      status.hidden = !answered;
+    },
+  };
+}
+
+// ---------- pending submissions ----------
+
+function pendingView(handlers) {
+  const head = header();
+  const body = richText();
+  const line = h('div', { class: 'pending-status' });
+  const retry = h('button', { type: 'button', class: 'btn btn-small btn-secondary', text: 'Retry' });
+  const discard = h('button', { type: 'button', class: 'btn btn-small btn-ghost', text: 'Discard' });
+  const actions = h('span', { class: 'pending-actions' }, retry, discard);
+  const el = h('article', { class: 'msg msg-user msg-pending' }, head.el, h('div', { class: 'msg-body' }, body.el), line, actions);
+  let current = null;
+  retry.addEventListener('click', () => current && handlers.onRetryPending(current.clientSubmitId));
+  discard.addEventListener('click', () => current && handlers.onDiscardPending(current.clientSubmitId));
+  return {
+    el,
+    update(p, ctx) {
+      current = p;
+      setAttr(el, 'data-pending-id', p.clientSubmitId);
+      setAttr(el, 'data-status', p.status);
+      const me = ctx.principal || {};
+      head.set({ name: me.name || 'You', avatarText: initials(me.name), you: true, at: new Date(p.createdAt).toISOString() });
+      body.set(p.text);
+      let msg;
+      if (p.status === 'failed' && p.error) msg = `Not sent — ${p.error.code}: ${p.error.message}`;
+      else if (p.status === 'waiting') msg = 'Waiting for the connection… it will be sent with the same id, never twice.';
+      else if (p.sessionId === '') msg = 'Starting a new session…';
+      else msg = 'sending…';
+      setText(line, msg);
+      line.classList.toggle('inline-error', p.status === 'failed');
+      actions.hidden = !(p.status === 'failed' || p.status === 'waiting');
+    },
+  };
+}
+
+// ---------- empty and error states ----------
+
+function hintList(handlers) {
+  return h('ul', { class: 'hints' }, SIM_HINTS.map((x) => h('li', null,
+    h('button', { type: 'button', class: 'hint-chip', dataset: { hint: x.cmd }, onclick: () => handlers.onHint(x.cmd) }, h('code', null, x.cmd)),
+    h('span', { class: 'hint-what' }, x.what))));
+}
+
+function welcomeView(handlers) {
+  const el = h('section', { class: 'empty-state', id: 'welcome' },
+    h('div', { class: 'empty-mark' }, icon('logo', 'icon icon-xl')),
+    h('h2', null, 'Start a session'),
+    h('p', null, 'Type what you want the agent to do below and press Enter — that starts a new session everyone in this workspace can watch and join. Or pick a session on the left to follow it live.'),
+    h('p', { class: 'hint-intro' }, 'Trying the built-in sim agent? It understands:'),
+    hintList(handlers));
+  return { el, update() {} };
+}
+
+function emptySessionView(handlers) {
+  const el = h('section', { class: 'empty-state compact' },
+    h('h2', null, 'Nothing here yet'),
+    h('p', null, 'Send the first message below to get the agent started. Everyone in the workspace sees it live.'),
+    h('p', { class: 'hint-intro' }, 'The sim agent understands:'),
+    hintList(handlers));
+  return { el, update() {} };
+}
+
+function loadingView() {
+  const el = h('div', { class: 'loading-state', 'aria-busy': 'true' },
+    h('div', { class: 'skeleton w60' }), h('div', { class: 'skeleton w80' }), h('div', { class: 'skeleton w40' }));
+  return { el, update() {} };
+}
+
+function errorView() {
+  const title = h('strong');
+  const msg = h('span');
+  const el = h('div', { class: 'error-card', role: 'alert' }, icon('alert'), h('div', null, title, h('br'), msg));
+  return {
+    el,
+    update(err, what) {
+      setText(title, what);
+      setText(msg, `${err.code || 'error'}: ${err.message || 'unknown error'}`);
+    },
+  };
+}
+
+function noteView(ic) {
+  const text = h('span');
+  const el = h('div', { class: 'banner' }, icon(ic), text);
+  return { el, update(t) { setText(text, t); } };
+}
