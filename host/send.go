@@ -65,7 +65,7 @@ func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) 
 			return &Error{Code: CodeSessionBusy, Reason: "turn_active",
 				Message: "a turn is running in this session; wait for it or cancel it"}
 		}
-		sess, turn, claim, err = h.admit(ctx, tx, emit, s, in.ClientSubmitID, content, in.SubmittedBy)
+		sess, turn, claim, err = h.admit(ctx, tx, emit, s, in.ClientSubmitID, content, content.Digest(), in.SubmittedBy)
 		return err
 	})
 	unlock()
@@ -88,8 +88,9 @@ func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) 
 
 // admit writes the durable admission of one submission inside tx: the
 // prepared claim, the queued Turn, the user message and the session's
-// active turn. The claim's creation time is the message's occurrence.
-func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, clientSubmitID string, content MessageContent, by string) (Session, Turn, SubmitClaim, error) {
+// active turn. The claim's creation time is the message's occurrence;
+// digest is what a retry of the same request must match.
+func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, clientSubmitID string, content MessageContent, digest, by string) (Session, Turn, SubmitClaim, error) {
 	now := h.nowUTC()
 	turn := Turn{
 		WorkspaceID: s.WorkspaceID, SessionID: s.ID, ID: h.newID("turn"),
@@ -98,7 +99,7 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 	}
 	claim := SubmitClaim{
 		WorkspaceID: s.WorkspaceID, ClientSubmitID: clientSubmitID, SessionID: s.ID,
-		TurnID: turn.ID, Digest: content.Digest(), Content: content, State: ClaimPrepared,
+		TurnID: turn.ID, Digest: digest, Content: content, State: ClaimPrepared,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	if err := tx.InsertClaim(ctx, claim); err != nil {

@@ -69,12 +69,8 @@ func (h *Host) CreateSession(ctx context.Context, in CreateSessionInput) (Create
 				State: ClaimAccepted, CreatedAt: now, UpdatedAt: now})
 		}
 		var err error
-		sess, turn, claim, err = h.admit(ctx, tx, emit, sess, in.ClientSubmitID, *content, in.CreatedBy)
-		if err != nil {
-			return err
-		}
-		claim.Digest = digest
-		return tx.UpdateClaim(ctx, claim)
+		sess, turn, claim, err = h.admit(ctx, tx, emit, sess, in.ClientSubmitID, *content, digest, in.CreatedBy)
+		return err
 	})
 	if errors.Is(err, ErrDuplicate) && in.ClientSubmitID != "" {
 		if r, ok, rerr := h.replayCreate(ctx, in.WorkspaceID, in.ClientSubmitID, digest); ok || rerr != nil {
