@@ -120,7 +120,18 @@ function start(token, claimsPrincipal) {
     onHint: (cmd) => composer.insert(cmd),
   });
 
-  const composer = createComposer($('#composer'), { onSubmit, onStop });
+  const composer = createComposer($('#composer'), {
+    onSubmit,
+    onStop,
+    onEdit: () => { if (composerErrorCode) showComposerError(null); },
+  });
+  let composerErrorCode = '';
+  let busyTurnSeen = '';
+  function showComposerError(err) {
+    composerErrorCode = err ? err.code || 'error' : '';
+    busyTurnSeen = '';
+    composer.showError(err);
+  }
 
   function render() {
     state.now = Date.now();
@@ -135,6 +146,11 @@ function start(token, claimsPrincipal) {
     transcript.render(state, { principal, names });
     renderSessionBar();
     const active = S.activeTurn(open);
+    // "A turn is running" stops being true once the turn we saw ends.
+    if (composerErrorCode === 'session_busy') {
+      if (active) busyTurnSeen = active.id;
+      else if (busyTurnSeen) showComposerError(null);
+    }
     composer.render({
       busy: !!active,
       stopping: !!(active && (stopping.has(active.id) || active.cancelRequested)),
@@ -189,7 +205,7 @@ function start(token, claimsPrincipal) {
       showSignIn(`The server did not accept your sign-in token (${err.code}: ${err.message}). Get a fresh link.`);
       return;
     }
-    composer.showError(err || { code: 'unavailable', message: e.detail.reason });
+    showComposerError(err || { code: 'unavailable', message: e.detail.reason });
   });
 
   function adoptServerPrincipal(p) {
@@ -240,7 +256,7 @@ function start(token, claimsPrincipal) {
     state.sessionsCursor = '';
     state.sessionsError = null;
     if (!ws) {
-      composer.showError({ code: 'forbidden', message: 'Your token grants no workspace. Ask for a link that includes one (ensemble token --workspace …).' });
+      showComposerError({ code: 'forbidden', message: 'Your token grants no workspace. Ask for a link that includes one (ensemble token --workspace …).' });
       return;
     }
     auth.saveWorkspace(ws);
@@ -290,7 +306,7 @@ function start(token, claimsPrincipal) {
   function showSession(id) {
     if (sessionSub) sessionSub.close();
     sessionSub = null;
-    composer.showError(null);
+    showComposerError(null);
     composer.showNote('');
     if (!id) {
       S.closeSession(state);
@@ -346,8 +362,11 @@ function start(token, claimsPrincipal) {
   }
 
   // ---- actions ----
-  function onSubmit(text) {
-    composer.showError(null);
+  function onSubmit(raw) {
+    // Outer blank lines and trailing spaces are never meaningful.
+    const text = raw.replace(/^(\s*\n)+/, '').replace(/\s+$/, '');
+    if (!text) return;
+    showComposerError(null);
     composer.showNote('');
     const open = state.open;
     if (open && open.deleted) return;
@@ -404,7 +423,7 @@ function start(token, claimsPrincipal) {
         p.status = 'rejected';
         lastRejected = p;
         if (!composer.text.trim()) composer.setText(p.text);
-        composer.showError(err);
+        showComposerError(err);
       }
     }
     update();
@@ -416,7 +435,7 @@ function start(token, claimsPrincipal) {
   }
 
   async function onNewSession() {
-    composer.showError(null);
+    showComposerError(null);
     const text = composer.text;
     if (text.trim()) {
       navigate(state.workspace, '');
@@ -432,7 +451,7 @@ function start(token, claimsPrincipal) {
       S.upsertSession(state, res.session);
       if (state.workspace === ws) navigate(ws, res.session.id);
     } catch (err) {
-      composer.showError(err);
+      showComposerError(err);
     } finally {
       btn.disabled = false;
       update();
@@ -443,6 +462,7 @@ function start(token, claimsPrincipal) {
     const open = state.open;
     const t = S.activeTurn(open);
     if (!t) return;
+    showComposerError(null);
     stopping.add(t.id);
     update();
     try {
@@ -450,7 +470,7 @@ function start(token, claimsPrincipal) {
       if (res.state && state.open === open) S.addTurns(state, { turns: [res.state] });
     } catch (err) {
       stopping.delete(t.id);
-      composer.showError(err);
+      showComposerError(err);
     }
     update();
   }

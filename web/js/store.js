@@ -490,8 +490,11 @@ export function splitFences(text) {
   }
   if (inCode) flush('code');
   else if (buf.length) flush('text');
-  // Drop a text part that is only the newline between two blocks.
-  return out.filter((p, i) => !(p.type === 'text' && p.text === '' && i > 0 && i < out.length - 1));
+  if (out.length < 2) return out;
+  // Blank lines around a code block are the block's margin, not text.
+  return out
+    .map((p) => (p.type === 'text' ? { ...p, text: p.text.replace(/^\n+/, '').replace(/\n+$/, '') } : p))
+    .filter((p) => !(p.type === 'text' && p.text === ''));
 }
 
 function arrayOf(obj, ...keys) {

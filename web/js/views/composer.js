@@ -3,7 +3,7 @@
 
 import { setText, setAttr } from '../dom.js';
 
-export function createComposer(root, { onSubmit, onStop }) {
+export function createComposer(root, { onSubmit, onStop, onEdit }) {
   const form = root; // <form id="composer">
   const ta = form.querySelector('textarea');
   const send = form.querySelector('#send');
@@ -31,9 +31,20 @@ export function createComposer(root, { onSubmit, onStop }) {
       submit();
     }
   });
+  // Some input paths (IME, synthetic key events) deliver the line break
+  // separately from keydown; drop it unless Shift is held.
+  let shiftHeld = false;
+  ta.addEventListener('keyup', (e) => { shiftHeld = e.shiftKey; });
+  ta.addEventListener('keydown', (e) => { shiftHeld = e.shiftKey; }, true);
+  ta.addEventListener('beforeinput', (e) => {
+    if ((e.inputType === 'insertLineBreak' || e.inputType === 'insertParagraph') && !shiftHeld && !composing) {
+      e.preventDefault();
+    }
+  });
   ta.addEventListener('input', () => {
     grow();
     updateSend();
+    if (onEdit) onEdit();
   });
   form.addEventListener('submit', (e) => {
     e.preventDefault();

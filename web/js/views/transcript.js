@@ -72,7 +72,9 @@ export function createTranscript(root, handlers) {
         v.update('This session was deleted. Its transcript is read-only until someone restores it.');
         nodes.push(v.el);
       }
-      const msgs = sortedMessages(open);
+      // An agent text message that ended empty has nothing to show.
+      const msgs = sortedMessages(open).filter((m) => !(m.role === 'agent' && (m.kind || 'text') === 'text' && !messageText(m).trim()
+        && (!m.streaming || (open.turns.get(m.turnId) || {}).phase === 'settled')));
       if (msgs.length === 0 && visiblePending(state, open.id).length === 0) {
         nodes.push(view('empty-session', () => emptySessionView(handlers)).el);
       }
@@ -83,7 +85,10 @@ export function createTranscript(root, handlers) {
         const prev = msgs[i - 1];
         const continued = !!(prev && prev.turnId === m.turnId && prev.role === 'agent' && m.role === 'agent');
         const v = view(`m:${m.id}:${m.role}:${m.kind}`, () => messageView(m));
-        v.update(m, { ...ctx, agentName, simulated, continued });
+        const turn = open.turns.get(m.turnId);
+        // A settled turn streams nothing more, whatever the message says.
+        const shown = m.streaming && turn && turn.phase === 'settled' ? { ...m, streaming: false } : m;
+        v.update(shown, { ...ctx, agentName, simulated, continued });
         nodes.push(v.el);
         const next = msgs[i + 1];
         if (!next || next.turnId !== m.turnId) {
