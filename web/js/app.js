@@ -143,7 +143,7 @@ function start(token, claimsPrincipal) {
     }
     header.setWorkspaces(principal.workspaces, state.workspace);
     sessions.render(state);
-    transcript.render(state, { principal, names });
+    transcript.render(state, { principal, names, connected: conn.state === 'connected' });
     renderSessionBar();
     const active = S.activeTurn(open);
     // "A turn is running" stops being true once the turn we saw ends.

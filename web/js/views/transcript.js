@@ -67,6 +67,11 @@ export function createTranscript(root, handlers) {
     } else if (!open.loaded) {
       nodes.push(view('loading', loadingView).el);
     } else {
+      if (open.error) {
+        const v = view('refresh-error', () => noteView('alert'));
+        v.update(`Live updates for this session stopped — ${open.error.code || 'error'}: ${open.error.message || 'unknown error'}`);
+        nodes.push(v.el);
+      }
       if (open.deleted) {
         const v = view('deleted', () => noteView('alert'));
         v.update('This session was deleted. Its transcript is read-only until someone restores it.');
@@ -411,7 +416,7 @@ function pendingView(handlers) {
       body.set(p.text);
       let msg;
       if (p.status === 'failed' && p.error) msg = `Not sent — ${p.error.code}: ${p.error.message}`;
-      else if (p.status === 'waiting') msg = 'Waiting for the connection… it will be sent with the same id, never twice.';
+      else if (p.status === 'waiting' || (p.status === 'sending' && !ctx.connected)) msg = 'Waiting for the connection… it goes out once it is back, never twice.';
       else if (p.sessionId === '') msg = 'Starting a new session…';
       else msg = 'sending…';
       setText(line, msg);
