@@ -1,0 +1,100 @@
+package hub
+
+import (
+	"context"
+	"sync"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// Bus delivers post-commit facts for one workspace. It is the only thing the
+// hub consumes from a bus, so the in-process bus and a Redis bus are
+// interchangeable. fn must return quickly and never block: the hub's own
+// handler only marks topics dirty.
+//
+// A fact with an empty SessionID means "resync this workspace" (a bus that
+// lost messages, e.g. after a Redis reconnect, sends one per workspace).
+type Bus interface {
+	Subscribe(workspace string, fn func(host.Fact)) (unsubscribe func())
+}
+
+// FactResync is the kind a bus uses for a workspace-wide resync fact.
+const FactResync = "bus/resync"
+
+// LocalBus is the in-process bus: host.Observer on one side, Bus on the
+// other. Publish calls subscribers synchronously, outside the bus lock, so
+// a subscriber may (un)subscribe from inside its callback.
+type LocalBus struct {
+	mu   sync.RWMutex
+	next uint64
+	subs map[string]map[uint64]func(host.Fact)
+}
+
+var (
+	_ host.Observer = (*LocalBus)(nil)
+	_ Bus           = (*LocalBus)(nil)
+)
+
+// NewLocalBus returns an empty in-process bus.
+func NewLocalBus() *LocalBus {
+	return &LocalBus{subs: map[string]map[uint64]func(host.Fact){}}
+}
+
+// Publish hands each fact to the subscribers of its workspace. It never
+// fails: a fact with no subscriber is simply dropped (the canonical store
+// keeps the state; facts are only wake-up hints).
+func (b *LocalBus) Publish(_ context.Context, facts []host.Fact) error {
+	var fns []func(host.Fact)
+	for _, f := range facts {
+		fns = fns[:0]
+		b.mu.RLock()
+		for _, fn := range b.subs[f.WorkspaceID] {
+			fns = append(fns, fn)
+		}
+		b.mu.RUnlock()
+		for _, fn := range fns {
+			fn(f)
+		}
+	}
+	return nil
+}
+
+// Subscribe registers fn for one workspace's facts until unsubscribe is
+// called. A callback may still run once after unsubscribe returns if a
+// Publish was already in flight.
+func (b *LocalBus) Subscribe(ws string, fn func(host.Fact)) func() {
+	b.mu.Lock()
+	b.next++
+	id := b.next
+	m := b.subs[ws]
+	if m == nil {
+		m = map[uint64]func(host.Fact){}
+		b.subs[ws] = m
+	}
+	m[id] = fn
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			delete(b.subs[ws], id)
+			if len(b.subs[ws]) == 0 {
+				delete(b.subs, ws)
+			}
+			b.mu.Unlock()
+		})
+	}
+}
+
+// Resync asks every subscriber of ws to reread its whole workspace.
+func (b *LocalBus) Resync(ws string) {
+	_ = b.Publish(context.Background(), []host.Fact{{WorkspaceID: ws, Kind: FactResync}})
+}
+
+// Workspaces reports how many workspaces have subscribers (for tests and
+// metrics).
+func (b *LocalBus) Workspaces() int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return len(b.subs)
+}

@@ -1,0 +1,65 @@
+package hub
+
+// maxDirtyIDs bounds a dirty set; past it the topic rereads everything.
+const maxDirtyIDs = 1024
+
+// dirtyMark is what one fact says changed.
+type dirtyMark struct {
+	all     bool
+	session string
+	turn    string
+}
+
+func dirtyAll() dirtyMark              { return dirtyMark{all: true} }
+func dirtySession(id string) dirtyMark { return dirtyMark{session: id} }
+func dirtyTurn(id string) dirtyMark    { return dirtyMark{turn: id} }
+
+// dirtySet accumulates marks between two rereads of a topic.
+type dirtySet struct {
+	all      bool
+	sessions map[string]bool
+	turns    map[string]bool
+}
+
+func (s *dirtySet) add(m dirtyMark) {
+	switch {
+	case m.all:
+		s.all, s.sessions, s.turns = true, nil, nil
+	case s.all:
+	case m.session != "":
+		s.sessions = addID(s.sessions, m.session, &s.all)
+	case m.turn != "":
+		s.turns = addID(s.turns, m.turn, &s.all)
+	}
+}
+
+func addID(m map[string]bool, id string, all *bool) map[string]bool {
+	if m == nil {
+		m = map[string]bool{}
+	}
+	m[id] = true
+	if len(m) > maxDirtyIDs {
+		*all = true
+		return nil
+	}
+	return m
+}
+
+func (s *dirtySet) merge(o dirtySet) {
+	if o.all {
+		s.add(dirtyAll())
+		return
+	}
+	for id := range o.sessions {
+		s.add(dirtySession(id))
+	}
+	for id := range o.turns {
+		s.add(dirtyTurn(id))
+	}
+}
+
+func (s *dirtySet) take() dirtySet {
+	out := *s
+	*s = dirtySet{}
+	return out
+}

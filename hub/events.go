@@ -1,0 +1,65 @@
+package hub
+
+import "github.com/ensemble-dev/ensemble/host"
+
+// Event kinds the hub emits.
+const (
+	KindSessionSummary = "session_summary"
+	KindSessionRemoved = "session_removed"
+	KindTurnUpdate     = "turn_update"
+	KindMessageUpdate  = "message_update"
+	KindMessageDelta   = "message_delta"
+)
+
+// SessionSummary is the payload of session_summary.
+type SessionSummary struct {
+	Session host.Session `json:"session"`
+}
+
+// SessionRemoved is the payload of session_removed: the session is no
+// longer visible (deleted).
+type SessionRemoved struct {
+	Workspace string `json:"workspace"`
+	SessionID string `json:"sessionId"`
+}
+
+// TurnUpdate is the payload of turn_update: the complete turn.
+type TurnUpdate struct {
+	Turn host.Turn `json:"turn"`
+}
+
+// MessageUpdate is the payload of message_update: the complete message.
+type MessageUpdate struct {
+	Message host.Message `json:"message"`
+}
+
+// MessageDelta is the payload of message_delta: Text was appended to the
+// message's content.text at Offset, counted in UTF-16 code units (the unit
+// JavaScript strings index by). Version is the message's new version.
+type MessageDelta struct {
+	SessionID string `json:"sessionId"`
+	TurnID    string `json:"turnId"`
+	MessageID string `json:"messageId"`
+	Offset    int    `json:"offset"`
+	Text      string `json:"text"`
+	Version   int64  `json:"version"`
+}
+
+// SessionSnapshot is the snapshot of a session topic: the session, its
+// newest turns (newest first) and its newest messages (ascending by
+// version). MessagesHasMore: older messages exist; page them with
+// message.list beforeVersion = the smallest version here.
+type SessionSnapshot struct {
+	Session         host.Session   `json:"session"`
+	Turns           []host.Turn    `json:"turns"`
+	TurnsHasMore    bool           `json:"turnsHasMore"`
+	Messages        []host.Message `json:"messages"`
+	MessagesHasMore bool           `json:"messagesHasMore"`
+}
+
+// WorkspaceSnapshot is the snapshot of a workspace topic: the first page of
+// sessions, newest first.
+type WorkspaceSnapshot struct {
+	Sessions   []host.Session `json:"sessions"`
+	NextCursor string         `json:"nextCursor,omitempty"`
+}

@@ -1,0 +1,426 @@
+// Package hub multiplexes WebSocket watchers onto topics. A fact from the bus
+// only marks a topic dirty; a small worker pool rereads canonical state once
+// per dirty topic, however many watchers it has, diffs it against what the
+// topic last emitted, encodes each event once and writes the same bytes to
+// every watcher.
+package hub
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// Reader is the part of the Host the hub rereads canonical state through.
+// *host.Host implements it.
+type Reader interface {
+	GetSession(ctx context.Context, ws, id string) (host.Session, error)
+	ListSessions(ctx context.Context, ws string, q host.SessionQuery) (host.SessionPage, error)
+	GetTurn(ctx context.Context, ws, sessionID, turnID string) (host.Turn, error)
+	ListSessionTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error)
+	ListSessionMessages(ctx context.Context, ws, sessionID string, q host.MessageQuery) (host.MessagePage, error)
+}
+
+// Config wires a Hub. Reader and Bus are required; zero values elsewhere
+// take the defaults below.
+type Config struct {
+	Reader Reader
+	Bus    Bus
+	Logger *slog.Logger
+	// Epoch identifies this hub's event streams; random by default. It
+	// changes on every start, so a resume across restarts never matches.
+	Epoch string
+	// Workers rereading dirty topics in parallel (default 4).
+	Workers int
+	// RingEvents and RingBytes bound each topic's replay ring
+	// (default 1024 events, 4 MiB).
+	RingEvents int
+	RingBytes  int
+	// Linger keeps a topic (its ring and its bus subscription) alive after
+	// its last watcher left so a reconnecting client can resume (default 2m).
+	Linger time.Duration
+	// QueueBytes caps one connection's outgoing queue; past it the
+	// connection is closed as a slow consumer (default 8 MiB).
+	QueueBytes int
+	// PingInterval between application pings (default 25s); a connection
+	// silent for IdleTimeout is closed (default 3 pings).
+	PingInterval time.Duration
+	IdleTimeout  time.Duration
+	// WriteTimeout bounds one frame write (default 10s).
+	WriteTimeout time.Duration
+	// TurnWindow is how many newest turns a session topic tracks and
+	// snapshots (default 20).
+	TurnWindow int
+	// MessageWindow and MessageWindowBytes bound the newest messages a
+	// session topic keeps for snapshots (default 200 messages, 1 MiB).
+	MessageWindow      int
+	MessageWindowBytes int
+	// SessionPage is the size of a workspace topic's snapshot (default 50).
+	SessionPage int
+}
+
+func (c *Config) defaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Epoch == "" {
+		c.Epoch = host.RandomID("hub")
+	}
+	setInt := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	setDur := func(p *time.Duration, v time.Duration) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	setInt(&c.Workers, 4)
+	setInt(&c.RingEvents, 1024)
+	setInt(&c.RingBytes, 4<<20)
+	setDur(&c.Linger, 2*time.Minute)
+	setInt(&c.QueueBytes, 8<<20)
+	setDur(&c.PingInterval, 25*time.Second)
+	setDur(&c.IdleTimeout, 3*c.PingInterval)
+	setDur(&c.WriteTimeout, 10*time.Second)
+	setInt(&c.TurnWindow, 20)
+	setInt(&c.MessageWindow, 200)
+	setInt(&c.MessageWindowBytes, 1<<20)
+	setInt(&c.SessionPage, 50)
+}
+
+// Hub owns topics, connections and the reread workers.
+type Hub struct {
+	cfg Config
+	log *slog.Logger
+
+	ctx    context.Context // ends at Close; parent of reread contexts
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // workers and the janitor
+
+	mu         sync.Mutex // topics, workspaces, conns
+	workspaces map[string]*wsEntry
+	conns      map[*Conn]struct{}
+	closed     bool
+	incarn     uint64 // topic incarnations, part of each topic's epoch
+
+	dmu    sync.Mutex // dirty queue (after mu in lock order)
+	dq     []*topic
+	failed []*topic
+	wake   chan struct{}
+
+	stats stats
+}
+
+// wsEntry is one workspace with local topics and its bus subscription.
+type wsEntry struct {
+	unsub    func()
+	ws       *topic
+	sessions map[string]*topic
+}
+
+func (e *wsEntry) empty() bool { return e.ws == nil && len(e.sessions) == 0 }
+
+// New starts a hub: its reread workers and its janitor run until Close.
+func New(cfg Config) *Hub {
+	cfg.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Hub{
+		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
+		workspaces: map[string]*wsEntry{}, conns: map[*Conn]struct{}{},
+		wake: make(chan struct{}, 1),
+	}
+	for range cfg.Workers {
+		h.wg.Add(1)
+		go h.worker()
+	}
+	h.wg.Add(1)
+	go h.janitor()
+	return h
+}
+
+// Epoch is the hub epoch all topic epochs derive from.
+func (h *Hub) Epoch() string { return h.cfg.Epoch }
+
+// acquire returns the topic, creating it (and the workspace's bus
+// subscription) if needed, with one reference held for the caller.
+func (h *Hub) acquire(kind topicKind, ws, sid string) (*topic, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, host.Errorf(host.CodeUnavailable, "server is shutting down")
+	}
+	e := h.workspaces[ws]
+	if e == nil {
+		e = &wsEntry{sessions: map[string]*topic{}}
+		h.workspaces[ws] = e
+		e.unsub = h.cfg.Bus.Subscribe(ws, h.onFact)
+	}
+	var t *topic
+	if kind == kindWorkspace {
+		t = e.ws
+	} else {
+		t = e.sessions[sid]
+	}
+	if t == nil {
+		h.incarn++
+		t = newTopic(h, kind, ws, sid, h.incarn)
+		if kind == kindWorkspace {
+			e.ws = t
+		} else {
+			e.sessions[sid] = t
+		}
+		h.stats.topics.Add(1)
+	}
+	t.refs++
+	return t, nil
+}
+
+// release drops one reference; an unreferenced topic lingers, then the
+// janitor removes it.
+func (h *Hub) release(t *topic) {
+	h.mu.Lock()
+	t.refs--
+	if t.refs == 0 {
+		t.idleSince = time.Now()
+	}
+	h.mu.Unlock()
+}
+
+// onFact is the bus callback: it only marks topics dirty.
+func (h *Hub) onFact(f host.Fact) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.workspaces[f.WorkspaceID]
+	if e == nil {
+		return
+	}
+	if f.SessionID == "" {
+		if e.ws != nil {
+			h.markDirty(e.ws, dirtyAll())
+		}
+		for _, t := range e.sessions {
+			h.markDirty(t, dirtyAll())
+		}
+		return
+	}
+	if e.ws != nil {
+		h.markDirty(e.ws, dirtySession(f.SessionID))
+	}
+	if t := e.sessions[f.SessionID]; t != nil {
+		h.markDirty(t, dirtyTurn(f.TurnID))
+	}
+}
+
+// markDirty records what changed and queues the topic once. A topic being
+// reread is queued again when its reread ends (coalescing: facts during a
+// reread never pile up).
+func (h *Hub) markDirty(t *topic, d dirtyMark) {
+	h.dmu.Lock()
+	t.dirty.add(d)
+	t.pending = true
+	if !t.running && !t.queued {
+		t.queued = true
+		h.dq = append(h.dq, t)
+		h.signal()
+	}
+	h.dmu.Unlock()
+}
+
+func (h *Hub) signal() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next blocks until a dirty topic is available or the hub closes.
+func (h *Hub) next() (*topic, dirtySet) {
+	for {
+		h.dmu.Lock()
+		if len(h.dq) > 0 {
+			t := h.dq[0]
+			h.dq[0] = nil
+			h.dq = h.dq[1:]
+			if len(h.dq) > 0 {
+				h.signal() // let another worker take the rest
+			}
+			t.queued, t.running, t.pending = false, true, false
+			d := t.dirty.take()
+			h.dmu.Unlock()
+			return t, d
+		}
+		h.dmu.Unlock()
+		select {
+		case <-h.wake:
+		case <-h.ctx.Done():
+			return nil, dirtySet{}
+		}
+	}
+}
+
+// done ends a reread. A failed one keeps its dirty marks and is retried by
+// the janitor rather than spinning on a store that is down.
+func (h *Hub) done(t *topic, owed *dirtySet) {
+	h.dmu.Lock()
+	t.running = false
+	if owed != nil {
+		t.dirty.merge(*owed)
+		h.failed = append(h.failed, t)
+	} else if t.pending && !t.queued {
+		t.queued = true
+		h.dq = append(h.dq, t)
+		h.signal()
+	}
+	h.dmu.Unlock()
+}
+
+func (h *Hub) worker() {
+	defer h.wg.Done()
+	for {
+		t, d := h.next()
+		if t == nil {
+			return
+		}
+		var owed *dirtySet
+		if !t.removed.Load() {
+			ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+			if err := t.refresh(ctx, d); err != nil && h.ctx.Err() == nil {
+				h.log.Warn("hub reread failed; retrying", "topic", t.name, "err", err)
+				owed = &d // keep what we owed for the retry
+			}
+			cancel()
+			h.stats.rereads.Add(1)
+		}
+		h.done(t, owed)
+	}
+}
+
+// janitor retries failed rereads and removes topics idle past Linger.
+func (h *Hub) janitor() {
+	defer h.wg.Done()
+	tick := time.NewTicker(h.janitorInterval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		h.dmu.Lock()
+		failed := h.failed
+		h.failed = nil
+		h.dmu.Unlock()
+		for _, t := range failed {
+			if !t.removed.Load() {
+				h.markDirty(t, dirtyMark{})
+			}
+		}
+		h.sweep(time.Now())
+	}
+}
+
+func (h *Hub) janitorInterval() time.Duration {
+	d := h.cfg.Linger / 4
+	if d > time.Second {
+		d = time.Second
+	}
+	if d < 10*time.Millisecond {
+		d = 10 * time.Millisecond
+	}
+	return d
+}
+
+// sweep removes idle topics and drops bus subscriptions of workspaces that
+// no longer have any topic.
+func (h *Hub) sweep(now time.Time) {
+	var unsubs []func()
+	h.mu.Lock()
+	for ws, e := range h.workspaces {
+		if t := e.ws; t != nil && t.refs == 0 && now.Sub(t.idleSince) >= h.cfg.Linger {
+			t.removed.Store(true)
+			e.ws = nil
+			h.stats.topics.Add(-1)
+		}
+		for sid, t := range e.sessions {
+			if t.refs == 0 && now.Sub(t.idleSince) >= h.cfg.Linger {
+				t.removed.Store(true)
+				delete(e.sessions, sid)
+				h.stats.topics.Add(-1)
+			}
+		}
+		if e.empty() {
+			unsubs = append(unsubs, e.unsub)
+			delete(h.workspaces, ws)
+		}
+	}
+	h.mu.Unlock()
+	for _, u := range unsubs {
+		u()
+	}
+}
+
+// Close closes every connection with 4001 (server shutting down), stops the
+// workers and the janitor, and drops all bus subscriptions. It waits for the
+// hub's own goroutines; connection goroutines end as their sockets close.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	conns := make([]*Conn, 0, len(h.conns))
+	for c := range h.conns {
+		conns = append(conns, c)
+	}
+	var unsubs []func()
+	for ws, e := range h.workspaces {
+		unsubs = append(unsubs, e.unsub)
+		if e.ws != nil {
+			e.ws.removed.Store(true)
+		}
+		for _, t := range e.sessions {
+			t.removed.Store(true)
+		}
+		delete(h.workspaces, ws)
+	}
+	h.stats.topics.Store(0)
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.Close(CloseShutdown, "server shutting down")
+	}
+	for _, u := range unsubs {
+		u()
+	}
+	h.cancel()
+	h.wg.Wait()
+}
+
+// Stats are cumulative counters and gauges for metrics.
+type Stats struct {
+	Connections   int64
+	Topics        int64
+	Rereads       int64
+	Events        int64
+	FramesFanned  int64
+	SlowConsumers int64
+}
+
+type stats struct {
+	conns, topics, rereads, events, fanned, slow atomic.Int64
+}
+
+// Stats returns a snapshot of the counters.
+func (h *Hub) Stats() Stats {
+	return Stats{
+		Connections: h.stats.conns.Load(), Topics: h.stats.topics.Load(),
+		Rereads: h.stats.rereads.Load(), Events: h.stats.events.Load(),
+		FramesFanned: h.stats.fanned.Load(), SlowConsumers: h.stats.slow.Load(),
+	}
+}

@@ -1,0 +1,148 @@
+package hub
+
+import (
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type topicKind int
+
+const (
+	kindWorkspace topicKind = iota
+	kindSession
+)
+
+// topic is one event stream: a workspace's session summaries, or one
+// session's summary, turns and messages. Its seq is gap-free on this hub and
+// its epoch names this incarnation of the stream.
+type topic struct {
+	h                    *Hub
+	kind                 topicKind
+	name, ws, sid, epoch string
+
+	// guarded by h.mu
+	refs      int
+	idleSince time.Time
+	removed   atomic.Bool
+
+	// guarded by h.dmu
+	queued, running, pending bool
+	dirty                    dirtySet
+
+	// readMu serializes everything that reads canonical state for this
+	// topic (baseline load, reread, workspace snapshot), so state read
+	// earlier is never applied after state read later.
+	readMu sync.Mutex
+
+	// mu is the emission lock: view, seq, ring and subscribers change
+	// together, so a subscriber's snapshot and seq always line up.
+	mu     sync.Mutex
+	seq    int64
+	ring   ring
+	subs   map[*Conn]struct{}
+	loaded bool
+	sv     sessionView
+	wv     workspaceView
+}
+
+func newTopic(h *Hub, kind topicKind, ws, sid string, incarn uint64) *topic {
+	t := &topic{h: h, kind: kind, ws: ws, sid: sid, subs: map[*Conn]struct{}{},
+		epoch: h.cfg.Epoch + "." + strconv.FormatUint(incarn, 10)}
+	t.ring.maxEvents, t.ring.maxBytes = h.cfg.RingEvents, h.cfg.RingBytes
+	t.name = topicName(kind, ws, sid)
+	return t
+}
+
+// topicName is the canonical subscription name. Ids are escaped so that a
+// "/" inside an id can never make two topics share a name.
+func topicName(kind topicKind, ws, sid string) string {
+	if kind == kindWorkspace {
+		return "workspace:" + url.PathEscape(ws)
+	}
+	return "session:" + url.PathEscape(ws) + "/" + url.PathEscape(sid)
+}
+
+// event is one encoded event; data is shared by every watcher.
+type event struct {
+	sub, epoch string
+	seq        int64
+	data       []byte
+	// key makes the event latest-wins in a lagging watcher's queue: a newer
+	// event with the same key supersedes an unsent older one. Empty: never.
+	key string
+}
+
+type eventFrame struct {
+	Type    string `json:"type"`
+	Sub     string `json:"sub"`
+	Epoch   string `json:"epoch"`
+	Seq     int64  `json:"seq"`
+	Kind    string `json:"kind"`
+	Payload any    `json:"payload"`
+}
+
+// emit encodes one event once, keeps it in the ring and queues the same
+// bytes on every watcher. Caller holds t.mu.
+func (t *topic) emit(kind, key string, payload any) {
+	data, err := json.Marshal(eventFrame{Type: "event", Sub: t.name, Epoch: t.epoch, Seq: t.seq + 1, Kind: kind, Payload: payload})
+	if err != nil {
+		t.h.log.Error("hub: encode event", "topic", t.name, "kind", kind, "err", err)
+		return
+	}
+	t.seq++
+	ev := &event{sub: t.name, epoch: t.epoch, seq: t.seq, data: data}
+	if key != "" {
+		ev.key = t.name + "\x00" + key
+	}
+	t.ring.push(ev)
+	for c := range t.subs {
+		c.enqueueEvent(ev)
+	}
+	t.h.stats.events.Add(1)
+	t.h.stats.fanned.Add(int64(len(t.subs)))
+}
+
+// ring keeps the newest events for resume, bounded by count and bytes.
+// evs[head:] are live; the dead prefix is compacted away in bulk.
+type ring struct {
+	evs                 []*event
+	head                int
+	bytes               int
+	maxEvents, maxBytes int
+}
+
+func (r *ring) len() int { return len(r.evs) - r.head }
+
+func (r *ring) push(ev *event) {
+	r.evs = append(r.evs, ev)
+	r.bytes += len(ev.data)
+	for r.len() > 1 && (r.len() > r.maxEvents || r.bytes > r.maxBytes) {
+		r.bytes -= len(r.evs[r.head].data)
+		r.evs[r.head] = nil
+		r.head++
+	}
+	if r.head > 64 && r.head > len(r.evs)/2 {
+		r.evs = append(r.evs[:0:0], r.evs[r.head:]...)
+		r.head = 0
+	}
+}
+
+// since returns the events after seq, or false when some of them are no
+// longer held (or seq is not from this stream).
+func (r *ring) since(seq, cur int64) ([]*event, bool) {
+	if seq < 0 || seq > cur {
+		return nil, false
+	}
+	if seq == cur {
+		return nil, true
+	}
+	if r.len() == 0 || r.evs[r.head].seq > seq+1 {
+		return nil, false
+	}
+	i := r.head + int(seq+1-r.evs[r.head].seq)
+	return append([]*event(nil), r.evs[i:]...), true
+}

@@ -1,0 +1,46 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// healthz answers while the process is up.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 only when the server can serve.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+		return
+	}
+	if err := s.cfg.Ready(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// readyProbeWorkspace is a workspace no one uses; listing it proves the
+// store answers without reading anyone's data.
+const readyProbeWorkspace = "ensemble-readyz-probe"
+
+// hostReady: recovery finished and the store answers a read.
+func (s *Server) hostReady(ctx context.Context) error {
+	select {
+	case <-s.cfg.Host.Ready():
+	default:
+		return errorf(host.CodeUnavailable, "recovery has not finished")
+	}
+	if _, err := s.cfg.Host.ListSessions(ctx, readyProbeWorkspace, host.SessionQuery{Limit: 1}); err != nil {
+		return errorf(host.CodeUnavailable, "store does not answer")
+	}
+	return nil
+}

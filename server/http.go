@@ -1,0 +1,159 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/gorilla/mux"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// maxBody bounds an HTTP request body: the largest content (256 KiB of text
+// plus display text) with room for JSON escaping.
+const maxBody = 2 << 20
+
+// restRoute maps one HTTP route onto an operation.
+type restRoute struct {
+	method, path, op string
+	okStatus         int
+}
+
+// restTable is every REST route; openapi.json documents the same list.
+var restTable = []restRoute{
+	{http.MethodPost, "/sessions", "session.create", http.StatusCreated},
+	{http.MethodGet, "/sessions", "session.list", http.StatusOK},
+	{http.MethodGet, "/sessions/{sessionId}", "session.get", http.StatusOK},
+	{http.MethodPatch, "/sessions/{sessionId}", "session.update", http.StatusOK},
+	{http.MethodDelete, "/sessions/{sessionId}", "session.delete", http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/restore", "session.restore", http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/purge", "session.purge", http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/fork", "session.fork", http.StatusCreated},
+	{http.MethodPost, "/sessions/{sessionId}/messages", "turn.message.submit", http.StatusOK},
+	{http.MethodGet, "/sessions/{sessionId}/messages", "message.list", http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/queue/retract", "queue.retract", http.StatusOK},
+	{http.MethodGet, "/sessions/{sessionId}/turns", "turn.list", http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/turns/{turnId}/cancel", "turn.cancel", http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/turns/{turnId}/interrupt", "turn.interrupt", http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/turns/{turnId}/interactions/{requestId}/respond", "interaction.respond", http.StatusOK},
+	{http.MethodGet, "/sessions/{sessionId}/goal", "goal.get", http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/goal", "goal.control", http.StatusOK},
+}
+
+// numericQuery are the query parameters that are numbers in the input.
+var numericQuery = map[string]bool{"limit": true, "before": true, "afterVersion": true, "beforeVersion": true}
+
+func (s *Server) restRoutes(r *mux.Router) {
+	for _, rt := range restTable {
+		r.HandleFunc(rt.path, s.rest(rt.op, rt.okStatus)).Methods(rt.method)
+	}
+}
+
+// rest serves one operation over HTTP: Bearer auth, the input assembled
+// from path, query and body, the same dispatch as the WebSocket.
+func (s *Server) rest(op string, okStatus int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		tok, _ := bearerToken(r)
+		if tok == "" {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			s.metrics.request("http", op, string(host.CodeUnauthenticated))
+			writeHTTPError(w, http.StatusUnauthorized, unauthenticated(nil))
+			return
+		}
+		p, _, err := s.cfg.Verifier.Verify(tok)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			s.metrics.request("http", op, string(host.CodeUnauthenticated))
+			writeHTTPError(w, http.StatusUnauthorized, unauthenticated(err))
+			return
+		}
+		raw, err := restInput(r)
+		var res any
+		if err == nil {
+			res, err = s.dispatch(r.Context(), caller{p: p}, op, raw)
+		}
+		if err != nil {
+			we := toWire(err, s.log, op)
+			s.metrics.request("http", op, string(we.Code))
+			writeHTTPError(w, httpStatus(we.Code), we)
+			return
+		}
+		s.metrics.request("http", op, "ok")
+		writeJSON(w, okStatus, res)
+	}
+}
+
+// restInput merges the JSON body, the path variables and (for GET) the
+// query into one operation input. A body field that contradicts the path
+// is invalid input.
+func restInput(r *http.Request) (json.RawMessage, error) {
+	in := map[string]json.RawMessage{}
+	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errorf(host.CodeInvalidInput, "body exceeds %d bytes", maxBody)
+		}
+		if err != nil {
+			return nil, errorf(host.CodeInvalidInput, "could not read the body")
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := decodeStrict(body, &in); err != nil {
+				return nil, errorf(host.CodeInvalidInput, "body must be a JSON object")
+			}
+		}
+	}
+	q := r.URL.Query()
+	if len(q) > 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return nil, errorf(host.CodeInvalidInput, "query parameters are only read on GET; send a JSON body")
+	}
+	for k, vs := range q {
+		if len(vs) != 1 {
+			return nil, errorf(host.CodeInvalidInput, "query parameter %s given more than once", k)
+		}
+		if numericQuery[k] {
+			n, err := strconv.ParseInt(vs[0], 10, 64)
+			if err != nil {
+				return nil, errorf(host.CodeInvalidInput, "query parameter %s must be an integer", k)
+			}
+			in[k] = json.RawMessage(strconv.FormatInt(n, 10))
+			continue
+		}
+		b, _ := json.Marshal(vs[0])
+		in[k] = b
+	}
+	for k, v := range mux.Vars(r) {
+		val, err := url.PathUnescape(v)
+		if err != nil {
+			return nil, errorf(host.CodeInvalidInput, "path parameter %s is badly escaped", k)
+		}
+		b, _ := json.Marshal(val)
+		if prev, ok := in[k]; ok && !bytes.Equal(bytes.TrimSpace(prev), b) {
+			return nil, errorf(host.CodeInvalidInput, "%s in the body differs from the path", k)
+		}
+		in[k] = b
+	}
+	return json.Marshal(in)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error","retryable":false}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeHTTPError(w http.ResponseWriter, status int, we wireError) {
+	writeJSON(w, status, struct {
+		Error wireError `json:"error"`
+	}{we})
+}

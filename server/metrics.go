@@ -1,0 +1,62 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ensemble-dev/ensemble/hub"
+)
+
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	wsOpened prometheus.Counter
+}
+
+// newMetrics registers the server's metrics; runtime collectors only on a
+// registry the server created (a caller's may already have them).
+func newMetrics(reg *prometheus.Registry, own bool, h *hub.Hub) *metrics {
+	m := &metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ensemble_requests_total",
+			Help: "Operations handled, by transport, operation and result code (ok on success).",
+		}, []string{"transport", "op", "code"}),
+		wsOpened: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ensemble_ws_connections_opened_total",
+			Help: "Authenticated WebSocket connections opened.",
+		}),
+	}
+	stat := func() hub.Stats { return h.Stats() }
+	reg.MustRegister(
+		m.requests, m.wsOpened,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ensemble_ws_connections",
+			Help: "Open WebSocket connections."}, func() float64 { return float64(stat().Connections) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ensemble_hub_topics",
+			Help: "Live hub topics (including lingering ones)."}, func() float64 { return float64(stat().Topics) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_rereads_total",
+			Help: "Canonical-state rereads by the hub (one per dirty topic, however many watchers)."},
+			func() float64 { return float64(stat().Rereads) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_events_total",
+			Help: "Events encoded by the hub (each encoded once)."}, func() float64 { return float64(stat().Events) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_events_fanned_out_total",
+			Help: "Event frames queued to watchers."}, func() float64 { return float64(stat().FramesFanned) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_slow_consumers_total",
+			Help: "Connections closed with 4008 because they fell behind."}, func() float64 { return float64(stat().SlowConsumers) }),
+	)
+	if own {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) request(transport, op, code string) {
+	m.requests.WithLabelValues(transport, opLabel(op), code).Inc()
+}

@@ -1,0 +1,325 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/auth"
+	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/hub"
+)
+
+// caller is who runs an operation and over what. ws is nil over HTTP.
+type caller struct {
+	p  auth.Principal
+	ws *wsSession
+	// reply sends the response early (subscribe must answer under the
+	// topic lock); the handler then returns errReplied.
+	reply func(result any)
+}
+
+// errReplied: the handler already sent its response.
+var errReplied = errors.New("replied")
+
+type opFunc func(ctx context.Context, s *Server, c caller, raw json.RawMessage) (any, error)
+
+// input is what every operation input has: the workspace it is scoped to.
+type input interface{ workspaceID() string }
+
+type wsField struct {
+	Workspace string `json:"workspace"`
+}
+
+func (w wsField) workspaceID() string { return w.Workspace }
+
+// op builds an operation that decodes its input strictly, authorizes the
+// caller in the input's workspace, then runs. No operation can skip the
+// authorization step.
+func op[T input](name string, run func(ctx context.Context, s *Server, c caller, in T) (any, error)) opFunc {
+	return func(ctx context.Context, s *Server, c caller, raw json.RawMessage) (any, error) {
+		var in T
+		if err := decodeStrict(raw, &in); err != nil {
+			return nil, err
+		}
+		if err := authorize(c.p, in.workspaceID(), name); err != nil {
+			return nil, err
+		}
+		return run(ctx, s, c, in)
+	}
+}
+
+func authorize(p auth.Principal, ws, op string) error {
+	if ws == "" {
+		return errorf(host.CodeInvalidInput, "workspace is required")
+	}
+	role, ok := p.RoleIn(ws)
+	if !ok {
+		return errorf(host.CodeForbidden, "not a member of workspace %s", ws)
+	}
+	if !auth.Allowed(role, op) {
+		return errorf(host.CodeForbidden, "role %s may not %s", role, op)
+	}
+	return nil
+}
+
+// decodeStrict decodes exactly one JSON object with no unknown fields. An
+// absent input is an empty object.
+func decodeStrict(raw json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errorf(host.CodeInvalidInput, "input: %s", jsonProblem(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errorf(host.CodeInvalidInput, "input: trailing data after the object")
+	}
+	return nil
+}
+
+// jsonProblem describes a decode error without echoing input values.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return "malformed JSON"
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return "field " + te.Field + " has the wrong type"
+		}
+		return "wrong JSON type"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated JSON"
+	}
+	// DisallowUnknownFields: `json: unknown field "x"` names only the field.
+	return err.Error()
+}
+
+// Operations whose names the protocol defines but this server does not
+// implement yet answer unsupported; any other name is invalid input.
+var ops = map[string]opFunc{
+	"session.create":      op("session.create", sessionCreate),
+	"session.get":         op("session.get", sessionGet),
+	"session.list":        op("session.list", sessionList),
+	"session.update":      op("session.update", sessionUpdate),
+	"turn.message.submit": op("turn.message.submit", turnSubmit),
+	"turn.cancel":         op("turn.cancel", turnCancel),
+	"turn.list":           op("turn.list", turnList),
+	"message.list":        op("message.list", messageList),
+	"subscribe":           op("subscribe", subscribe),
+	"unsubscribe":         op("unsubscribe", unsubscribe),
+}
+
+// dispatch runs one operation for a caller.
+func (s *Server) dispatch(ctx context.Context, c caller, name string, raw json.RawMessage) (any, error) {
+	fn, ok := ops[name]
+	if !ok {
+		if auth.KnownOperation(name) {
+			return nil, errorf(host.CodeUnsupported, "%s is not supported by this server yet", name)
+		}
+		return nil, errorf(host.CodeInvalidInput, "unknown operation")
+	}
+	return fn(ctx, s, c, raw)
+}
+
+// opLabel keeps metric labels to the closed operation list.
+func opLabel(name string) string {
+	if auth.KnownOperation(name) {
+		return name
+	}
+	return "unknown"
+}
+
+type sessionCreateIn struct {
+	wsField
+	Content        *host.MessageContent `json:"content"`
+	ClientSubmitID string               `json:"clientSubmitId"`
+	Title          string               `json:"title"`
+	Agent          string               `json:"agent"`
+	Settings       map[string]string    `json:"settings"`
+}
+
+func sessionCreate(ctx context.Context, s *Server, c caller, in sessionCreateIn) (any, error) {
+	if in.Agent != "" && in.Agent != s.cfg.Host.Agent().Name {
+		return nil, errorf(host.CodeUnsupported, "this server runs one agent (%s); choosing another is not supported", s.cfg.Host.Agent().Name)
+	}
+	return s.cfg.Host.CreateSession(ctx, host.CreateSessionInput{
+		WorkspaceID: in.Workspace, Title: in.Title, Settings: in.Settings, Content: in.Content,
+		ClientSubmitID: in.ClientSubmitID, CreatedBy: c.p.UserID,
+	})
+}
+
+type sessionRef struct {
+	wsField
+	SessionID string `json:"sessionId"`
+}
+
+type sessionResult struct {
+	Session host.Session `json:"session"`
+}
+
+func sessionGet(ctx context.Context, s *Server, _ caller, in sessionRef) (any, error) {
+	sess, err := s.cfg.Host.GetSession(ctx, in.Workspace, in.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return sessionResult{Session: sess}, nil
+}
+
+type sessionListIn struct {
+	wsField
+	Cursor string `json:"cursor"`
+	Limit  int    `json:"limit"`
+}
+
+func sessionList(ctx context.Context, s *Server, _ caller, in sessionListIn) (any, error) {
+	if in.Limit < 0 {
+		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
+	}
+	p, err := s.cfg.Host.ListSessions(ctx, in.Workspace, host.SessionQuery{Cursor: in.Cursor, Limit: in.Limit})
+	if p.Sessions == nil {
+		p.Sessions = []host.Session{}
+	}
+	return p, err
+}
+
+type sessionUpdateIn struct {
+	wsField
+	SessionID string  `json:"sessionId"`
+	Title     *string `json:"title"`
+	Pinned    *bool   `json:"pinned"`
+}
+
+func sessionUpdate(ctx context.Context, s *Server, _ caller, in sessionUpdateIn) (any, error) {
+	sess, err := s.cfg.Host.UpdateSession(ctx, host.UpdateSessionInput{
+		WorkspaceID: in.Workspace, SessionID: in.SessionID, Title: in.Title, Pinned: in.Pinned,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sessionResult{Session: sess}, nil
+}
+
+type submitIn struct {
+	wsField
+	SessionID      string              `json:"sessionId"`
+	ClientSubmitID string              `json:"clientSubmitId"`
+	Content        host.MessageContent `json:"content"`
+	Placement      host.Placement      `json:"placement"`
+	TurnID         string              `json:"turnId"`
+}
+
+func turnSubmit(ctx context.Context, s *Server, c caller, in submitIn) (any, error) {
+	return s.cfg.Host.SendInput(ctx, host.SendInput{
+		WorkspaceID: in.Workspace, SessionID: in.SessionID, ClientSubmitID: in.ClientSubmitID,
+		Content: in.Content, Placement: in.Placement, TurnID: in.TurnID, SubmittedBy: c.p.UserID,
+	})
+}
+
+// defaultCancelWait is how long turn.cancel waits for settlement unless
+// the input says otherwise.
+const defaultCancelWait = 5 * time.Second
+
+type cancelIn struct {
+	wsField
+	SessionID string `json:"sessionId"`
+	TurnID    string `json:"turnId"`
+	// Wait is in milliseconds; nil means the default, 0 means do not wait.
+	Wait *int64 `json:"wait"`
+}
+
+func turnCancel(ctx context.Context, s *Server, _ caller, in cancelIn) (any, error) {
+	wait := defaultCancelWait
+	if in.Wait != nil {
+		if *in.Wait < 0 || *in.Wait > host.MaxCancelWait.Milliseconds() {
+			return nil, errorf(host.CodeInvalidInput, "wait must be between 0 and %d ms", host.MaxCancelWait.Milliseconds())
+		}
+		wait = time.Duration(*in.Wait) * time.Millisecond
+	}
+	return s.cfg.Host.CancelTurn(ctx, host.CancelInput{
+		WorkspaceID: in.Workspace, SessionID: in.SessionID, TurnID: in.TurnID, Wait: wait,
+	})
+}
+
+type turnListIn struct {
+	wsField
+	SessionID string `json:"sessionId"`
+	Before    int64  `json:"before"`
+	Limit     int    `json:"limit"`
+}
+
+func turnList(ctx context.Context, s *Server, _ caller, in turnListIn) (any, error) {
+	if in.Limit < 0 {
+		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
+	}
+	p, err := s.cfg.Host.ListSessionTurns(ctx, in.Workspace, in.SessionID, host.TurnQuery{Before: in.Before, Limit: in.Limit})
+	if p.Turns == nil {
+		p.Turns = []host.Turn{}
+	}
+	return p, err
+}
+
+type messageListIn struct {
+	wsField
+	SessionID     string `json:"sessionId"`
+	AfterVersion  int64  `json:"afterVersion"`
+	BeforeVersion int64  `json:"beforeVersion"`
+	TurnID        string `json:"turnId"`
+	Limit         int    `json:"limit"`
+}
+
+func messageList(ctx context.Context, s *Server, _ caller, in messageListIn) (any, error) {
+	if in.Limit < 0 {
+		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
+	}
+	p, err := s.cfg.Host.ListSessionMessages(ctx, in.Workspace, in.SessionID, host.MessageQuery{
+		AfterVersion: in.AfterVersion, BeforeVersion: in.BeforeVersion, TurnID: in.TurnID, Limit: in.Limit,
+	})
+	if p.Messages == nil {
+		p.Messages = []host.Message{}
+	}
+	return p, err
+}
+
+type subscribeIn struct {
+	wsField
+	Topic     string      `json:"topic"`
+	SessionID string      `json:"sessionId"`
+	Resume    *hub.Resume `json:"resume"`
+}
+
+func subscribe(ctx context.Context, s *Server, c caller, in subscribeIn) (any, error) {
+	if c.ws == nil {
+		return nil, errorf(host.CodeUnsupported, "subscribe is only available over the WebSocket")
+	}
+	err := s.cfg.Hub.Subscribe(ctx, c.ws.conn, hub.SubscribeRequest{
+		Workspace: in.Workspace, Topic: in.Topic, SessionID: in.SessionID, Resume: in.Resume,
+	}, func(res hub.SubscribeResult) { c.reply(res) })
+	if err != nil {
+		return nil, err
+	}
+	return nil, errReplied
+}
+
+type unsubscribeIn struct {
+	wsField
+	Sub string `json:"sub"`
+}
+
+type unsubscribeResult struct {
+	Unsubscribed bool `json:"unsubscribed"`
+}
+
+func unsubscribe(_ context.Context, s *Server, c caller, in unsubscribeIn) (any, error) {
+	if c.ws == nil {
+		return nil, errorf(host.CodeUnsupported, "unsubscribe is only available over the WebSocket")
+	}
+	return unsubscribeResult{Unsubscribed: s.cfg.Hub.Unsubscribe(c.ws.conn, in.Workspace, in.Sub)}, nil
+}

@@ -1,0 +1,134 @@
+// Package server is the transport: HTTP routes (gorilla/mux) and the
+// WebSocket endpoint (coder/websocket). It decodes, authorizes, calls the
+// Host through its public methods, and encodes; it decides nothing.
+package server
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ensemble-dev/ensemble/auth"
+	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/hub"
+)
+
+// Subprotocol is the WebSocket subprotocol clients must request.
+const Subprotocol = "ensemble.v1"
+
+// ProtocolVersion is sent in the ready frame.
+const ProtocolVersion = 1
+
+// Config wires a Server. Host, Hub and Verifier are required.
+type Config struct {
+	Host     *host.Host
+	Hub      *hub.Hub
+	Verifier auth.Verifier
+	// Web holds the static GUI served at /; nil serves nothing there.
+	Web    fs.FS
+	Logger *slog.Logger
+	// Ready reports whether the server can serve (nil: ready). By default
+	// the Host must have finished recovery and the store must answer.
+	Ready func(ctx context.Context) error
+	// Registry receives the metrics; a new one by default. /metrics serves
+	// exactly this registry.
+	Registry *prometheus.Registry
+	// OriginPatterns are extra browser origins allowed to open the
+	// WebSocket (same-origin is always allowed).
+	OriginPatterns []string
+}
+
+// Server is the http.Handler for the whole API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	router  *mux.Router
+	metrics *metrics
+
+	mu       sync.Mutex
+	draining atomic.Bool
+	active   sync.WaitGroup // WebSocket handlers
+}
+
+// New builds the handler and its routes.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	own := cfg.Registry == nil
+	if own {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	if s.cfg.Ready == nil {
+		s.cfg.Ready = s.hostReady
+	}
+	s.metrics = newMetrics(cfg.Registry, own, cfg.Hub)
+	s.router = s.routes()
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Shutdown refuses new WebSocket connections, closes the open ones with
+// 4001 (server shutting down, reconnect) in bounded batches and waits for
+// their handlers. Hijacked connections are invisible to http.Server's own
+// Shutdown, which is why this exists; call it before http.Server.Shutdown.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining.Store(true)
+	s.mu.Unlock()
+	err := s.cfg.Hub.CloseConns(ctx, 64)
+	done := make(chan struct{})
+	go func() {
+		s.active.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return err
+	case <-ctx.Done():
+		return errors.Join(err, ctx.Err())
+	}
+}
+
+// enter registers a WebSocket handler unless the server is draining.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining.Load() {
+		return false
+	}
+	s.active.Add(1)
+	return true
+}
+
+func (s *Server) routes() *mux.Router {
+	r := mux.NewRouter()
+	r.UseEncodedPath() // ids may contain escaped "/"; vars are unescaped in pathVar
+	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/metrics", s.metrics.handler()).Methods(http.MethodGet)
+	r.HandleFunc("/v1/ws", s.handleWS).Methods(http.MethodGet)
+	r.HandleFunc("/v1/openapi.json", serveOpenAPI).Methods(http.MethodGet, http.MethodHead)
+	s.restRoutes(r.PathPrefix("/v1/workspaces/{workspace}").Subrouter())
+	r.PathPrefix("/v1/").Handler(http.HandlerFunc(notFoundJSON))
+	if s.cfg.Web != nil {
+		r.PathPrefix("/").Handler(http.FileServerFS(s.cfg.Web))
+	}
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeHTTPError(w, http.StatusMethodNotAllowed, wireError{Code: host.CodeInvalidInput, Message: "method not allowed"})
+	})
+	return r
+}
+
+func notFoundJSON(w http.ResponseWriter, _ *http.Request) {
+	writeHTTPError(w, http.StatusNotFound, wireError{Code: host.CodeNotFound, Message: "no such route"})
+}
