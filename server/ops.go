@@ -69,10 +69,7 @@ func authorize(p auth.Principal, ws, op string) error {
 // decodeStrict decodes exactly one JSON object with no unknown fields. An
 // absent input is an empty object.
 func decodeStrict(raw json.RawMessage, v any) error {
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		raw = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec := json.NewDecoder(bytes.NewReader(orEmpty(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return errorf(host.CodeInvalidInput, "input: %s", jsonProblem(err))
@@ -81,6 +78,13 @@ func decodeStrict(raw json.RawMessage, v any) error {
 		return errorf(host.CodeInvalidInput, "input: trailing data after the object")
 	}
 	return nil
+}
+
+func orEmpty(raw json.RawMessage) json.RawMessage {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return json.RawMessage("{}")
+	}
+	return raw
 }
 
 // jsonProblem describes a decode error without echoing input values.
@@ -120,13 +124,22 @@ var ops = map[string]opFunc{
 // dispatch runs one operation for a caller.
 func (s *Server) dispatch(ctx context.Context, c caller, name string, raw json.RawMessage) (any, error) {
 	fn, ok := ops[name]
-	if !ok {
-		if auth.KnownOperation(name) {
-			return nil, errorf(host.CodeUnsupported, "%s is not supported by this server yet", name)
-		}
+	if ok {
+		return fn(ctx, s, c, raw)
+	}
+	if !auth.KnownOperation(name) {
 		return nil, errorf(host.CodeInvalidInput, "unknown operation")
 	}
-	return fn(ctx, s, c, raw)
+	// A documented operation not implemented yet is still authorized
+	// first, so the answer never tells a non-member more than forbidden.
+	var in wsField
+	if err := json.Unmarshal(orEmpty(raw), &in); err != nil {
+		return nil, errorf(host.CodeInvalidInput, "input: %s", jsonProblem(err))
+	}
+	if err := authorize(c.p, in.Workspace, name); err != nil {
+		return nil, err
+	}
+	return nil, errorf(host.CodeUnsupported, "%s is not supported by this server yet", name)
 }
 
 // opLabel keeps metric labels to the closed operation list.

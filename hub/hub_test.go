@@ -1,0 +1,288 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// fakeReader serves canned state; GetSession can be held to widen races.
+type fakeReader struct {
+	mu       sync.Mutex
+	sessions map[string]host.Session
+	hold     chan struct{} // when set, GetSession waits on it
+	entered  chan struct{}
+	gets     atomic.Int64
+}
+
+func (f *fakeReader) GetSession(_ context.Context, ws, id string) (host.Session, error) {
+	f.gets.Add(1)
+	f.mu.Lock()
+	hold, entered := f.hold, f.entered
+	f.mu.Unlock()
+	if hold != nil {
+		entered <- struct{}{}
+		<-hold
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sessions[id]
+	if !ok {
+		return host.Session{}, host.Errorf(host.CodeNotFound, "no")
+	}
+	return s, nil
+}
+
+func (f *fakeReader) ListSessions(context.Context, string, host.SessionQuery) (host.SessionPage, error) {
+	return host.SessionPage{}, nil
+}
+func (f *fakeReader) GetTurn(context.Context, string, string, string) (host.Turn, error) {
+	return host.Turn{}, host.Errorf(host.CodeNotFound, "no")
+}
+func (f *fakeReader) ListSessionTurns(context.Context, string, string, host.TurnQuery) (host.TurnPage, error) {
+	return host.TurnPage{}, nil
+}
+func (f *fakeReader) ListSessionMessages(context.Context, string, string, host.MessageQuery) (host.MessagePage, error) {
+	return host.MessagePage{}, nil
+}
+
+func TestLocalBus(t *testing.T) {
+	b := NewLocalBus()
+	var got []host.Fact
+	var unsub func()
+	unsub = b.Subscribe("w", func(f host.Fact) {
+		got = append(got, f)
+		unsub() // unsubscribing from inside the callback must not deadlock
+	})
+	other := 0
+	b.Subscribe("x", func(host.Fact) { other++ })
+	_ = b.Publish(context.Background(), []host.Fact{{WorkspaceID: "w", SessionID: "s"}, {WorkspaceID: "w", SessionID: "t"}})
+	if len(got) != 1 || other != 0 {
+		t.Fatalf("got %v, other %d", got, other)
+	}
+	if b.Workspaces() != 1 {
+		t.Fatalf("workspaces %d", b.Workspaces())
+	}
+}
+
+// TestRereadCoalesces: however many facts arrive while a reread runs, the
+// topic is reread once more, not once per fact.
+func TestRereadCoalesces(t *testing.T) {
+	fr := &fakeReader{sessions: map[string]host.Session{"s1": {WorkspaceID: "w", ID: "s1"}},
+		hold: make(chan struct{}), entered: make(chan struct{}, 1)}
+	bus := NewLocalBus()
+	h := New(Config{Reader: fr, Bus: bus, Workers: 4})
+	defer h.Close()
+	tp, err := h.acquire(kindWorkspace, "w", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.release(tp)
+	hold := fr.hold
+	fact := []host.Fact{{WorkspaceID: "w", Kind: host.FactSessionChanged, SessionID: "s1"}}
+	_ = bus.Publish(context.Background(), fact)
+	<-fr.entered // the first reread is inside the store
+	for range 100 {
+		_ = bus.Publish(context.Background(), fact)
+	}
+	fr.mu.Lock()
+	fr.hold = nil
+	fr.mu.Unlock()
+	close(hold)
+	waitUntil(t, func() bool { return h.Stats().Rereads == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if n := h.Stats().Rereads; n != 2 {
+		t.Fatalf("rereads %d, want 2", n)
+	}
+	if n := fr.gets.Load(); n != 2 {
+		t.Fatalf("store reads %d, want 2", n)
+	}
+	tp.mu.Lock()
+	seq := tp.seq
+	tp.mu.Unlock()
+	if seq != 1 { // one session_summary: the second reread found nothing new
+		t.Fatalf("seq %d", seq)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("condition not met")
+}
+
+func TestRingSince(t *testing.T) {
+	r := ring{maxEvents: 3, maxBytes: 1 << 20}
+	for i := int64(1); i <= 5; i++ {
+		r.push(&event{seq: i, data: []byte("x")})
+	}
+	if _, ok := r.since(1, 5); ok {
+		t.Fatal("seq 2 was evicted; resume from 1 must fail")
+	}
+	evs, ok := r.since(2, 5)
+	if !ok || len(evs) != 3 || evs[0].seq != 3 {
+		t.Fatalf("since 2: %v %v", ok, evs)
+	}
+	if evs, ok := r.since(5, 5); !ok || len(evs) != 0 {
+		t.Fatal("up to date must recover with nothing")
+	}
+	if _, ok := r.since(6, 5); ok {
+		t.Fatal("future seq must not recover")
+	}
+	big := ring{maxEvents: 100, maxBytes: 10}
+	for i := int64(1); i <= 4; i++ {
+		big.push(&event{seq: i, data: []byte("12345")})
+	}
+	if big.len() != 2 {
+		t.Fatalf("byte cap: %d events held", big.len())
+	}
+}
+
+func TestMessageDeltaOffsetsAreUTF16(t *testing.T) {
+	h := New(Config{Reader: &fakeReader{}, Bus: NewLocalBus()})
+	defer h.Close()
+	tp := newTopic(h, kindSession, "w", "s", 1)
+	tp.sv.msgs = map[string]host.Message{}
+	msg := func(v int64, text string, streaming bool) host.Message {
+		return host.Message{WorkspaceID: "w", SessionID: "s", ID: "m", TurnID: "t", Role: host.RoleAgent,
+			Kind: host.KindText, Version: v, Ordinal: 1, Content: host.MessageContent{Text: text}, Streaming: streaming}
+	}
+	tp.mu.Lock()
+	tp.applyMessagesLocked([]host.Message{msg(1, "héllo 👋", true)})
+	tp.applyMessagesLocked([]host.Message{msg(2, "héllo 👋 wörld", true)})
+	tp.applyMessagesLocked([]host.Message{msg(2, "héllo 👋 wörld", true)}) // duplicate read: nothing
+	tp.applyMessagesLocked([]host.Message{msg(3, "héllo 👋 wörld!", false)})
+	tp.applyMessagesLocked([]host.Message{msg(4, "rewritten", false)})
+	tp.mu.Unlock()
+	var kinds []string
+	var delta MessageDelta
+	for _, ev := range tp.ring.evs[tp.ring.head:] {
+		var f struct {
+			Kind    string
+			Payload json.RawMessage
+		}
+		_ = json.Unmarshal(ev.data, &f)
+		kinds = append(kinds, f.Kind)
+		if f.Kind == KindMessageDelta {
+			_ = json.Unmarshal(f.Payload, &delta)
+		}
+	}
+	if strings.Join(kinds, ",") != "message_update,message_delta,message_update,message_update" {
+		t.Fatalf("kinds %v", kinds)
+	}
+	// "héllo 👋" is 8 UTF-16 units (the emoji is a surrogate pair), 10 bytes.
+	if delta.Offset != 8 || delta.Text != " wörld" || delta.Version != 2 || delta.MessageID != "m" {
+		t.Fatalf("delta %+v", delta)
+	}
+}
+
+// wsPair returns the server side of a real WebSocket connection.
+func wsPair(t *testing.T) (*websocket.Conn, *websocket.Conn) {
+	t.Helper()
+	ch := make(chan *websocket.Conn, 1)
+	done := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		ch <- c
+		<-done
+	}))
+	t.Cleanup(func() { close(done); ts.Close() })
+	cli, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(ts.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := <-ch
+	t.Cleanup(func() { _ = cli.CloseNow(); _ = srv.CloseNow() })
+	return srv, cli
+}
+
+func TestConnQueueLatestWinsAndSlowConsumer(t *testing.T) {
+	h := New(Config{Reader: &fakeReader{}, Bus: NewLocalBus(), QueueBytes: 8000})
+	defer h.Close()
+	srv, _ := wsPair(t)
+	c, err := h.Attach(srv, "c1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No writer runs: everything stays queued.
+	ev := func(seq int64, key string, size int) *event {
+		return &event{sub: "session:w/s", epoch: "e.1", seq: seq, key: key, data: []byte(strings.Repeat("x", size))}
+	}
+	c.enqueueEvent(ev(1, "k", 100))
+	c.enqueueEvent(ev(2, "k", 100)) // not lagging yet: both kept
+	if d := c.pop(); len(d) != 100 {
+		t.Fatalf("first frame superseded while not lagging")
+	}
+	c.enqueueEvent(ev(3, "", 1200)) // now over an eighth of the cap
+	c.enqueueEvent(ev(4, "k", 100)) // supersedes seq 2
+	var got []string
+	for d := c.pop(); d != nil; d = c.pop() {
+		if strings.HasPrefix(string(d), "{") {
+			got = append(got, string(d))
+		} else {
+			got = append(got, "data")
+		}
+	}
+	if len(got) != 3 || !strings.Contains(got[0], `"seq":2,"kind":"superseded"`) {
+		t.Fatalf("queue after supersede: %v", got)
+	}
+	for i := int64(5); !c.isClosing(); i++ {
+		if i > 100 {
+			t.Fatal("queue over its cap did not close the connection")
+		}
+		c.enqueueEvent(ev(i, "", 1000))
+	}
+	c.qmu.Lock()
+	code := c.closeCode
+	c.qmu.Unlock()
+	if code != CloseSlowConsumer || h.Stats().SlowConsumers != 1 {
+		t.Fatalf("close code %d", code)
+	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	h := New(Config{Reader: &fakeReader{}, Bus: NewLocalBus(), Workers: 8})
+	srv, cli := wsPair(t)
+	c, err := h.Attach(srv, "c", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDone := make(chan struct{})
+	go func() { c.Run(func([]byte) {}); close(runDone) }()
+	go func() { // the client answers the close handshake
+		for {
+			if _, _, err := cli.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	h.Close()
+	select {
+	case <-runDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Close")
+	}
+	_ = cli.CloseNow()
+	waitUntil(t, func() bool { return runtime.NumGoroutine() <= before+2 }) // httptest's own
+}
