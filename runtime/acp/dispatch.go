@@ -1,0 +1,477 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// messageIDSpace namespaces the UUIDv5 prompt message ids derived from
+// (workspace, ClientSubmitID): ACP requires UUIDs there.
+var messageIDSpace = uuid.MustParse("6f1c2a8e-3b7d-5e0f-9a41-2c8d7e6b5a10")
+
+// turn is one prompt in flight on a connection.
+type turn struct {
+	ref            host.TurnRef
+	psid           string
+	providerTurnID string
+	sink           host.TurnSink
+	token          string // written-marker for watchWriter
+
+	written    <-chan struct{}
+	evidence   chan struct{} // closed on the agent's first update or request for this prompt
+	promptDone chan struct{} // closed when session/prompt returned
+	result     promptResult  // set before promptDone closes
+
+	mu       sync.Mutex
+	queue    []item
+	wake     chan struct{}
+	seen     bool // evidence closed
+	finished bool // prompt returned; nothing more is queued or cancelled
+	dropped  bool // acceptance failed or was abandoned: discard everything
+}
+
+// item is one provider observation waiting behind the acceptance barrier.
+type item struct {
+	update *acpsdk.SessionUpdate
+	notice string
+}
+
+type promptResult struct {
+	resp acpsdk.PromptResponse
+	err  error
+	// lost: the connection died before the response came.
+	lost bool
+}
+
+// push queues an observation for the Turn unless it was dropped.
+func (t *turn) push(it item) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.seen {
+		t.seen = true
+		close(t.evidence)
+	}
+	if t.dropped || t.finished {
+		return
+	}
+	t.queue = append(t.queue, it)
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (t *turn) take() []item {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.queue
+	t.queue = nil
+	return q
+}
+
+func (t *turn) drop() {
+	t.mu.Lock()
+	t.dropped = true
+	t.queue = nil
+	t.mu.Unlock()
+}
+
+// Dispatch sends one prompt and returns once sink.Accepted succeeded, or
+// with an error before that: *host.ProviderError when nothing was sent or the
+// agent answered the prompt with an error, a plain error when the delivery
+// outcome is unknown.
+func (r *Runtime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
+	c := r.current()
+	if c == nil {
+		return notSent("session_not_started", "no live agent connection; Start the session first")
+	}
+	t, err := c.beginTurn(req, sink)
+	if err != nil {
+		return err
+	}
+	res := make(chan error, 1)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		c.drive(ctx, t, req, res)
+	}()
+	return <-res
+}
+
+// beginTurn reserves the provider session for one prompt.
+func (c *connection) beginTurn(req host.DispatchRequest, sink host.TurnSink) (*turn, error) {
+	key := sessionKey{ws: req.Ref.WorkspaceID, id: req.Ref.SessionID}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	psid, ok := c.sessions[key]
+	switch {
+	case !ok:
+		return nil, notSent("session_not_started", "the session has no live provider session; Start it first")
+	case req.ProviderSessionID != "" && req.ProviderSessionID != psid:
+		return nil, notSent("provider_session_mismatch", "the live provider session differs from the requested one")
+	case c.byPSID[psid] != nil:
+		return nil, notSent("session_busy", "a prompt is already running in this provider session")
+	case c.byRef[req.Ref] != nil:
+		return nil, notSent("turn_in_flight", "this Turn is already in flight")
+	}
+	t := &turn{
+		ref:            req.Ref,
+		psid:           psid,
+		providerTurnID: fmt.Sprintf("%s:%s:%d", c.nonce, psid, c.seq.Add(1)),
+		sink:           sink,
+		evidence:       make(chan struct{}),
+		promptDone:     make(chan struct{}),
+		wake:           make(chan struct{}, 1),
+	}
+	c.byPSID[psid] = t
+	c.byRef[req.Ref] = t
+	return t, nil
+}
+
+// endTurn releases the Turn's fence: the provider session takes the next
+// prompt. It runs only once the Turn's fate is reported to the Host (its
+// terminal was recorded, or Dispatch returned an error and the prompt is
+// over), so two prompts of one session never overlap at the provider or in
+// the Host's records.
+func (c *connection) endTurn(t *turn) {
+	c.mu.Lock()
+	if c.byPSID[t.psid] == t {
+		delete(c.byPSID, t.psid)
+	}
+	if c.byRef[t.ref] == t {
+		delete(c.byRef, t.ref)
+	}
+	c.mu.Unlock()
+	t.finish()
+}
+
+// finish stops queueing: after the prompt returned, nothing belongs to it.
+func (t *turn) finish() {
+	t.mu.Lock()
+	t.finished = true
+	t.mu.Unlock()
+}
+
+func (t *turn) isFinished() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.finished
+}
+
+// drive runs the Turn: the acceptance barrier (reporting to res exactly
+// once), then output and the terminal. All sink calls for the Turn happen
+// here, in order.
+func (c *connection) drive(ctx context.Context, t *turn, req host.DispatchRequest, res chan<- error) {
+	if err := c.acceptBarrier(ctx, t, req); err != nil {
+		res <- err
+		return
+	}
+	res <- nil
+	c.pump(t)
+}
+
+// acceptBarrier sends the prompt and binds the provider identity.
+func (c *connection) acceptBarrier(ctx context.Context, t *turn, req host.DispatchRequest) error {
+	if err := t.sink.Observed(ctx, host.PhaseDispatched); err != nil {
+		c.endTurn(t)
+		return fmt.Errorf("acp: report dispatched: %w", err)
+	}
+
+	msgID := messageID(req)
+	t.token = `"messageId":"` + msgID + `"`
+	written, err := c.out.watch(t.token)
+	if err != nil {
+		c.endTurn(t)
+		return notSent("duplicate_submit", err.Error())
+	}
+	t.written = written
+	prompt := acpsdk.PromptRequest{
+		SessionId: acpsdk.SessionId(t.psid),
+		MessageId: &msgID,
+		Prompt:    promptBlocks(req.Content),
+	}
+	c.rt.wg.Add(1)
+	go func() {
+		defer c.rt.wg.Done()
+		c.runPrompt(t, prompt)
+	}()
+
+	// 1. The request reached the agent's input.
+	select {
+	case <-written:
+	case <-t.promptDone:
+		select {
+		case <-written:
+		default:
+			c.endTurn(t)
+			return fmt.Errorf("acp: prompt not delivered (outcome unknown): %w", t.result.err)
+		}
+	case <-ctx.Done():
+		c.abandon(t)
+		return fmt.Errorf("acp: dispatch interrupted while writing the prompt (outcome unknown): %w", ctx.Err())
+	}
+	if err := t.sink.Observed(ctx, host.PhaseProviderObserved); err != nil {
+		c.abandon(t)
+		return fmt.Errorf("acp: report provider_observed: %w", err)
+	}
+	if err := t.sink.Observed(ctx, host.PhaseResolvingIdentity); err != nil {
+		c.abandon(t)
+		return fmt.Errorf("acp: report resolving_identity: %w", err)
+	}
+
+	// 2. Wait for the agent to take the prompt up, so an immediate error
+	// response is seen as the rejection it is.
+	var window <-chan time.Time
+	if d := c.rt.cfg.RejectionWindow; d > 0 {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		window = tm.C
+	} else {
+		closed := make(chan time.Time)
+		close(closed)
+		window = closed
+	}
+	select {
+	case <-t.evidence:
+	case <-t.promptDone:
+	case <-window:
+	case <-ctx.Done():
+		c.abandon(t)
+		return fmt.Errorf("acp: dispatch interrupted before acceptance (outcome unknown): %w", ctx.Err())
+	}
+	if done(t.promptDone) && !done(t.evidence) && t.result.err != nil {
+		c.endTurn(t)
+		if t.result.lost {
+			return fmt.Errorf("acp: agent connection lost before acceptance (outcome unknown): %w", t.result.err)
+		}
+		return rejection(t.result.err)
+	}
+
+	// 3. The barrier: nothing reaches the sink before this returns.
+	if err := t.sink.Accepted(ctx, t.psid, t.providerTurnID); err != nil {
+		c.abandon(t)
+		var pe *host.ProviderError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("acp: acceptance failed: %v", err)
+		}
+		return fmt.Errorf("acp: acceptance failed: %w", err)
+	}
+	return nil
+}
+
+// runPrompt calls session/prompt; it blocks until the prompt ends. Its
+// context is the runtime's, not the caller's: the prompt outlives Dispatch,
+// and cancellation goes through session/cancel so the agent still answers
+// with its own stop reason.
+func (c *connection) runPrompt(t *turn, p acpsdk.PromptRequest) {
+	resp, err := c.cs.Prompt(c.rt.base, p)
+	c.out.unwatch(t.token)
+	// The SDK hands us the response only after every update sent before
+	// it was processed, so the queue is complete when this is set.
+	t.result = promptResult{resp: resp, err: err, lost: err != nil && (c.isDead() || c.rt.base.Err() != nil)}
+	t.finish()
+	close(t.promptDone)
+}
+
+// abandon stops a Turn whose acceptance will not happen: its output is
+// discarded and the agent is asked to stop once the prompt reached it. The
+// cancel is sent from an owned goroutine because the prompt may still be
+// blocked in the write.
+// It keeps the Turn's fence until the prompt is over.
+func (c *connection) abandon(t *turn) {
+	t.drop()
+	c.rt.wg.Add(1)
+	go func() {
+		defer c.rt.wg.Done()
+		defer c.endTurn(t)
+		select {
+		case <-t.written:
+		case <-t.promptDone:
+			return
+		}
+		if !done(t.promptDone) {
+			ctx, cancel := context.WithTimeout(c.rt.base, sendTimeout)
+			if err := c.cancelPrompt(ctx, t.psid); err != nil {
+				c.rt.log.Debug("session/cancel for abandoned turn", "providerTurn", t.providerTurnID, "err", err)
+			}
+			cancel()
+		}
+		<-t.promptDone
+	}()
+}
+
+// pump delivers held and new output after acceptance, then the terminal,
+// and only then releases the Turn's fence.
+func (c *connection) pump(t *turn) {
+	defer c.endTurn(t)
+	m := newMapper()
+	lost := 0 // output the sink refused; logged once, counted at the end
+	emit := func(evs []host.OutputEvent) {
+		for _, ev := range evs {
+			if err := c.report(func(ctx context.Context) error { return t.sink.Output(ctx, ev) }); err != nil {
+				if lost == 0 {
+					c.rt.log.Warn("turn output not recorded", "turn", t.ref.TurnID, "key", ev.Key, "err", err)
+				}
+				lost++
+			}
+		}
+	}
+	drain := func() {
+		for _, it := range t.take() {
+			if it.update != nil {
+				emit(m.apply(*it.update))
+			} else {
+				emit(m.notice(it.notice))
+			}
+		}
+	}
+	for {
+		select {
+		case <-t.wake:
+			drain()
+		case <-t.promptDone:
+			drain()
+			emit(m.finish())
+			term := terminalFor(t.result)
+			if err := c.report(func(ctx context.Context) error { return t.sink.Terminal(ctx, term) }); err != nil {
+				c.rt.log.Warn("turn terminal not recorded", "turn", t.ref.TurnID, "err", err)
+			}
+			if lost > 0 {
+				c.rt.log.Warn("turn output events not recorded", "turn", t.ref.TurnID, "count", lost)
+			}
+			return
+		}
+	}
+}
+
+// report makes one sink call, retrying while the Host says the failure is
+// transient (store unavailable …): a lost terminal would leave the Turn
+// unsettled until recovery. Shutdown running out of time stops the retries.
+func (c *connection) report(call func(context.Context) error) error {
+	ctx := c.rt.base
+	backoff := 50 * time.Millisecond
+	for {
+		err := call(ctx)
+		if err == nil || !host.CodeOf(err).Retryable() || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// terminalFor maps how session/prompt ended to the Turn's terminal.
+func terminalFor(res promptResult) host.Terminal {
+	if res.err != nil {
+		if res.lost {
+			return host.Terminal{StateLost: true}
+		}
+		return host.Terminal{Outcome: host.OutcomeFailed, Reason: host.ReasonProviderError}
+	}
+	stop := string(res.resp.StopReason)
+	switch res.resp.StopReason {
+	case acpsdk.StopReasonEndTurn:
+		return host.Terminal{Outcome: host.OutcomeCompleted, StopReason: stop}
+	case acpsdk.StopReasonCancelled:
+		return host.Terminal{Outcome: host.OutcomeCanceled, StopReason: stop}
+	case acpsdk.StopReasonMaxTokens:
+		return host.Terminal{Outcome: host.OutcomeFailed, Reason: host.ReasonMaxTokens, StopReason: stop}
+	case acpsdk.StopReasonRefusal:
+		return host.Terminal{Outcome: host.OutcomeFailed, Reason: host.ReasonRefusal, StopReason: stop}
+	case acpsdk.StopReasonMaxTurnRequests:
+		return host.Terminal{Outcome: host.OutcomeFailed, Reason: "max_turn_requests", StopReason: stop}
+	}
+	return host.Terminal{Outcome: host.OutcomeFailed, Reason: host.ReasonProviderError, StopReason: stop}
+}
+
+// rejection turns the agent's error answer into an explicit rejection.
+func rejection(err error) error {
+	var re *acpsdk.RequestError
+	if !errors.As(err, &re) {
+		return fmt.Errorf("acp: prompt failed (outcome unknown): %w", err)
+	}
+	msg := re.Message
+	if re.Data != nil {
+		if b, mErr := json.Marshal(re.Data); mErr == nil {
+			msg += " " + truncate(string(b), 300)
+		}
+	}
+	return &host.ProviderError{Code: fmt.Sprintf("acp_%d", re.Code), Message: msg}
+}
+
+// notSent is a refusal before anything was written: the prompt certainly
+// did not reach the agent, so it is as definite as a rejection.
+func notSent(code, msg string) error {
+	return &host.ProviderError{Code: code, Message: msg}
+}
+
+// messageID is the prompt's ACP message id: a UUIDv5 of (workspace,
+// ClientSubmitID), or random without a submit id.
+func messageID(req host.DispatchRequest) string {
+	if req.ClientSubmitID == "" {
+		return uuid.NewString()
+	}
+	return uuid.NewSHA1(messageIDSpace, []byte(req.Ref.WorkspaceID+"\x00"+req.ClientSubmitID)).String()
+}
+
+// promptBlocks renders canonical content as ACP content blocks. Quotes go
+// first as quoted text; attachment bytes are not forwarded yet, so they are
+// named rather than silently dropped.
+func promptBlocks(mc host.MessageContent) []acpsdk.ContentBlock {
+	var blocks []acpsdk.ContentBlock
+	if len(mc.Quotes) > 0 {
+		var b strings.Builder
+		for _, q := range mc.Quotes {
+			for line := range strings.SplitSeq(q.Text, "\n") {
+				b.WriteString("> " + line + "\n")
+			}
+			b.WriteString("\n")
+		}
+		blocks = append(blocks, acpsdk.TextBlock(b.String()))
+	}
+	blocks = append(blocks, acpsdk.TextBlock(mc.Text))
+	if len(mc.Attachments) > 0 {
+		names := make([]string, 0, len(mc.Attachments))
+		for _, a := range mc.Attachments {
+			n := a.Name
+			if n == "" {
+				n = a.ID
+			}
+			names = append(names, n)
+		}
+		blocks = append(blocks, acpsdk.TextBlock("[attachments not available to the agent: "+strings.Join(names, ", ")+"]"))
+	}
+	return blocks
+}
+
+func done(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,198 @@
+package sim
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// directives is what a "/sim …" first line asks for.
+type directives struct {
+	words      int           // long answer of this many words (0: the default reply)
+	rate       time.Duration // delay between chunks (-1: no delay)
+	tool       bool
+	think      bool
+	permission bool
+	fail       bool
+	errorAfter int // fail after this many streamed words (0: never)
+	hang       bool
+	crash      bool
+	unknown    []string
+}
+
+// parseDirectives splits prompt text into directives (from a first line
+// starting with "/sim") and the rest of the text. ok is false when there is
+// no /sim line.
+func parseDirectives(text string) (d directives, rest string, ok bool) {
+	first, rest, _ := strings.Cut(strings.TrimLeft(text, " \t\r\n"), "\n")
+	first = strings.TrimSpace(first)
+	if first != "/sim" && !strings.HasPrefix(first, "/sim ") {
+		return directives{}, text, false
+	}
+	for _, tok := range strings.Fields(strings.TrimPrefix(first, "/sim")) {
+		name, val, hasVal := strings.Cut(tok, "=")
+		switch {
+		case name == "words" && hasVal:
+			if n, err := strconv.Atoi(val); err == nil && n > 0 && n <= 100000 {
+				d.words = n
+				continue
+			}
+		case name == "rate" && hasVal:
+			if r, err := time.ParseDuration(val); err == nil && r >= 0 && r <= time.Minute {
+				d.rate = r
+				if r == 0 {
+					d.rate = -1
+				}
+				continue
+			}
+		case name == "error-after" && hasVal:
+			if n, err := strconv.Atoi(val); err == nil && n > 0 {
+				d.errorAfter = n
+				continue
+			}
+		case tok == "tool":
+			d.tool = true
+			continue
+		case tok == "think":
+			d.think = true
+			continue
+		case tok == "permission":
+			d.permission = true
+			continue
+		case tok == "fail":
+			d.fail = true
+			continue
+		case tok == "hang":
+			d.hang = true
+			continue
+		case tok == "crash":
+			d.crash = true
+			continue
+		case tok == "instant":
+			d.rate = -1
+			continue
+		}
+		d.unknown = append(d.unknown, tok)
+	}
+	return d, strings.TrimSpace(rest), true
+}
+
+// script turns directives into the steps of one answer. The answer text is
+// split around a tool call or permission request so they sit between text.
+func (d directives) script(prompt string, firstInSession bool) []Step {
+	if d.fail {
+		return []Step{{Fail: "simulated failure (/sim fail)"}}
+	}
+	var steps []Step
+	if d.think {
+		steps = append(steps, Step{Thought: "The user asked: " + excerpt(prompt, 12) + " Let me think about that step by step — simulated reasoning, no model involved."})
+	}
+	var answer string
+	if d.words > 0 {
+		answer = longAnswer(d.words)
+	} else {
+		answer = defaultReply(prompt, firstInSession)
+	}
+	if len(d.unknown) > 0 {
+		answer += fmt.Sprintf(" (Ignored unknown /sim directives: %s.)", strings.Join(d.unknown, " "))
+	}
+	if d.tool || d.permission {
+		head, tail := splitWords(answer)
+		steps = append(steps, Step{Text: head})
+		if d.tool {
+			steps = append(steps, Step{Tool: &ToolStep{
+				Title:  "Reading README.md (simulated)",
+				Kind:   "read",
+				Input:  map[string]any{"path": "README.md"},
+				Output: "# Simulated project\n\nThis file content is made up by the Ensemble sim agent.",
+			}})
+		}
+		if d.permission {
+			steps = append(steps, Step{Permission: &PermissionStep{Title: "Edit config.json (simulated)"}})
+		}
+		steps = append(steps, Step{Text: tail})
+	} else {
+		steps = append(steps, Step{Text: answer})
+	}
+	switch {
+	case d.hang:
+		steps = append(steps, Step{Text: " Now hanging until cancelled (simulated)."}, Step{Hang: true})
+	case d.crash:
+		steps = append(steps, Step{Text: " Now crashing (simulated)."}, Step{Crash: true})
+	}
+	return steps
+}
+
+// defaultReply is a friendly, deterministic answer that comments on the prompt.
+func defaultReply(prompt string, firstInSession bool) string {
+	comments := []string{
+		"That sounds like a good place to start.",
+		"I would break that into smaller steps first.",
+		"Interesting — a real agent would now read some code.",
+		"Let me pretend to think hard about that.",
+		"Noted. In a real session this is where the work would happen.",
+	}
+	h := fnv.New32a()
+	h.Write([]byte(prompt))
+	var b strings.Builder
+	if firstInSession {
+		b.WriteString("Hello! I'm the Ensemble sim agent — simulated, no AI model involved. ")
+	}
+	n := len(strings.Fields(prompt))
+	switch n {
+	case 0:
+		b.WriteString("You sent an empty prompt. ")
+	case 1:
+		fmt.Fprintf(&b, "You wrote one word: %s. ", excerpt(prompt, 12))
+	default:
+		fmt.Fprintf(&b, "You wrote %d words: %s. ", n, excerpt(prompt, 12))
+	}
+	b.WriteString(comments[h.Sum32()%uint32(len(comments))])
+	return b.String()
+}
+
+// longAnswer is n deterministic words in sentences.
+func longAnswer(n int) string {
+	vocab := strings.Fields("the simulated agent streams words so that you can watch a long answer arrive " +
+		"chunk by chunk while collaborators follow along live in their browsers and nothing here " +
+		"comes from a model every word is generated by a fixed pattern for demos tests and load")
+	var b strings.Builder
+	for i := range n {
+		w := vocab[i%len(vocab)]
+		if i%12 == 0 {
+			w = strings.ToUpper(w[:1]) + w[1:]
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(w)
+		if i%12 == 11 || i == n-1 {
+			b.WriteByte('.')
+		}
+	}
+	return b.String()
+}
+
+// excerpt quotes the first n words of s.
+func excerpt(s string, n int) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return "“”"
+	}
+	if len(f) > n {
+		return "“" + strings.Join(f[:n], " ") + " …”"
+	}
+	return "“" + strings.Join(f, " ") + "”"
+}
+
+// splitWords cuts text in two halves at a word boundary.
+func splitWords(s string) (string, string) {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return s, ""
+	}
+	half := len(f) / 2
+	return strings.Join(f[:half], " "), " " + strings.Join(f[half:], " ")
+}

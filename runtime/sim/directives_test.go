@@ -1,0 +1,73 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDirectives(t *testing.T) {
+	d, rest, ok := parseDirectives("/sim words=200 rate=5ms tool think bogus\nthe actual prompt\nline two")
+	if !ok {
+		t.Fatal("no directives found")
+	}
+	if d.words != 200 || d.rate != 5*time.Millisecond || !d.tool || !d.think || d.fail || d.hang {
+		t.Errorf("directives = %+v", d)
+	}
+	if strings.Join(d.unknown, ",") != "bogus" {
+		t.Errorf("unknown = %v", d.unknown)
+	}
+	if rest != "the actual prompt\nline two" {
+		t.Errorf("rest = %q", rest)
+	}
+	if d, _, _ := parseDirectives("/sim instant error-after=3 words=x"); d.rate >= 0 || d.errorAfter != 3 || d.words != 0 || len(d.unknown) != 1 {
+		t.Errorf("directives = %+v", d)
+	}
+	for _, text := range []string{"hello /sim tool", "/simulate this", "", "tell me\n/sim tool"} {
+		if _, rest, ok := parseDirectives(text); ok || rest != text {
+			t.Errorf("parseDirectives(%q) = ok %v rest %q", text, ok, rest)
+		}
+	}
+}
+
+func TestScriptPlacesToolBetweenText(t *testing.T) {
+	d, rest, _ := parseDirectives("/sim tool permission crash\nhi")
+	var kinds []string
+	for _, s := range d.script(rest, true) {
+		switch {
+		case s.Text != "":
+			kinds = append(kinds, "text")
+		case s.Tool != nil:
+			kinds = append(kinds, "tool")
+		case s.Permission != nil:
+			kinds = append(kinds, "permission")
+		case s.Crash:
+			kinds = append(kinds, "crash")
+		}
+	}
+	if got := strings.Join(kinds, " "); got != "text tool permission text text crash" {
+		t.Errorf("script = %s", got)
+	}
+	if fail := (directives{fail: true}).script("x", false); len(fail) != 1 || fail[0].Fail == "" {
+		t.Errorf("fail script = %+v", fail)
+	}
+}
+
+func TestSplitKeepSpace(t *testing.T) {
+	for _, s := range []string{"", "one", "  lead and trail  ", "a\n\nb\tc", "Hello! I'm here."} {
+		if got := strings.Join(splitKeepSpace(s), ""); got != s {
+			t.Errorf("splitKeepSpace(%q) rejoins to %q", s, got)
+		}
+	}
+	if n := len(splitKeepSpace("  a b\n c ")); n != 3 {
+		t.Errorf("3 words split into %d parts", n)
+	}
+}
+
+func TestLongAnswerHasExactWordCount(t *testing.T) {
+	for _, n := range []int{1, 11, 12, 13, 500} {
+		if got := len(strings.Fields(longAnswer(n))); got != n {
+			t.Errorf("longAnswer(%d) has %d words", n, got)
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/coder/acp-go-sdk"
+)
+
+// run executes the steps of one answer.
+type run struct {
+	a     *agent
+	ctx   context.Context
+	sid   acp.SessionId
+	rate  time.Duration // <0: no delays
+	chunk int
+
+	errorAfter int // fail once this many words were streamed (0: never)
+	words      int
+	chunks     int
+	tools      int
+	said       strings.Builder // answer text, for session/load replay
+}
+
+var errCrashed = errors.New("sim: crashed on request")
+
+func (r *run) steps(steps []Step) error {
+	for _, s := range steps {
+		var err error
+		switch {
+		case s.Text != "":
+			err = r.stream(s.Text, false)
+		case s.Thought != "":
+			err = r.stream(s.Thought, true)
+		case s.Tool != nil:
+			err = r.tool(*s.Tool)
+		case s.Permission != nil:
+			err = r.permission(*s.Permission)
+		case s.Sleep > 0:
+			err = r.sleep(time.Duration(s.Sleep))
+		case s.Fail != "":
+			return simError(s.Fail)
+		case s.Crash:
+			r.crash()
+			return errCrashed
+		case s.Hang:
+			<-r.ctx.Done()
+			return r.ctx.Err()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stream sends text in chunks of r.chunk words, pausing r.rate between
+// chunks (not before the first, so the client sees work start at once).
+func (r *run) stream(text string, thought bool) error {
+	words := splitKeepSpace(text)
+	for i := 0; i < len(words); i += r.chunk {
+		part := strings.Join(words[i:min(i+r.chunk, len(words))], "")
+		if r.chunks > 0 {
+			if err := r.sleep(r.rate); err != nil {
+				return err
+			}
+		}
+		r.chunks++
+		u := acp.UpdateAgentMessageText(part)
+		if thought {
+			u = acp.UpdateAgentThoughtText(part)
+		}
+		if err := r.send(u); err != nil {
+			return err
+		}
+		if thought {
+			continue
+		}
+		r.said.WriteString(part)
+		r.words += min(r.chunk, len(words)-i)
+		if r.errorAfter > 0 && r.words >= r.errorAfter {
+			return simError(fmt.Sprintf("simulated error after %d words (/sim error-after)", r.errorAfter))
+		}
+	}
+	return nil
+}
+
+func (r *run) tool(ts ToolStep) error {
+	r.tools++
+	id := acp.ToolCallId(fmt.Sprintf("sim-tool-%d", r.tools))
+	kind := acp.ToolKind(ts.Kind)
+	if kind == "" {
+		kind = acp.ToolKindOther
+	}
+	steps := []acp.SessionUpdate{
+		acp.StartToolCall(id, ts.Title, acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartRawInput(ts.Input)),
+		acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusInProgress)),
+		acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
+			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(ts.Output))})),
+	}
+	for i, u := range steps {
+		if i > 0 {
+			if err := r.sleep(3 * r.rate); err != nil {
+				return err
+			}
+		}
+		if err := r.send(u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// permission asks for an edit and reports in text what the client chose.
+func (r *run) permission(ps PermissionStep) error {
+	r.tools++
+	id := acp.ToolCallId(fmt.Sprintf("sim-tool-%d", r.tools))
+	input := map[string]any{"path": "config.json", "content": "{\"simulated\": true}"}
+	if err := r.send(acp.StartToolCall(id, ps.Title, acp.WithStartKind(acp.ToolKindEdit),
+		acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartRawInput(input))); err != nil {
+		return err
+	}
+	options := []acp.PermissionOption{
+		{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow this change", OptionId: "allow"},
+		{Kind: acp.PermissionOptionKindRejectOnce, Name: "Skip this change", OptionId: "reject"},
+	}
+	resp, err := r.a.peer().RequestPermission(r.ctx, acp.RequestPermissionRequest{
+		SessionId: r.sid,
+		ToolCall: acp.ToolCallUpdate{
+			ToolCallId: id,
+			Title:      acp.Ptr(ps.Title),
+			Kind:       acp.Ptr(acp.ToolKindEdit),
+			Status:     acp.Ptr(acp.ToolCallStatusPending),
+			RawInput:   input,
+		},
+		Options: options,
+	})
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return r.ctx.Err()
+		}
+		return err
+	}
+	status, text := acp.ToolCallStatusFailed, " Permission outcome: cancelled — I left the file alone."
+	if sel := resp.Outcome.Selected; sel != nil {
+		name := string(sel.OptionId)
+		for _, o := range options {
+			if o.OptionId == sel.OptionId {
+				name = o.Name
+			}
+		}
+		text = fmt.Sprintf(" Permission outcome: selected %q (%s).", name, sel.OptionId)
+		if sel.OptionId == "allow" {
+			status = acp.ToolCallStatusCompleted
+		}
+	}
+	if err := r.send(acp.UpdateToolCall(id, acp.WithUpdateStatus(status))); err != nil {
+		return err
+	}
+	return r.stream(text, false)
+}
+
+func (r *run) sleep(d time.Duration) error {
+	if d <= 0 {
+		return r.ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (r *run) send(u acp.SessionUpdate) error {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	return r.a.peer().SessionUpdate(r.ctx, acp.SessionNotification{SessionId: r.sid, Update: u})
+}
+
+func (r *run) crash() {
+	r.a.opts.Logger.Warn("sim agent crashing on request (/sim crash)")
+	if r.a.opts.Crash != nil {
+		r.a.opts.Crash()
+		return
+	}
+	os.Exit(3)
+}
+
+// splitKeepSpace splits s into words that keep their leading whitespace, so
+// the chunks concatenate back to s exactly.
+func splitKeepSpace(s string) []string {
+	var out []string
+	start := 0
+	inWord := false
+	for i, c := range s {
+		space := unicode.IsSpace(c)
+		if !space && !inWord && i > start && strings.TrimSpace(s[start:i]) != "" {
+			out = append(out, s[start:i])
+			start = i
+		}
+		inWord = !space
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}

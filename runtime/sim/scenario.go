@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Scenario is a scripted answer: the steps run in order for every prompt
+// that has no /sim line, in place of the default reply.
+//
+// The file is a JSON list of steps, each an object with one field:
+//
+//	[
+//	  {"thought": "Planning the change"},
+//	  {"text": "Let me look at the code."},
+//	  {"tool": {"title": "Read main.go", "kind": "read", "input": {"path": "main.go"}, "output": "package main"}},
+//	  {"permission": {"title": "Edit main.go"}},
+//	  {"sleep": "500ms"},
+//	  {"text": "Done."},
+//	  {"fail": "simulated failure"},
+//	  {"crash": true}
+//	]
+type Scenario []Step
+
+// Step is one action of an answer. Exactly one field is set.
+type Step struct {
+	// Text streams as agent message chunks.
+	Text string `json:"text,omitempty"`
+	// Thought streams as agent thought chunks.
+	Thought string `json:"thought,omitempty"`
+	// Tool reports a tool call: pending → in_progress → completed.
+	Tool *ToolStep `json:"tool,omitempty"`
+	// Permission asks the client for permission and says what it answered.
+	Permission *PermissionStep `json:"permission,omitempty"`
+	// Sleep pauses (Go duration syntax, e.g. "250ms").
+	Sleep Duration `json:"sleep,omitempty"`
+	// Fail ends the prompt with a JSON-RPC error carrying this message.
+	Fail string `json:"fail,omitempty"`
+	// Crash drops the connection abruptly (stdio: the process exits 3).
+	Crash bool `json:"crash,omitempty"`
+	// Hang waits until the prompt is cancelled.
+	Hang bool `json:"hang,omitempty"`
+}
+
+// ToolStep is a simulated tool call.
+type ToolStep struct {
+	Title  string `json:"title"`
+	Kind   string `json:"kind,omitempty"` // ACP tool kind: read, edit, execute …
+	Input  any    `json:"input,omitempty"`
+	Output string `json:"output,omitempty"`
+}
+
+// PermissionStep is a simulated permission request for an edit.
+type PermissionStep struct {
+	Title string `json:"title"`
+}
+
+// Duration is a time.Duration written as a Go duration string in JSON.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("sleep must be a duration string like \"250ms\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("sleep %q: not a non-negative duration", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// ParseScenario decodes and checks a scenario.
+func ParseScenario(data []byte) (Scenario, error) {
+	var sc Scenario
+	if err := json.Unmarshal(data, &sc); err != nil {
+		return nil, fmt.Errorf("sim scenario: %w", err)
+	}
+	if len(sc) == 0 {
+		return nil, fmt.Errorf("sim scenario: no steps")
+	}
+	for i, s := range sc {
+		if n := s.fields(); n != 1 {
+			return nil, fmt.Errorf("sim scenario: step %d must set exactly one field, has %d", i, n)
+		}
+		if s.Tool != nil && s.Tool.Title == "" {
+			return nil, fmt.Errorf("sim scenario: step %d: tool needs a title", i)
+		}
+	}
+	return sc, nil
+}
+
+// LoadScenario reads a scenario file.
+func LoadScenario(path string) (Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("sim scenario: %w", err)
+	}
+	return ParseScenario(data)
+}
+
+func (s Step) fields() int {
+	n := 0
+	for _, set := range []bool{s.Text != "", s.Thought != "", s.Tool != nil, s.Permission != nil, s.Sleep > 0, s.Fail != "", s.Crash, s.Hang} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
