@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/auth"
+	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/runtime/acp"
+	"github.com/ensemble-dev/ensemble/runtime/sim"
+	"github.com/ensemble-dev/ensemble/server"
+	"github.com/ensemble-dev/ensemble/sqlite"
+	"github.com/ensemble-dev/ensemble/web"
+)
+
+const serveSummary = `Run the Ensemble server. With no configuration: embedded SQLite in
+./ensemble-data, the in-process bus, the built-in sim agent, HTTP on
+127.0.0.1:8080, and a printed sign-in link.`
+
+type serveConfig struct {
+	addr, dataDir, dbURL, redisURL, agent, replicaID string
+	jwtSecret, jwtIssuer, jwtAudience                string
+	noMigrate                                        bool
+	simRate                                          time.Duration
+	simScenario, logLevel, workspace                 string
+	shutdownGrace                                    time.Duration
+}
+
+func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
+	var c serveConfig
+	f := newFlags("serve", serveSummary, stderr)
+	addr := f.string("addr", "ENSEMBLE_ADDR", "127.0.0.1:8080", "HTTP listen address")
+	dataDir := f.string("data-dir", "ENSEMBLE_DATA_DIR", "./ensemble-data", "directory for the embedded SQLite database and the local secret")
+	dbURL := f.string("database-url", "ENSEMBLE_DATABASE_URL", "", "canonical store: empty for embedded SQLite in the data dir, or sqlite://PATH")
+	redisURL := f.string("redis-url", "ENSEMBLE_REDIS_URL", "", "Redis URL for cluster mode (empty: single replica with the in-process bus)")
+	agent := f.string("agent", "ENSEMBLE_AGENT", "sim", `agent: "sim" for the built-in simulator, or an ACP agent command line (split on whitespace; use a wrapper script for quoting)`)
+	replica := f.string("replica-id", "ENSEMBLE_REPLICA_ID", "", "replica name in logs and metrics (default: the host name)")
+	secret := f.string("jwt-secret", "ENSEMBLE_JWT_SECRET", "", "shared HS256 secret, at least 32 bytes (default: a local secret generated in the data dir)")
+	issuer := f.string("jwt-issuer", "ENSEMBLE_JWT_ISSUER", "", "required token issuer (iss), if set")
+	audience := f.string("jwt-audience", "ENSEMBLE_JWT_AUDIENCE", "", "required token audience (aud), if set")
+	noMigrate := f.bool("no-migrate", "ENSEMBLE_NO_MIGRATE", false, "refuse to start when migrations are pending instead of applying them")
+	rate := f.duration("sim-rate", "ENSEMBLE_SIM_RATE", 0, "sim agent: delay between streamed chunks (default 15ms; negative: none)")
+	scenario := f.string("sim-scenario", "ENSEMBLE_SIM_SCENARIO", "", "sim agent: JSON scenario file replacing the default answer")
+	level := f.string("log-level", "ENSEMBLE_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	ws := f.string("workspace", "ENSEMBLE_WORKSPACE", "default", "workspace the printed sign-in link grants admin access to")
+	grace := f.duration("shutdown-grace", "ENSEMBLE_SHUTDOWN_GRACE", 10*time.Second, "how long a graceful shutdown may take")
+	if err := f.parse(args); err != nil {
+		return c, err
+	}
+	c = serveConfig{addr: *addr, dataDir: *dataDir, dbURL: *dbURL, redisURL: *redisURL, agent: *agent,
+		replicaID: *replica, jwtSecret: *secret, jwtIssuer: *issuer, jwtAudience: *audience,
+		noMigrate: *noMigrate, simRate: *rate, simScenario: *scenario, logLevel: *level,
+		workspace: *ws, shutdownGrace: *grace}
+	if c.redisURL != "" {
+		return c, errors.New("this build has no cluster mode yet; leave --redis-url empty for a single replica")
+	}
+	if c.replicaID == "" {
+		c.replicaID, _ = os.Hostname()
+	}
+	return c, nil
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseServe(args, stderr)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("replica", c.replicaID)
+
+	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	path, err := sqlitePath(c.dbURL, c.dataDir)
+	if err != nil {
+		return err
+	}
+	store, err := sqlite.Open(ctx, path, sqlite.Options{NoMigrate: c.noMigrate, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	key, err := signingSecret(c.jwtSecret, c.dataDir)
+	if err != nil {
+		return err
+	}
+	verifier := auth.NewHS256(key, auth.Options{Issuer: c.jwtIssuer, Audience: c.jwtAudience})
+
+	runtime, err := newRuntime(c, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
+		defer cancel()
+		_ = runtime.Shutdown(sctx)
+	}()
+
+	bus := hub.NewLocalBus()
+	h := host.New(host.Config{Store: store, Runtime: runtime, Observer: bus, Logger: log.With("component", "host")})
+	rep, err := h.Recover(ctx)
+	if err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	log.Info("recovery finished", "settledTurns", len(rep.SettledTurns), "quarantined", len(rep.Quarantined), "epoch", h.Epoch())
+
+	hb := hub.New(hub.Config{Reader: h, Bus: bus, Logger: log.With("component", "hub")})
+	defer hb.Close()
+	srv := server.New(server.Config{Host: h, Hub: hb, Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server")})
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	tok, err := auth.Mint(key, auth.Claims{Sub: "local", Name: "Local user", TTL: 30 * 24 * time.Hour,
+		Workspaces: map[string]auth.Role{c.workspace: auth.RoleAdmin}, Issuer: c.jwtIssuer, Audience: c.jwtAudience})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+
+	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorkers()
+	relayDone := make(chan struct{})
+	go func() { defer close(relayDone); _ = h.Run(workers) }()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	fmt.Fprintf(stdout, "Ensemble is listening on http://%s (agent: %s)\nSign in: %s\n", addr, describeAgent(h.Agent()), signInLink(addr, tok))
+
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+		log.Info("shutting down")
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	_ = httpSrv.Shutdown(sctx)
+	stopWorkers()
+	<-relayDone
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func describeAgent(a host.AgentInfo) string {
+	if a.Simulated {
+		return a.Name + " (simulated)"
+	}
+	return a.Name
+}
+
+func newRuntime(c serveConfig, log *slog.Logger) (*acp.Runtime, error) {
+	log = log.With("component", "runtime")
+	if c.agent == "sim" {
+		opts, err := simOptions(c.simRate, c.simScenario, log)
+		if err != nil {
+			return nil, err
+		}
+		return acp.New(acp.Config{Name: sim.Name, Simulated: true, Dial: sim.Dial(opts), Logger: log}), nil
+	}
+	argv := strings.Fields(c.agent)
+	if len(argv) == 0 {
+		return nil, errors.New("--agent is empty")
+	}
+	return acp.New(acp.Config{Command: argv, Logger: log}), nil
+}
