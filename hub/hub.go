@@ -209,7 +209,9 @@ func (h *Hub) onFact(f host.Fact) {
 		}
 		return
 	}
-	if e.ws != nil {
+	// A transcript-only fact moves just messageVersion/updatedAt, which
+	// session summaries ignore, so the workspace topic need not reread.
+	if e.ws != nil && f.Kind != host.FactTranscriptAdvanced {
 		h.markDirty(e.ws, dirtySession(f.SessionID))
 	}
 	if t := e.sessions[f.SessionID]; t != nil {
