@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The tests in this file run the real ensemble binary as a separate
+// process, the way a user does.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// ensembleBinary builds ./cmd/ensemble once per test run.
+func ensembleBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ensemble-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "ensemble")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// serverProc is one running `ensemble serve`.
+type serverProc struct {
+	cmd    *exec.Cmd
+	addr   string
+	link   string
+	token  string
+	stderr *lockedWriter
+	done   chan struct{}
+}
+
+var signInRe = regexp.MustCompile(`Sign in: (http://\S+/#token=(\S+))`)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startServer runs `ensemble serve` on dataDir and waits for its sign-in
+// link and readiness.
+func startServer(t *testing.T, dataDir string, extra ...string) *serverProc {
+	t.Helper()
+	addr := freeAddr(t)
+	args := append([]string{"serve", "--addr", addr, "--data-dir", dataDir}, extra...)
+	cmd := exec.Command(ensembleBinary(t), args...)
+	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProc{cmd: cmd, addr: addr, stderr: &lockedWriter{w: &bytes.Buffer{}}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.kill(); <-p.done })
+
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(30 * time.Second)
+	for p.link == "" {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("server exited before printing a sign-in link; stderr:\n%s", p.stderr)
+			}
+			if m := signInRe.FindStringSubmatch(line); m != nil {
+				p.link, p.token = m[1], m[2]
+			}
+		case <-deadline:
+			t.Fatalf("no sign-in link within 30s; stderr:\n%s", p.stderr)
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if i > 300 {
+			t.Fatalf("server never became ready; stderr:\n%s", p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return p
+}
+
+func (p *serverProc) kill() {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// call makes one authenticated REST call and decodes the JSON answer.
+func (p *serverProc) call(t *testing.T, method, path string, body any, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://"+p.addr+"/v1/workspaces/default"+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, data)
+		}
+	}
+	return resp.StatusCode
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func (l *lockedWriter) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.w.String() }
+
+// Minimal views of the wire shapes this test reads.
+type wireTurn struct {
+	ID            string `json:"id"`
+	Phase         string `json:"phase"`
+	Outcome       string `json:"outcome"`
+	FailureReason string `json:"failureReason"`
+}
+
+type wireMessage struct {
+	ID      string `json:"id"`
+	TurnID  string `json:"turnId"`
+	Role    string `json:"role"`
+	Version int64  `json:"version"`
+	Content struct {
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+func (p *serverProc) messages(t *testing.T, sessionID string) []wireMessage {
+	t.Helper()
+	var page struct {
+		Messages []wireMessage `json:"messages"`
+	}
+	if code := p.call(t, http.MethodGet, "/sessions/"+sessionID+"/messages?limit=1000", nil, &page); code != http.StatusOK {
+		t.Fatalf("message.list: %d", code)
+	}
+	return page.Messages
+}
+
+func (p *serverProc) turn(t *testing.T, sessionID string) wireTurn {
+	t.Helper()
+	var page struct {
+		Turns []wireTurn `json:"turns"`
+	}
+	p.call(t, http.MethodGet, "/sessions/"+sessionID+"/turns?limit=1", nil, &page)
+	if len(page.Turns) == 0 {
+		t.Fatal("no turns")
+	}
+	return page.Turns[0]
+}
+
+func agentWords(ms []wireMessage) int {
+	n := 0
+	for _, m := range ms {
+		if m.Role == "agent" {
+			n += len(strings.Fields(m.Content.Text))
+		}
+	}
+	return n
+}
+
+// A server killed mid-turn restarts on the same data dir with the turn
+// failed/execution_status_unknown, the transcript up to the crash intact,
+// and the session ready for a new prompt.
+func TestCrashMidTurnAndRestart(t *testing.T) {
+	dataDir := t.TempDir()
+	p := startServer(t, dataDir)
+
+	var created struct {
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+	}
+	if code := p.call(t, http.MethodPost, "/sessions", map[string]any{}, &created); code != http.StatusCreated {
+		t.Fatalf("session.create: %d", code)
+	}
+	sid := created.Session.ID
+	var sent struct {
+		Turn wireTurn `json:"turn"`
+	}
+	if code := p.call(t, http.MethodPost, "/sessions/"+sid+"/messages", map[string]any{
+		"clientSubmitId": "crash-1", "content": map[string]any{"text": "/sim words=5000 rate=10ms"},
+	}, &sent); code != http.StatusOK {
+		t.Fatalf("submit: %d", code)
+	}
+	var before []wireMessage
+	for deadline := time.Now().Add(20 * time.Second); agentWords(before) < 30; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the answer never streamed; stderr:\n%s", p.stderr)
+		}
+		before = p.messages(t, sid)
+	}
+
+	p.kill()
+	<-p.done
+
+	q := startServer(t, dataDir)
+	tr := q.turn(t, sid)
+	if tr.ID != sent.Turn.ID || tr.Phase != "settled" || tr.Outcome != "failed" || tr.FailureReason != "execution_status_unknown" {
+		t.Fatalf("after restart the turn reads %+v", tr)
+	}
+	after := q.messages(t, sid)
+	byID := map[string]wireMessage{}
+	for _, m := range after {
+		byID[m.ID] = m
+	}
+	for _, m := range before {
+		got, ok := byID[m.ID]
+		if !ok || !strings.HasPrefix(got.Content.Text, m.Content.Text) {
+			t.Fatalf("message %s lost or rewritten across the crash:\nbefore %q\nafter  %q", m.ID, m.Content.Text, got.Content.Text)
+		}
+	}
+
+	var next struct {
+		Turn wireTurn `json:"turn"`
+	}
+	if code := q.call(t, http.MethodPost, "/sessions/"+sid+"/messages", map[string]any{
+		"clientSubmitId": "crash-2", "content": map[string]any{"text": "/sim words=3"},
+	}, &next); code != http.StatusOK {
+		t.Fatalf("submit after restart: %d", code)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if tr := q.turn(t, sid); tr.ID == next.Turn.ID && tr.Outcome == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new prompt never completed: %+v", q.turn(t, sid))
+		}
+	}
+	// The crashed turn's id, retried, returns that turn and is not resent.
+	var replay struct {
+		Turn     wireTurn `json:"turn"`
+		Replayed bool     `json:"replayed"`
+	}
+	q.call(t, http.MethodPost, "/sessions/"+sid+"/messages", map[string]any{
+		"clientSubmitId": "crash-1", "content": map[string]any{"text": "/sim words=5000 rate=10ms"},
+	}, &replay)
+	if replay.Turn.ID != sent.Turn.ID || !replay.Replayed || replay.Turn.Outcome != "failed" {
+		t.Fatalf("replay after restart: %+v", replay)
+	}
+}
+
+// The default serve prints a sign-in link whose token works, keeps the
+// secret private, and answers health and readiness.
+func TestServePrintsWorkingSignInLink(t *testing.T) {
+	dataDir := t.TempDir()
+	p := startServer(t, dataDir)
+	if !strings.HasPrefix(p.link, "http://"+p.addr+"/#token=") {
+		t.Fatalf("link %q must carry the token in the fragment", p.link)
+	}
+	fi, err := os.Stat(filepath.Join(dataDir, "jwt-secret"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file: %v %v", fi, err)
+	}
+	var list struct {
+		Sessions []any `json:"sessions"`
+	}
+	if code := p.call(t, http.MethodGet, "/sessions", nil, &list); code != http.StatusOK {
+		t.Fatalf("the printed token must work: %d", code)
+	}
+	resp, err := http.Get("http://" + p.addr + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if strings.Contains(p.stderr.String(), p.token) {
+		t.Fatal("the token must never be logged")
+	}
+}
