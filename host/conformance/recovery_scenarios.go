@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -27,8 +28,10 @@ var RecoverSettlesUnsettled = Scenario{"recovery/unsettled_turn_becomes_executio
 		t.Fatalf("transcript lost messages: %d before, %d after", len(before), len(after))
 	}
 	for i, m := range before {
-		if after[i].ID != m.ID || after[i].Content.Text != m.Content.Text {
-			t.Fatalf("message %s changed across recovery", m.ID)
+		// Output committed between the snapshot and the crash may extend a
+		// message; nothing seen before may be lost or rewritten.
+		if after[i].ID != m.ID || !strings.HasPrefix(after[i].Content.Text, m.Content.Text) {
+			t.Fatalf("message %s lost or rewritten across recovery", m.ID)
 		}
 	}
 	if got, _ := f.host.GetSession(ctx, ws, s.ID); got.ActiveTurnID != "" {
