@@ -188,6 +188,9 @@ func (h *Hub) release(t *topic) {
 	t.refs--
 	if t.refs == 0 {
 		t.idleSince = time.Now()
+		if !t.watched.Load() {
+			t.idleSince = time.Time{}
+		}
 	}
 	h.mu.Unlock()
 }

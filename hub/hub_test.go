@@ -286,3 +286,38 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	_ = cli.CloseNow()
 	waitUntil(t, func() bool { return runtime.NumGoroutine() <= before+2 }) // httptest's own
 }
+
+func TestTopicsLingerThenGo(t *testing.T) {
+	bus := NewLocalBus()
+	h := New(Config{Reader: &fakeReader{}, Bus: bus, Linger: 100 * time.Millisecond})
+	defer h.Close()
+	srv, _ := wsPair(t)
+	c, err := h.Attach(srv, "c", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	err = h.Subscribe(ctx, c, SubscribeRequest{Workspace: "w", Topic: TopicSession, SessionID: "missing"}, func(SubscribeResult) {
+		t.Fatal("replied to a failed subscribe")
+	})
+	if host.CodeOf(err) != host.CodeNotFound {
+		t.Fatalf("err %v", err)
+	}
+	waitUntil(t, func() bool { return h.Stats().Topics == 0 && bus.Workspaces() == 0 })
+
+	var res SubscribeResult
+	if err := h.Subscribe(ctx, c, SubscribeRequest{Workspace: "w", Topic: TopicWorkspace}, func(r SubscribeResult) { res = r }); err != nil {
+		t.Fatal(err)
+	}
+	if res.Sub != "workspace:w" || bus.Workspaces() != 1 {
+		t.Fatalf("res %+v, bus %d", res, bus.Workspaces())
+	}
+	if !h.Unsubscribe(c, "w", res.Sub) || h.Unsubscribe(c, "w", res.Sub) {
+		t.Fatal("unsubscribe must succeed once")
+	}
+	time.Sleep(20 * time.Millisecond)
+	if h.Stats().Topics != 1 {
+		t.Fatal("topic must linger for resume")
+	}
+	waitUntil(t, func() bool { return h.Stats().Topics == 0 && bus.Workspaces() == 0 })
+}

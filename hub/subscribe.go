@@ -117,6 +117,7 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 	if _, again := t.subs[c]; !again {
 		t.subs[c] = struct{}{}
 		c.subs[t.name] = t
+		t.watched.Store(true)
 		held = false
 	}
 	c.subMu.Unlock()

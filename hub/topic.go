@@ -28,6 +28,9 @@ type topic struct {
 	refs      int
 	idleSince time.Time
 	removed   atomic.Bool
+	// watched: a connection registered at least once. A topic nobody ever
+	// watched (a failed subscribe) is swept at once instead of lingering.
+	watched atomic.Bool
 
 	// guarded by h.dmu
 	queued, running, pending bool

@@ -17,6 +17,11 @@ import (
 	"github.com/ensemble-dev/ensemble/hub"
 )
 
+// expiryGrace extends a connection past its token's exp by the verifier's
+// default leeway: a token Verify still accepts must not be closed at once,
+// or the client would reconnect into the same close (a variable for tests).
+var expiryGrace = auth.DefaultLeeway
+
 // helloTimeout is how long a connection without an Authorization header
 // has to send its hello frame (a variable so tests can shorten it).
 var helloTimeout = 5 * time.Second
@@ -223,7 +228,7 @@ func (ws *wsSession) armExpiry(exp time.Time) {
 	if ws.expiry != nil {
 		ws.expiry.Stop()
 	}
-	ws.expiry = time.AfterFunc(time.Until(exp), func() {
+	ws.expiry = time.AfterFunc(time.Until(exp)+expiryGrace, func() {
 		ws.conn.SendJSON(errorFrame{Type: "error", Error: wireError{Code: host.CodeUnauthenticated,
 			Message: "token expired", Reason: "token_expired"}})
 		ws.conn.Close(hub.CloseTokenExpired, "token expired")

@@ -394,6 +394,9 @@ func (e *env) tokenExpired() string {
 }
 
 func TestTokenExpiresMidConnection(t *testing.T) {
+	old := expiryGrace
+	expiryGrace = 0
+	defer func() { expiryGrace = old }()
 	e := newEnv(t, envOpts{})
 	tok, err := signRaw(testSecret, map[string]any{"sub": "alice", "exp": time.Now().Add(1500 * time.Millisecond).Unix(),
 		"workspaces": map[string]string{testWS: "member"}})
