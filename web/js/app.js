@@ -39,6 +39,7 @@ function showSignIn(reason) {
   r.hidden = !reason;
   const origin = location.origin.startsWith('http') ? location.origin : 'http://127.0.0.1:8080';
   for (const el of document.querySelectorAll('[data-origin]')) setText(el, origin);
+  if (location.host) for (const el of document.querySelectorAll('[data-host]')) setText(el, location.host);
   $('#token-form').onsubmit = (e) => {
     e.preventDefault();
     const t = $('#token-input').value.trim().replace(/^.*#token=/, '');
@@ -118,6 +119,7 @@ function start(token, claimsPrincipal) {
       });
     },
     onHint: (cmd) => composer.insert(cmd),
+    onLoadEarlier: loadEarlier,
   });
 
   const composer = createComposer($('#composer'), {
@@ -191,6 +193,8 @@ function start(token, claimsPrincipal) {
     header.setConnection(d);
     if (d.state === 'connected') {
       adoptServerPrincipal(d.principal);
+      if (d.offsetUnit) S.setOffsetUnit(d.offsetUnit);
+      if (d.refreshed) return;
       for (const p of state.pending.values()) if (p.status === 'waiting') send(p);
       composer.showNote('');
     } else if (d.state === 'offline' && !d.fatal) {
@@ -357,6 +361,34 @@ function start(token, claimsPrincipal) {
     update();
   }
 
+  // loadEarlier pages back past the snapshot window (messages by version,
+  // turns by seq).
+  async function loadEarlier() {
+    const open = state.open;
+    if (!open || open.loadingEarlier) return;
+    const ws = state.workspace;
+    const { beforeVersion, before } = S.olderCursors(open);
+    open.loadingEarlier = true;
+    update();
+    try {
+      const jobs = [conn.request('message.list', { workspace: ws, sessionId: open.id, beforeVersion, limit: 200 })];
+      if (open.turnsHasMore && before > 1) jobs.push(conn.request('turn.list', { workspace: ws, sessionId: open.id, before, limit: 50 }));
+      const [msgs, turns] = await Promise.all(jobs);
+      if (state.open !== open) return;
+      S.addMessages(state, msgs);
+      open.messagesHasMore = !!msgs.hasMore;
+      if (turns) {
+        S.addTurns(state, turns);
+        open.turnsHasMore = !!turns.hasMore;
+      }
+    } catch (err) {
+      if (state.open === open) showComposerError(err);
+    } finally {
+      open.loadingEarlier = false;
+      update();
+    }
+  }
+
   function learnNames(list) {
     for (const p of list || []) if (p && (p.userId || p.id) && p.name) names.set(p.userId || p.id, p.name);
   }
@@ -474,6 +506,30 @@ function start(token, claimsPrincipal) {
     }
     update();
   }
+
+  // A fresh sign-in link opened in another tab refreshes this connection.
+  window.addEventListener('storage', (e) => {
+    if (e.key !== 'ensemble.token' || !e.newValue) return;
+    const next = auth.principalFromClaims(auth.decodeJwtPayload(e.newValue));
+    if (!next || next.id !== principal.id || auth.isExpired(next)) return;
+    try { sessionStorage.setItem('ensemble.token', e.newValue); } catch { /* ignore */ }
+    principal = { ...principal, exp: next.exp };
+    conn.setToken(e.newValue);
+    scheduleExpiryNote();
+  });
+
+  // Say so before the sign-in runs out (the browser cannot mint tokens).
+  let expiryTimer = 0;
+  function scheduleExpiryNote() {
+    clearTimeout(expiryTimer);
+    if (!principal.exp) return;
+    const at = principal.exp * 1000 - 5 * 60 * 1000 - Date.now();
+    if (at > 2 ** 31 - 1) return;
+    expiryTimer = setTimeout(() => {
+      composer.showNote('Your sign-in expires in a few minutes. Open a fresh sign-in link (ensemble token --addr …) in another tab to stay connected.');
+    }, Math.max(0, at));
+  }
+  scheduleExpiryNote();
 
   $('#new-session').addEventListener('click', onNewSession);
   window.addEventListener('hashchange', route);

@@ -66,6 +66,7 @@ export class Connection extends EventTarget {
     this.subs = new Set();
     this.subsByName = new Map();
     this.orphans = []; // events for a topic name not yet known
+    this.unsubscribing = new Set(); // in-flight unsubscribe requests
     this.timers = { retry: 0, ready: 0, idle: 0 };
     this.lastFrameAt = 0;
     this._onOnline = () => this.reconnectNow();
@@ -109,7 +110,13 @@ export class Connection extends EventTarget {
     this._connect();
   }
 
-  setToken(token) { this.token = token; }
+  // setToken swaps the token; on an open connection it is sent at once as a
+  // refresh (the server answers with a fresh ready on the same connection).
+  setToken(token) {
+    if (!token || token === this.token) return;
+    this.token = token;
+    if (this.ready) this._send({ type: 'hello', token });
+  }
 
   // request sends one operation and resolves with its result or rejects with
   // a RequestError. Requests made while disconnected wait for the connection
@@ -145,7 +152,11 @@ export class Connection extends EventTarget {
         this.subs.delete(sub);
         if (sub.name && this.subsByName.get(sub.name) === sub) {
           this.subsByName.delete(sub.name);
-          if (this.ready) this.request('unsubscribe', { ...pick(input, 'workspace'), sub: sub.name }).catch(() => {});
+          if (this.ready) {
+            const p = this.request('unsubscribe', { ...pick(input, 'workspace'), sub: sub.name }, { timeoutMs: 5000 }).catch(() => {});
+            this.unsubscribing.add(p);
+            p.finally(() => this.unsubscribing.delete(p));
+          }
         }
       },
       resync: () => this._subscribeOne(sub),
@@ -198,16 +209,23 @@ export class Connection extends EventTarget {
 
   _onFrame(msg) {
     switch (msg.type) {
-      case 'ready':
+      case 'ready': {
         clearTimeout(this.timers.ready);
+        const refreshed = this.ready; // a second ready answers a token refresh
         this.ready = true;
         this.attempt = 0;
         this._setState('connected', {
           epoch: msg.serverEpoch || '', connectionId: msg.connectionId || '',
-          principal: msg.principal || null, retryAt: 0, reason: '', connectedOnce: true,
+          principal: msg.principal || null, offsetUnit: msg.offsetUnit || '',
+          retryAt: 0, reason: '', connectedOnce: true, refreshed,
         });
+        if (refreshed) return;
         for (const p of this.pending.values()) if (!p.sent) this._sendPending(p);
         for (const sub of this.subs) this._subscribeOne(sub);
+        return;
+      }
+      case 'unsubscribed':
+        this._onUnsubscribed(msg);
         return;
       case 'ping':
         this._send({ type: 'pong' });
@@ -267,10 +285,27 @@ export class Connection extends EventTarget {
     }
   }
 
+  _onUnsubscribed(msg) {
+    const sub = this.subsByName.get(msg.sub);
+    if (!sub) return;
+    this.subsByName.delete(msg.sub);
+    sub.name = null;
+    sub.dropped = true;
+    const reason = msg.reason || 'dropped';
+    sub.handlers.onError && sub.handlers.onError(new RequestError({
+      code: reason === 'forbidden' ? 'forbidden' : 'unavailable', reason,
+      message: reason === 'forbidden' ? 'You no longer have access to this.' : `The server stopped this subscription (${reason}).`,
+    }));
+  }
+
   async _subscribeOne(sub) {
     if (sub.closed || !this.ready) return;
     clearTimeout(sub.retryTimer);
     sub.syncing = true;
+    // Requests run concurrently on the server: let a pending unsubscribe of
+    // the same topic land before subscribing to it again.
+    if (this.unsubscribing.size) await Promise.allSettled([...this.unsubscribing]);
+    if (sub.closed || !this.ready) { sub.syncing = false; return; }
     const input = { ...sub.input };
     if (sub.epoch != null && sub.seq != null) input.resume = { epoch: sub.epoch, seq: sub.seq };
     const ws = this.ws;

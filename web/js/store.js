@@ -70,10 +70,15 @@ export function applyWorkspaceEvent(state, kind, payload) {
     return true;
   }
   if (kind === 'session_removed' && payload && payload.sessionId) {
-    state.sessions.delete(payload.sessionId);
+    removeSession(state, payload.sessionId);
     return true;
   }
   return false;
+}
+
+export function removeSession(state, id) {
+  state.sessions.delete(id);
+  if (state.open && state.open.id === id) state.open.deleted = true;
 }
 
 // upsertSession records a session summary in the list (and the open
@@ -135,6 +140,8 @@ export function applySessionSnapshot(state, snap) {
   if (snap && snap.queue) open.queue = snap.queue;
   if (snap && snap.goal) open.goal = snap.goal;
   if (snap && Array.isArray(snap.presence)) open.presence = snap.presence;
+  open.turnsHasMore = !!(snap && snap.turnsHasMore);
+  open.messagesHasMore = !!(snap && snap.messagesHasMore);
   open.loaded = true;
   open.error = null;
 }
@@ -150,12 +157,25 @@ export function addTurns(state, page) {
   for (const t of arrayOf(page, 'turns')) putTurn(state.open, t);
 }
 
+// olderCursors: where to page back from (smallest message version and
+// turn seq we hold).
+export function olderCursors(open) {
+  let version = Infinity;
+  for (const m of open.messages.values()) if (typeof m.version === 'number' && m.version < version) version = m.version;
+  let seq = Infinity;
+  for (const t of open.turns.values()) if (typeof t.seq === 'number' && t.seq < seq) seq = t.seq;
+  return { beforeVersion: Number.isFinite(version) ? version : 0, before: Number.isFinite(seq) ? seq : 0 };
+}
+
 export function applySessionEvent(state, kind, payload) {
   const open = state.open;
   if (!payload) return false;
   switch (kind) {
     case 'session_summary':
       upsertSession(state, payload.session);
+      return true;
+    case 'session_removed':
+      if (payload.sessionId) removeSession(state, payload.sessionId);
       return true;
     case 'turn_update':
       if (!open || !payload.turn) return false;
@@ -228,10 +248,10 @@ export function messageText(m) {
 
 // ---------- live text deltas ----------
 
-// Offsets count UTF-8 bytes of the message's model text (Go string
-// offsets) unless setOffsetUnit('utf16') says otherwise.
-let offsetUnit = 'utf8';
-export function setOffsetUnit(u) { offsetUnit = u === 'utf16' ? 'utf16' : 'utf8'; }
+// Offsets count UTF-16 code units (JavaScript string indices), as the
+// server announces in ready.offsetUnit; 'utf8' (bytes) is understood too.
+let offsetUnit = 'utf16';
+export function setOffsetUnit(u) { offsetUnit = u === 'utf8' ? 'utf8' : 'utf16'; }
 
 export function utf8Length(s) {
   let n = 0;

@@ -55,6 +55,9 @@ export function createTranscript(root, handlers) {
     lastOpenId = openId;
     const stick = switched || stickToBottom || atBottom();
     const beforeHeight = root.scrollHeight;
+    // Keep what the reader looks at in place when history is prepended.
+    const anchor = stick ? null : firstVisible();
+    const anchorTop = anchor ? anchor.getBoundingClientRect().top : 0;
     for (const v of views.values()) v.used = false;
 
     const nodes = [];
@@ -82,6 +85,11 @@ export function createTranscript(root, handlers) {
         && (!m.streaming || (open.turns.get(m.turnId) || {}).phase === 'settled')));
       if (msgs.length === 0 && visiblePending(state, open.id).length === 0) {
         nodes.push(view('empty-session', () => emptySessionView(handlers)).el);
+      }
+      if (open.messagesHasMore) {
+        const v = view('earlier', () => earlierView(handlers));
+        v.update(open.loadingEarlier);
+        nodes.push(v.el);
       }
       const agentName = (open.session && open.session.agent) || 'Agent';
       const simulated = !!(open.session && open.session.simulated);
@@ -123,9 +131,16 @@ export function createTranscript(root, handlers) {
     if (stick) {
       root.scrollTop = root.scrollHeight;
       stickToBottom = true;
-    } else if (root.scrollHeight > beforeHeight) {
-      jump.hidden = false;
+    } else {
+      if (anchor && anchor.isConnected) root.scrollTop += anchor.getBoundingClientRect().top - anchorTop;
+      if (root.scrollHeight > beforeHeight && !atBottom()) jump.hidden = false;
     }
+  }
+
+  function firstVisible() {
+    const top = root.getBoundingClientRect().top;
+    for (const el of items.children) if (el.getBoundingClientRect().bottom > top) return el;
+    return null;
   }
 
   return { render, scrollToBottom };
@@ -468,6 +483,18 @@ function errorView() {
     update(err, what) {
       setText(title, what);
       setText(msg, `${err.code || 'error'}: ${err.message || 'unknown error'}`);
+    },
+  };
+}
+
+function earlierView(handlers) {
+  const btn = h('button', { type: 'button', class: 'btn btn-ghost btn-small', id: 'load-earlier', onclick: () => handlers.onLoadEarlier() }, 'Load earlier messages');
+  const el = h('div', { class: 'earlier' }, btn);
+  return {
+    el,
+    update(loading) {
+      btn.disabled = !!loading;
+      setText(btn, loading ? 'Loading…' : 'Load earlier messages');
     },
   };
 }
