@@ -12,6 +12,10 @@ import (
 // interchangeable. fn must return quickly and never block: the hub's own
 // handler only marks topics dirty.
 //
+// The hub calls Subscribe and unsubscribe while holding its own lock, so
+// they must not wait on I/O (a network bus subscribes in the background and
+// sends a resync fact once the subscription is live).
+//
 // A fact with an empty SessionID means "resync this workspace" (a bus that
 // lost messages, e.g. after a Redis reconnect, sends one per workspace).
 type Bus interface {

@@ -294,6 +294,12 @@ func (ws *wsSession) handleFrame(data []byte) {
 }
 
 func (ws *wsSession) runRequest(id json.RawMessage, op string, input json.RawMessage) {
+	defer func() { // a bug in one request must not take the process down
+		if r := recover(); r != nil {
+			ws.s.log.Error("request panicked", "op", opLabel(op), "panic", r)
+			ws.respond(id, op, nil, &host.Error{Code: host.CodeInternal, Message: "internal error"})
+		}
+	}()
 	c := caller{p: ws.principal(), ws: ws}
 	c.reply = func(result any) { ws.respond(id, op, result, nil) }
 	res, err := ws.s.dispatch(ws.conn.Context(), c, op, input)
