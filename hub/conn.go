@@ -168,7 +168,8 @@ func (c *Conn) enqueue(f *outFrame) bool {
 		return false
 	}
 	if f.ev != nil && f.ev.key != "" {
-		if old := c.latest[f.ev.key]; old != nil && !old.superseded && c.qbytes >= c.h.cfg.QueueBytes/8 {
+		if old := c.latest[f.ev.key]; old != nil && !old.superseded && len(old.data) > markerSize &&
+			c.qbytes >= c.h.cfg.QueueBytes/8 {
 			old.superseded = true
 			c.qbytes -= len(old.data) - markerSize
 		}
@@ -201,6 +202,10 @@ func (c *Conn) pop() []byte {
 	f := c.queue[c.qhead]
 	c.queue[c.qhead] = nil
 	c.qhead++
+	if c.qhead >= 1024 && c.qhead*2 >= len(c.queue) { // a queue that never drains must not grow forever
+		c.queue = append(c.queue[:0:0], c.queue[c.qhead:]...)
+		c.qhead = 0
+	}
 	if f.ev != nil && f.ev.key != "" && c.latest[f.ev.key] == f {
 		delete(c.latest, f.ev.key)
 	}

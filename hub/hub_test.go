@@ -228,13 +228,13 @@ func TestConnQueueLatestWinsAndSlowConsumer(t *testing.T) {
 	ev := func(seq int64, key string, size int) *event {
 		return &event{sub: "session:w/s", epoch: "e.1", seq: seq, key: key, data: []byte(strings.Repeat("x", size))}
 	}
-	c.enqueueEvent(ev(1, "k", 100))
-	c.enqueueEvent(ev(2, "k", 100)) // not lagging yet: both kept
-	if d := c.pop(); len(d) != 100 {
+	c.enqueueEvent(ev(1, "k", 300))
+	c.enqueueEvent(ev(2, "k", 300)) // not lagging yet: both kept
+	if d := c.pop(); len(d) != 300 {
 		t.Fatalf("first frame superseded while not lagging")
 	}
 	c.enqueueEvent(ev(3, "", 1200)) // now over an eighth of the cap
-	c.enqueueEvent(ev(4, "k", 100)) // supersedes seq 2
+	c.enqueueEvent(ev(4, "k", 300)) // supersedes seq 2
 	var got []string
 	for d := c.pop(); d != nil; d = c.pop() {
 		if strings.HasPrefix(string(d), "{") {
