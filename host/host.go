@@ -93,6 +93,14 @@ func (h *Host) Agent() AgentInfo { return h.runtime.Describe() }
 // Ready is closed once Recover has finished.
 func (h *Host) Ready() <-chan struct{} { return h.ready }
 
+// Ping reports whether the canonical store answers, for readiness checks.
+func (h *Host) Ping(ctx context.Context) error {
+	if err := h.store.Ping(ctx); err != nil {
+		return wrap(CodeUnavailable, err, "store does not answer")
+	}
+	return nil
+}
+
 // RandomID returns prefix_ followed by 128 random bits in hex.
 func RandomID(prefix string) string {
 	var b [16]byte

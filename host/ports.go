@@ -34,6 +34,9 @@ type Store interface {
 	PendingFacts(ctx context.Context, before time.Time, limit int) ([]OutboxRow, error)
 	MarkPublished(ctx context.Context, ids []int64) error
 
+	// Ping reports whether the store answers (readiness).
+	Ping(ctx context.Context) error
+
 	Close() error
 }
 

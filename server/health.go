@@ -28,10 +28,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// readyProbeWorkspace is a workspace no one uses; listing it proves the
-// store answers without reading anyone's data.
-const readyProbeWorkspace = "ensemble-readyz-probe"
-
 // hostReady: recovery finished and the store answers a read.
 func (s *Server) hostReady(ctx context.Context) error {
 	select {
@@ -39,7 +35,7 @@ func (s *Server) hostReady(ctx context.Context) error {
 	default:
 		return errorf(host.CodeUnavailable, "recovery has not finished")
 	}
-	if _, err := s.cfg.Host.ListSessions(ctx, readyProbeWorkspace, host.SessionQuery{Limit: 1}); err != nil {
+	if err := s.cfg.Host.Ping(ctx); err != nil {
 		return errorf(host.CodeUnavailable, "store does not answer")
 	}
 	return nil

@@ -237,3 +237,16 @@ func clampLimit(n, def, cap int) int {
 	}
 	return min(n, cap)
 }
+
+// Ping checks both pools answer; a closed store is unavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return fmt.Errorf("sqlite: %w", host.ErrUnavailable)
+	}
+	for _, db := range []*sql.DB{s.w, s.r} {
+		if err := db.PingContext(ctx); err != nil {
+			return fmt.Errorf("sqlite: ping: %v: %w", err, host.ErrUnavailable)
+		}
+	}
+	return nil
+}

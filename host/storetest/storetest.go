@@ -1116,7 +1116,9 @@ func testClosed(t *testing.T, st host.Store) {
 	ws := uid("ws")
 	s := session(ws, uid("s"), at(0))
 	seed(t, st, []host.Session{s}, nil, nil, nil)
+	noErr(t, "Ping while open", st.Ping(ctx(t)))
 	noErr(t, "Close", st.Close())
+	wantIs(t, "Ping after Close", st.Ping(ctx(t)), host.ErrUnavailable)
 
 	_, err := st.GetSession(ctx(t), ws, s.ID)
 	wantIs(t, "GetSession after Close", err, host.ErrUnavailable)
