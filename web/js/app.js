@@ -308,6 +308,7 @@ function start(token, claimsPrincipal) {
   }
 
   function showSession(id) {
+    if (!$('#session-title-input').hidden) endRename();
     if (sessionSub) sessionSub.close();
     sessionSub = null;
     showComposerError(null);
@@ -530,6 +531,44 @@ function start(token, claimsPrincipal) {
     }, Math.max(0, at));
   }
   scheduleExpiryNote();
+
+  // Rename: click the title, Enter saves (session.update), Escape cancels.
+  const titleEl = $('#session-title');
+  const titleInput = $('#session-title-input');
+  function startRename() {
+    const open = state.open;
+    if (!open || !open.session || open.deleted) return;
+    titleInput.value = open.session.title || '';
+    titleEl.hidden = true;
+    titleInput.hidden = false;
+    titleInput.focus();
+    titleInput.select();
+  }
+  function endRename() {
+    titleInput.hidden = true;
+    titleEl.hidden = false;
+  }
+  async function saveRename() {
+    const open = state.open;
+    if (titleInput.hidden || !open || !open.session) return endRename();
+    const title = titleInput.value.trim();
+    endRename();
+    if (title === (open.session.title || '')) return;
+    try {
+      const res = await conn.request('session.update', { workspace: state.workspace, sessionId: open.id, title });
+      if (res.session) S.upsertSession(state, res.session);
+    } catch (err) {
+      showComposerError(err);
+    }
+    update();
+  }
+  titleEl.addEventListener('click', startRename);
+  titleEl.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); startRename(); } });
+  titleInput.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') { e.preventDefault(); saveRename(); }
+    if (e.key === 'Escape') { e.preventDefault(); endRename(); }
+  });
+  titleInput.addEventListener('blur', saveRename);
 
   $('#new-session').addEventListener('click', onNewSession);
   window.addEventListener('hashchange', route);

@@ -192,8 +192,9 @@ function header() {
   const el = h('header', { class: 'msg-head' }, avatar, author, badge, time);
   return {
     el,
-    set({ name, avatarText, sim, at, you }) {
+    set({ name, avatarText, sim, at, you, hue }) {
       setText(avatar, avatarText);
+      if (hue != null) avatar.style.setProperty('--hue', String(hue));
       setText(author, name);
       author.classList.toggle('you', !!you);
       badge.hidden = !sim;
@@ -211,7 +212,14 @@ function authorName(m, ctx) {
   if (me) return { name: ctx.principal.name || 'You', avatarText: initials(ctx.principal.name), you: true };
   const known = ctx.names && ctx.names.get(m.author);
   const name = known || m.author || 'Someone';
-  return { name, avatarText: initials(name) };
+  return { name, avatarText: initials(name), hue: hueOf(m.author || name) };
+}
+
+// hueOf gives each collaborator a stable avatar colour.
+function hueOf(s) {
+  let x = 0;
+  for (let i = 0; i < s.length; i++) x = (x * 31 + s.charCodeAt(i)) >>> 0;
+  return x % 360;
 }
 
 function messageView(m) {
@@ -239,7 +247,10 @@ function textView(side) {
     el,
     update(m, ctx) {
       tagMessage(el, m);
-      head.set({ ...authorName(m, ctx), at: m.createdAt });
+      const who = authorName(m, ctx);
+      head.set({ ...who, at: m.createdAt });
+      el.classList.toggle('mine', !!who.you);
+      el.classList.toggle('other', m.role === 'user' && !who.you);
       el.classList.toggle('continued', !!ctx.continued);
       const text = messageText(m);
       body.set(text);
