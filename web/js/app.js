@@ -148,16 +148,20 @@ function start(token, claimsPrincipal) {
     transcript.render(state, { principal, names, connected: conn.state === 'connected' });
     renderSessionBar();
     const active = S.activeTurn(open);
+    const role = (principal.workspaces.find((w) => w.id === state.workspace) || {}).role || '';
+    const readOnly = role === 'viewer';
+    $('#new-session').disabled = readOnly || !state.workspace;
+    $('#new-session').title = readOnly ? 'Viewers can watch sessions but not start them' : '';
     // "A turn is running" stops being true once the turn we saw ends.
     if (composerErrorCode === 'session_busy') {
       if (active) busyTurnSeen = active.id;
       else if (busyTurnSeen) showComposerError(null);
     }
     composer.render({
-      busy: !!active,
+      busy: !!active && !readOnly,
       stopping: !!(active && (stopping.has(active.id) || active.cancelRequested)),
-      disabled: !!(open && open.deleted) || !state.workspace,
-      placeholder: !open
+      disabled: !!(open && open.deleted) || !state.workspace || readOnly,
+      placeholder: readOnly ? 'You are a viewer in this workspace: you can watch, not prompt.' : !open
         ? 'What should the agent do? Enter starts a new session…'
         : active ? 'The agent is working. Type your next message…' : 'Message the agent…',
       sendLabel: open ? 'Send' : 'Start',
@@ -441,8 +445,12 @@ function start(token, claimsPrincipal) {
         else if (res.disposition === 'steering') composer.showNote('Sent into the running turn.');
       }
     } catch (err) {
-      const unknown = err.reason === 'connection_lost' || err.reason === 'timeout' || err.code === 'unavailable' || err.code === 'outcome_unknown';
-      if (unknown && p.attempts < 6) {
+      // Lost answers and transient refusals are retried with the same
+      // clientSubmitId (the server returns the same turn, never a second
+      // dispatch). outcome_unknown is final until someone asks again.
+      const transient = err.reason === 'connection_lost' || err.reason === 'timeout' || err.code === 'unavailable' || err.code === 'rate_limited';
+      const unknown = transient || err.code === 'outcome_unknown';
+      if (transient && p.attempts < 6) {
         p.status = 'waiting';
         p.error = err;
         if (conn.ready) setTimeout(() => { if (p.status === 'waiting' && conn.ready) send(p); }, backoffDelay(p.attempts));

@@ -302,6 +302,9 @@ export class Connection extends EventTarget {
     if (sub.closed || !this.ready) return;
     clearTimeout(sub.retryTimer);
     sub.syncing = true;
+    // Responses can arrive in any order: only the newest subscribe counts.
+    sub.gen = (sub.gen || 0) + 1;
+    const gen = sub.gen;
     // Requests run concurrently on the server: let a pending unsubscribe of
     // the same topic land before subscribing to it again.
     if (this.unsubscribing.size) await Promise.allSettled([...this.unsubscribing]);
@@ -313,7 +316,7 @@ export class Connection extends EventTarget {
     try {
       res = await this.request('subscribe', input);
     } catch (err) {
-      if (sub.closed) return;
+      if (sub.closed || sub.gen !== gen) return;
       sub.syncing = false;
       sub.buffer = [];
       sub.handlers.onError && sub.handlers.onError(err);
@@ -324,7 +327,7 @@ export class Connection extends EventTarget {
       }
       return;
     }
-    if (sub.closed || this.ws !== ws) return;
+    if (sub.closed || this.ws !== ws || sub.gen !== gen) return;
     if (sub.name && sub.name !== res.sub && this.subsByName.get(sub.name) === sub) this.subsByName.delete(sub.name);
     sub.name = res.sub;
     this.subsByName.set(res.sub, sub);

@@ -441,7 +441,9 @@ function pendingView(handlers) {
       head.set({ name: me.name || 'You', avatarText: initials(me.name), you: true, at: new Date(p.createdAt).toISOString() });
       body.set(p.text);
       let msg;
-      if (p.status === 'failed' && p.error) msg = `Not sent — ${p.error.code}: ${p.error.message}`;
+      if (p.status === 'failed' && p.error && p.error.code === 'outcome_unknown') {
+        msg = `outcome_unknown: ${p.error.message} — the agent may or may not have it. Retry asks again with the same id; it is never sent twice.`;
+      } else if (p.status === 'failed' && p.error) msg = `Could not confirm this message — ${p.error.code}: ${p.error.message}`;
       else if (p.status === 'waiting' || (p.status === 'sending' && !ctx.connected)) msg = 'Waiting for the connection… it goes out once it is back, never twice.';
       else if (p.sessionId === '') msg = 'Starting a new session…';
       else msg = 'sending…';
@@ -464,7 +466,7 @@ function welcomeView(handlers) {
   const el = h('section', { class: 'empty-state', id: 'welcome' },
     h('div', { class: 'empty-mark' }, icon('logo', 'icon icon-xl')),
     h('h2', null, 'Start a session'),
-    h('p', null, 'Type what you want the agent to do below and press Enter — that starts a new session everyone in this workspace can watch and join. Or pick a session on the left to follow it live.'),
+    h('p', null, 'Type what you want the agent to do below and press Enter — that starts a new session everyone in this workspace can watch and join. Or pick a session from the list to follow it live.'),
     h('p', { class: 'hint-intro' }, 'Trying the built-in sim agent? It understands:'),
     hintList(handlers));
   return { el, update() {} };
