@@ -584,6 +584,7 @@ function start(token, claimsPrincipal) {
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape') document.body.classList.remove('sidebar-open');
   });
+  $('#scrim').addEventListener('click', () => document.body.classList.remove('sidebar-open'));
   setInterval(update, 30000); // relative times
 
   // Debug handle for the console and browser tests (read-only use).
