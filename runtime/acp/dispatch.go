@@ -27,6 +27,9 @@ type turn struct {
 	sink           host.TurnSink
 	token          string // written-marker for watchWriter
 
+	released    chan struct{} // closed when the fence is released (endTurn)
+	releaseOnce sync.Once
+
 	written    <-chan struct{}
 	evidence   chan struct{} // closed on the agent's first update or request for this prompt
 	promptDone chan struct{} // closed when session/prompt returned
@@ -95,7 +98,7 @@ func (r *Runtime) Dispatch(ctx context.Context, req host.DispatchRequest, sink h
 	if c == nil {
 		return notSent("session_not_started", "no live agent connection; Start the session first")
 	}
-	t, err := c.beginTurn(req, sink)
+	t, err := c.beginTurn(ctx, req, sink)
 	if err != nil {
 		return err
 	}
@@ -108,22 +111,63 @@ func (r *Runtime) Dispatch(ctx context.Context, req host.DispatchRequest, sink h
 	return <-res
 }
 
-// beginTurn reserves the provider session for one prompt.
-func (c *connection) beginTurn(req host.DispatchRequest, sink host.TurnSink) (*turn, error) {
+// beginTurn reserves the provider session for one prompt. A previous Turn
+// whose prompt is over but whose terminal is still being recorded is waited
+// for: the Host may dispatch the next Turn as soon as that terminal commits.
+func (c *connection) beginTurn(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) (*turn, error) {
 	key := sessionKey{ws: req.Ref.WorkspaceID, id: req.Ref.SessionID}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	psid, ok := c.sessions[key]
-	switch {
-	case !ok:
-		return nil, notSent("session_not_started", "the session has no live provider session; Start it first")
-	case req.ProviderSessionID != "" && req.ProviderSessionID != psid:
-		return nil, notSent("provider_session_mismatch", "the live provider session differs from the requested one")
-	case c.byPSID[psid] != nil:
-		return nil, notSent("session_busy", "a prompt is already running in this provider session")
-	case c.byRef[req.Ref] != nil:
-		return nil, notSent("turn_in_flight", "this Turn is already in flight")
+	for {
+		psid, ok := c.sessions[key]
+		if !ok {
+			return nil, notSent("session_not_started", "the session has no live provider session; Start it first")
+		}
+		if req.ProviderSessionID != "" && req.ProviderSessionID != psid {
+			return nil, notSent("provider_session_mismatch", "the live provider session differs from the requested one")
+		}
+		if c.byRef[req.Ref] != nil {
+			return nil, notSent("turn_in_flight", "this Turn is already in flight")
+		}
+		prev := c.byPSID[psid]
+		if prev == nil {
+			return c.newTurn(req, psid, sink), nil
+		}
+		if !prev.isFinished() {
+			return nil, notSent("session_busy", "a prompt is already running in this provider session")
+		}
+		c.mu.Unlock()
+		select {
+		case <-prev.released:
+		case <-ctx.Done():
+			c.mu.Lock()
+			return nil, fmt.Errorf("acp: waiting for the previous turn's terminal: %w", ctx.Err())
+		}
+		c.mu.Lock()
 	}
+}
+
+// waitReleased waits until no finished Turn holds psid; a running prompt
+// is an error.
+func (c *connection) waitReleased(ctx context.Context, psid string) error {
+	for {
+		prev := c.turnByPSID(psid)
+		if prev == nil {
+			return nil
+		}
+		if !prev.isFinished() {
+			return fmt.Errorf("acp: provider session %s is still running a prompt", psid)
+		}
+		select {
+		case <-prev.released:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// newTurn registers a Turn; c.mu is held.
+func (c *connection) newTurn(req host.DispatchRequest, psid string, sink host.TurnSink) *turn {
 	t := &turn{
 		ref:            req.Ref,
 		psid:           psid,
@@ -132,10 +176,11 @@ func (c *connection) beginTurn(req host.DispatchRequest, sink host.TurnSink) (*t
 		evidence:       make(chan struct{}),
 		promptDone:     make(chan struct{}),
 		wake:           make(chan struct{}, 1),
+		released:       make(chan struct{}),
 	}
 	c.byPSID[psid] = t
 	c.byRef[req.Ref] = t
-	return t, nil
+	return t
 }
 
 // endTurn releases the Turn's fence: the provider session takes the next
@@ -153,6 +198,7 @@ func (c *connection) endTurn(t *turn) {
 	}
 	c.mu.Unlock()
 	t.finish()
+	t.releaseOnce.Do(func() { close(t.released) })
 }
 
 // finish stops queueing: after the prompt returned, nothing belongs to it.

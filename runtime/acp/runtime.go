@@ -6,6 +6,17 @@
 // so each prompt gets "<connection nonce>:<provider session id>:<ordinal>",
 // unique per connection and never reused. Output for a prompt is held until
 // the Host's acceptance barrier (TurnSink.Accepted) has returned.
+//
+// Dispatch errors: *host.ProviderError when the prompt certainly did not
+// run — the agent answered it with a JSON-RPC error before doing any work,
+// or it was refused locally before being written (codes session_busy,
+// session_not_started, provider_session_mismatch …); any other error leaves
+// the delivery outcome unknown (connection lost, caller gave up, Accepted
+// failed).
+//
+// A provider session takes one prompt at a time. Its fence is released
+// only after the Turn's terminal was recorded (transient sink failures are
+// retried), and a Dispatch arriving in between waits for it.
 package acp
 
 import (
@@ -137,6 +148,9 @@ func (r *Runtime) Start(ctx context.Context, req host.StartRequest) (host.StartR
 
 	if req.ProviderSessionID != "" && c.caps.LoadSession {
 		psid := req.ProviderSessionID
+		if err := c.waitReleased(ctx, psid); err != nil {
+			return host.StartResult{}, err
+		}
 		if c.psidBound(psid) {
 			return host.StartResult{}, fmt.Errorf("acp: provider session %s is live for another session or still running a prompt", psid)
 		}

@@ -594,29 +594,33 @@ func TestTerminalRetriedAndFenceHeldUntilRecorded(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	// The prompt is over but its terminal is not recorded: the session
-	// stays fenced, and the finished Turn is no longer cancellable.
-	err := dispatch(rt, ref("s1", "t2"), st.ProviderSessionID, "next", newSink(t))
-	var pe *host.ProviderError
-	if !errors.As(err, &pe) || pe.Code != "session_busy" {
-		t.Fatalf("dispatch while the terminal is pending = %v", err)
-	}
+	// The prompt is over but its terminal is not recorded: the fence holds,
+	// the finished Turn is no longer cancellable, and the next Dispatch
+	// waits for the terminal instead of failing.
 	if rep, err := rt.Cancel(context.Background(), ref("s1", "t1")); err != nil || rep.Confirmed {
 		t.Fatalf("cancel of a finished turn = %+v, %v", rep, err)
 	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := rt.Dispatch(gone, host.DispatchRequest{Ref: ref("s1", "t2"), ProviderSessionID: st.ProviderSessionID,
+		ClientSubmitID: "c2", Content: host.MessageContent{Text: "next"}}, newSink(t))
+	var pe *host.ProviderError
+	if !errors.Is(err, context.Canceled) || errors.As(err, &pe) {
+		t.Fatalf("dispatch while the terminal is pending = %v, want it to wait", err)
+	}
+	next := make(chan error, 1)
+	go func() { next <- dispatch(rt, ref("s1", "t2"), st.ProviderSessionID, "next", newSink(t)) }()
 	close(sink.release)
 	if term := sink.waitTerminal(wait); term.Outcome != host.OutcomeCompleted {
 		t.Fatalf("terminal = %+v", term)
 	}
-	for {
-		err := dispatch(rt, ref("s1", "t2"), st.ProviderSessionID, "next", newSink(t))
-		if err == nil {
-			break
-		}
-		if !errors.As(err, &pe) || pe.Code != "session_busy" || time.Now().After(deadline) {
+	select {
+	case err := <-next:
+		if err != nil {
 			t.Fatalf("dispatch after the terminal = %v", err)
 		}
-		time.Sleep(time.Millisecond)
+	case <-time.After(wait):
+		t.Fatal("dispatch still waiting after the terminal was recorded")
 	}
 	if n := sink.attempts.Load(); n != 2 {
 		t.Errorf("Terminal called %d times, want 2", n)

@@ -98,23 +98,22 @@ func (d directives) script(prompt string, firstInSession bool) []Step {
 	if len(d.unknown) > 0 {
 		answer += fmt.Sprintf(" (Ignored unknown /sim directives: %s.)", strings.Join(d.unknown, " "))
 	}
-	if d.tool || d.permission {
-		head, tail := splitWords(answer)
-		steps = append(steps, Step{Text: head})
-		if d.tool {
-			steps = append(steps, Step{Tool: &ToolStep{
-				Title:  "Reading README.md (simulated)",
-				Kind:   "read",
-				Input:  map[string]any{"path": "README.md"},
-				Output: "# Simulated project\n\nThis file content is made up by the Ensemble sim agent.",
-			}})
+	if d.tool {
+		head, tail := splitAnswer(answer)
+		steps = append(steps, Step{Text: head}, Step{Tool: &ToolStep{
+			Title:  "Reading README.md (simulated)",
+			Kind:   "read",
+			Input:  map[string]any{"path": "README.md"},
+			Output: "# Simulated project\n\nThis file content is made up by the Ensemble sim agent.",
+		}})
+		if tail != "" {
+			steps = append(steps, Step{Text: tail})
 		}
-		if d.permission {
-			steps = append(steps, Step{Permission: &PermissionStep{Title: "Edit config.json (simulated)"}})
-		}
-		steps = append(steps, Step{Text: tail})
 	} else {
 		steps = append(steps, Step{Text: answer})
+	}
+	if d.permission {
+		steps = append(steps, Step{Permission: &PermissionStep{Title: "Edit config.json (simulated)"}})
 	}
 	switch {
 	case d.hang:
@@ -187,12 +186,28 @@ func excerpt(s string, n int) string {
 	return "“" + strings.Join(f, " ") + "”"
 }
 
-// splitWords cuts text in two halves at a word boundary.
-func splitWords(s string) (string, string) {
+// splitAnswer cuts text in two near the middle, at a sentence end when
+// there is one, else at a word boundary.
+func splitAnswer(s string) (string, string) {
 	f := strings.Fields(s)
 	if len(f) < 2 {
 		return s, ""
 	}
-	half := len(f) / 2
-	return strings.Join(f[:half], " "), " " + strings.Join(f[half:], " ")
+	best := -1
+	for i := 1; i < len(f); i++ {
+		if strings.ContainsAny(f[i-1][len(f[i-1])-1:], ".!?") && (best < 0 || abs(i-len(f)/2) < abs(best-len(f)/2)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		best = len(f) / 2
+	}
+	return strings.Join(f[:best], " "), strings.Join(f[best:], " ")
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

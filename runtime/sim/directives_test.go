@@ -45,7 +45,7 @@ func TestScriptPlacesToolBetweenText(t *testing.T) {
 			kinds = append(kinds, "crash")
 		}
 	}
-	if got := strings.Join(kinds, " "); got != "text tool permission text text crash" {
+	if got := strings.Join(kinds, " "); got != "text tool text permission text crash" {
 		t.Errorf("script = %s", got)
 	}
 	if fail := (directives{fail: true}).script("x", false); len(fail) != 1 || fail[0].Fail == "" {
@@ -61,6 +61,17 @@ func TestSplitKeepSpace(t *testing.T) {
 	}
 	if n := len(splitKeepSpace("  a b\n c ")); n != 3 {
 		t.Errorf("3 words split into %d parts", n)
+	}
+}
+
+func TestSplitAnswerPrefersSentenceEnds(t *testing.T) {
+	head, tail := splitAnswer("One two three. Four five six seven. Eight nine.")
+	if head != "One two three." || tail != "Four five six seven. Eight nine." {
+		t.Errorf("split = %q | %q", head, tail)
+	}
+	head, tail = splitAnswer("no sentence ends here at all")
+	if head != "no sentence ends" || tail != "here at all" {
+		t.Errorf("split = %q | %q", head, tail)
 	}
 }
 

@@ -146,7 +146,7 @@ func (r *run) permission(ps PermissionStep) error {
 		}
 		return err
 	}
-	status, text := acp.ToolCallStatusFailed, " Permission outcome: cancelled — I left the file alone."
+	status, text := acp.ToolCallStatusFailed, "Permission outcome: cancelled — I left the file alone."
 	if sel := resp.Outcome.Selected; sel != nil {
 		name := string(sel.OptionId)
 		for _, o := range options {
@@ -154,7 +154,7 @@ func (r *run) permission(ps PermissionStep) error {
 				name = o.Name
 			}
 		}
-		text = fmt.Sprintf(" Permission outcome: selected %q (%s).", name, sel.OptionId)
+		text = fmt.Sprintf("Permission outcome: selected %q (%s).", name, sel.OptionId)
 		if sel.OptionId == "allow" {
 			status = acp.ToolCallStatusCompleted
 		}
