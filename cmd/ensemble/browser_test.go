@@ -9,19 +9,17 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-)
 
-const chromiumPath = "/usr/bin/chromium"
+	"github.com/ensemble-dev/ensemble/internal/testenv"
+)
 
 // browser starts headless Debian Chromium, or skips (fails when services
 // are required) if it is not installed.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	chromiumPath := testenv.ChromiumPath()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("ENSEMBLE_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("Chromium is required but %s is missing (apt-get install -y chromium)", chromiumPath)
-		}
-		t.Skipf("Chromium not installed at %s; apt-get install -y chromium to run the browser tests", chromiumPath)
+		testenv.Missing(t, "Chromium (apt-get install -y chromium)", err)
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
