@@ -1,6 +1,9 @@
 package web
 
 import (
+	"os/exec"
+
+	"github.com/ensemble-dev/ensemble/internal/testenv"
 	"io/fs"
 	"strings"
 	"testing"
@@ -33,4 +36,17 @@ func TestFSServesTheApp(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The GUI's pure modules (reducers, connection flow, token handling) have
+// node:test suites; running them here keeps them in the one test command.
+func TestJavaScriptModules(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Missing(t, "Node.js (for the GUI's JavaScript tests)", err)
+	}
+	out, err := exec.Command(node, "--test", "js/").CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test js/: %v\n%s", err, out)
+	}
 }
