@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ensemble-dev/ensemble/runtime/sim"
 )
 
 // The tests in this file run the real ensemble binary as a separate
@@ -336,5 +338,39 @@ func TestServePrintsWorkingSignInLink(t *testing.T) {
 	resp.Body.Close()
 	if strings.Contains(p.stderr.String(), p.token) {
 		t.Fatal("the token must never be logged")
+	}
+}
+
+// `--agent` runs an ACP agent as a child process; here the agent is this
+// binary's own `sim-agent` over stdio, so the whole path of a real agent
+// process (spawn, initialize, prompt, stream, exit) is exercised.
+func TestServeWithAgentProcess(t *testing.T) {
+	bin := ensembleBinary(t)
+	p := startServer(t, t.TempDir(), "--agent", bin+" sim-agent --rate 1ms")
+	var created struct {
+		Session struct {
+			ID        string `json:"id"`
+			Agent     string `json:"agent"`
+			Simulated bool   `json:"simulated"`
+		} `json:"session"`
+		Turn wireTurn `json:"turn"`
+	}
+	if code := p.call(t, http.MethodPost, "/sessions", map[string]any{
+		"clientSubmitId": "proc-1", "content": map[string]any{"text": "/sim words=12 tool"},
+	}, &created); code != http.StatusCreated {
+		t.Fatalf("session.create: %d; stderr:\n%s", code, p.stderr)
+	}
+	if created.Session.Agent != sim.Name || !created.Session.Simulated {
+		t.Fatalf("the sim agent run as a process is still labelled simulated: %+v", created.Session)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if tr := p.turn(t, created.Session.ID); tr.Outcome == "completed" {
+			break
+		} else if tr.Phase == "settled" || time.Now().After(deadline) {
+			t.Fatalf("turn through the agent process: %+v; stderr:\n%s", tr, p.stderr)
+		}
+	}
+	if words := agentWords(p.messages(t, created.Session.ID)); words < 12 {
+		t.Fatalf("the agent process streamed %d words, want >= 12", words)
 	}
 }

@@ -179,5 +179,10 @@ func newRuntime(c serveConfig, log *slog.Logger) (*acp.Runtime, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("--agent is empty")
 	}
-	return acp.New(acp.Config{Command: argv, Logger: log}), nil
+	cfg := acp.Config{Command: argv, Logger: log}
+	if len(argv) > 1 && argv[1] == "sim-agent" {
+		// Our own sim agent as a process is still the simulator: label it.
+		cfg.Name, cfg.Simulated = sim.Name, true
+	}
+	return acp.New(cfg), nil
 }
