@@ -22,12 +22,9 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 	var t Turn
 	var settledNow bool
 	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		s, err := tx.Session(ctx, in.WorkspaceID, in.SessionID)
+		s, err := visibleSession(ctx, tx, in.WorkspaceID, in.SessionID)
 		if err != nil {
 			return err
-		}
-		if !visible(s) {
-			return Errorf(CodeNotFound, "session %s not found", in.SessionID)
 		}
 		t, err = tx.Turn(ctx, in.WorkspaceID, in.SessionID, in.TurnID)
 		if err != nil {

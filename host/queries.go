@@ -81,6 +81,19 @@ func (h *Host) ListSessionMessages(ctx context.Context, ws, sessionID string, q 
 
 func visible(s Session) bool { return !s.Provisional && s.DeletedAt == nil }
 
+// visibleSession reads (and on PostgreSQL locks) a session inside tx; a
+// provisional or deleted session reads as not found.
+func visibleSession(ctx context.Context, tx Tx, ws, id string) (Session, error) {
+	s, err := tx.Session(ctx, ws, id)
+	if err != nil {
+		return Session{}, storeErr(err, "session %s", id)
+	}
+	if !visible(s) {
+		return Session{}, Errorf(CodeNotFound, "session %s not found", id)
+	}
+	return s, nil
+}
+
 func clampLimit(n, def, max int) int {
 	if n <= 0 {
 		return def

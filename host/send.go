@@ -42,12 +42,9 @@ func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) 
 	var turn Turn
 	var claim SubmitClaim
 	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		s, err := tx.Session(ctx, in.WorkspaceID, in.SessionID)
+		s, err := visibleSession(ctx, tx, in.WorkspaceID, in.SessionID)
 		if err != nil {
-			return storeErr(err, "session %s", in.SessionID)
-		}
-		if !visible(s) {
-			return Errorf(CodeNotFound, "session %s not found", in.SessionID)
+			return err
 		}
 		if _, err := tx.Claim(ctx, in.WorkspaceID, in.ClientSubmitID); err == nil {
 			return errClaimExists

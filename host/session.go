@@ -147,12 +147,9 @@ func (h *Host) UpdateSession(ctx context.Context, in UpdateSessionInput) (Sessio
 	}
 	var out Session
 	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		s, err := tx.Session(ctx, in.WorkspaceID, in.SessionID)
+		s, err := visibleSession(ctx, tx, in.WorkspaceID, in.SessionID)
 		if err != nil {
 			return err
-		}
-		if !visible(s) {
-			return Errorf(CodeNotFound, "session %s not found", in.SessionID)
 		}
 		if in.Title != nil {
 			s.Title, s.TitleExplicit = title, title != ""
