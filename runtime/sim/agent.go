@@ -28,6 +28,9 @@
 //	/sim hang            stream one line, then wait until cancelled
 //	/sim crash           stream one line, then drop the connection
 //	                     (in-process: close the pipes; stdio: exit 3)
+//	/sim stamp           append "@<unix nanoseconds>" (the wall-clock time
+//	                     the chunk is sent) to every answer chunk, so a load
+//	                     test can measure agent-to-watcher latency
 //
 // Unknown directives are named in the answer and otherwise ignored.
 // Without a /sim line the agent gives its default reply, or runs
@@ -250,6 +253,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			r.rate = d.rate
 		}
 		r.errorAfter = d.errorAfter
+		r.stamp = d.stamp
 		steps = d.script(rest, first)
 	} else if len(a.opts.Scenario) > 0 {
 		steps = a.opts.Scenario

@@ -19,6 +19,7 @@ type directives struct {
 	errorAfter int // fail after this many streamed words (0: never)
 	hang       bool
 	crash      bool
+	stamp      bool // append the emission time (@unix-nanos) to every answer chunk (load tests)
 	unknown    []string
 }
 
@@ -72,6 +73,9 @@ func parseDirectives(text string) (d directives, rest string, ok bool) {
 			continue
 		case tok == "instant":
 			d.rate = -1
+			continue
+		case tok == "stamp":
+			d.stamp = true
 			continue
 		}
 		d.unknown = append(d.unknown, tok)

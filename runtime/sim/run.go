@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -20,7 +21,8 @@ type run struct {
 	rate  time.Duration // <0: no delays
 	chunk int
 
-	errorAfter int // fail once this many words were streamed (0: never)
+	errorAfter int  // fail once this many words were streamed (0: never)
+	stamp      bool // append "@<unix nanos>" to every answer chunk (/sim stamp)
 	words      int
 	chunks     int
 	tools      int
@@ -71,6 +73,10 @@ func (r *run) stream(text string, thought bool) error {
 			}
 		}
 		r.chunks++
+		if r.stamp && !thought {
+			// The emission time, taken as late as possible before sending.
+			part += "@" + strconv.FormatInt(time.Now().UnixNano(), 10)
+		}
 		u := acp.UpdateAgentMessageText(part)
 		if thought {
 			u = acp.UpdateAgentThoughtText(part)
