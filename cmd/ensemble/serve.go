@@ -60,9 +60,6 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		replicaID: *replica, jwtSecret: *secret, jwtIssuer: *issuer, jwtAudience: *audience,
 		noMigrate: *noMigrate, simRate: *rate, simScenario: *scenario, logLevel: *level,
 		workspace: *ws, shutdownGrace: *grace}
-	if c.redisURL != "" {
-		return c, errors.New("this build has no cluster mode yet; leave --redis-url empty for a single replica")
-	}
 	if c.replicaID == "" {
 		c.replicaID, _ = os.Hostname()
 	}
@@ -109,7 +106,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_ = runtime.Shutdown(sctx)
 	}()
 
-	bus := hub.NewLocalBus()
+	bus, closeBus, err := openBus(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer closeBus()
 	h := host.New(host.Config{Store: store, Runtime: runtime, Observer: bus, Logger: log.With("component", "host")})
 	rep, err := h.Recover(ctx)
 	if err != nil {

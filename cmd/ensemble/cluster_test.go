@@ -1,0 +1,503 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	"github.com/coder/websocket"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/testenv"
+)
+
+// The tests in this file run several replicas of the real binary against
+// one canonical store and one Redis, the way a cluster runs.
+
+// clusterRedis returns the shared test Redis URL or skips.
+func clusterRedis(t *testing.T) string {
+	t.Helper()
+	u := testenv.RedisURL()
+	o, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(o)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		testenv.Missing(t, "Redis", err)
+	}
+	return u
+}
+
+// cluster is a set of replicas sharing a store and a Redis. Every replica
+// gets the same data dir (and so the same signing secret); the workspace is
+// unique per test so tests sharing one Redis never see each other's facts.
+type cluster struct {
+	t        *testing.T
+	dataDir  string
+	ws       string
+	args     []string
+	replicas []*serverProc
+}
+
+func newCluster(t *testing.T, redisURL string, n int, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dataDir: t.TempDir(), ws: strings.ToLower(host.RandomID("ws"))}
+	c.args = append([]string{"--redis-url", redisURL, "--workspace", c.ws, "--sim-rate", "5ms"}, extra...)
+	for range n {
+		c.replicas = append(c.replicas, c.start())
+	}
+	return c
+}
+
+func (c *cluster) start() *serverProc {
+	return startServer(c.t, c.dataDir, c.args...)
+}
+
+// rest makes one REST call on replica p in the cluster's workspace.
+func (c *cluster) rest(p *serverProc, method, path string, body, out any) (int, error) {
+	var rd *strings.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = strings.NewReader(string(b))
+	} else {
+		rd = strings.NewReader("")
+	}
+	req, err := http.NewRequest(method, "http://"+p.addr+"/v1/workspaces/"+c.ws+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return resp.StatusCode, err
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+func (c *cluster) mustRest(p *serverProc, method, path string, body, out any, want int) {
+	c.t.Helper()
+	code, err := c.rest(p, method, path, body, out)
+	if err != nil || code != want {
+		c.t.Fatalf("%s %s on %s: %d %v (want %d)", method, path, p.addr, code, err, want)
+	}
+}
+
+func (c *cluster) createSession(p *serverProc) string {
+	c.t.Helper()
+	var res struct {
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+	}
+	c.mustRest(p, http.MethodPost, "/sessions", map[string]any{"title": "cluster"}, &res, http.StatusCreated)
+	return res.Session.ID
+}
+
+type clusterMessage struct {
+	ID        string `json:"id"`
+	TurnID    string `json:"turnId"`
+	Role      string `json:"role"`
+	Kind      string `json:"kind"`
+	Version   int64  `json:"version"`
+	Streaming bool   `json:"streaming"`
+	Content   struct {
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+type clusterTurn struct {
+	ID            string `json:"id"`
+	Phase         string `json:"phase"`
+	Outcome       string `json:"outcome"`
+	FailureReason string `json:"failureReason"`
+}
+
+// canonical reads the session's messages (by id) and newest turn from p.
+func (c *cluster) canonical(p *serverProc, sid string) (map[string]string, clusterTurn) {
+	c.t.Helper()
+	var page struct {
+		Messages []clusterMessage `json:"messages"`
+	}
+	c.mustRest(p, http.MethodGet, "/sessions/"+sid+"/messages?limit=1000", nil, &page, http.StatusOK)
+	texts := map[string]string{}
+	for _, m := range page.Messages {
+		texts[m.ID] = m.Content.Text
+	}
+	var turns struct {
+		Turns []clusterTurn `json:"turns"`
+	}
+	c.mustRest(p, http.MethodGet, "/sessions/"+sid+"/turns?limit=1", nil, &turns, http.StatusOK)
+	var tr clusterTurn
+	if len(turns.Turns) > 0 {
+		tr = turns.Turns[0]
+	}
+	return texts, tr
+}
+
+// watcher is one WebSocket client watching a session topic: it applies the
+// snapshot and every event the way a client does, checking seq is gap-free
+// and each delta lands exactly at the end of its message, and remembers
+// the order in which message text grew.
+type watcher struct {
+	t   *testing.T
+	c   *cluster
+	sid string
+
+	mu       sync.Mutex
+	conn     *websocket.Conn
+	cancel   context.CancelFunc
+	done     chan struct{}
+	epoch    string
+	sub      string
+	seq      int64
+	texts    map[string][]uint16
+	turns    map[string]clusterTurn
+	deltas   int // message_delta events applied
+	streamed int // events applied while the turn streamed
+	err      error
+	wake     chan struct{}
+}
+
+type wsFrame struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	OK      bool            `json:"ok"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+	Sub     string          `json:"sub"`
+	Epoch   string          `json:"epoch"`
+	Seq     int64           `json:"seq"`
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+func (c *cluster) watch(p *serverProc, sid string) *watcher {
+	c.t.Helper()
+	w := &watcher{t: c.t, c: c, sid: sid, texts: map[string][]uint16{}, turns: map[string]clusterTurn{}, wake: make(chan struct{}, 1)}
+	if err := w.connect(p); err != nil {
+		c.t.Fatalf("watch on %s: %v", p.addr, err)
+	}
+	c.t.Cleanup(w.close)
+	return w
+}
+
+// connect (re)subscribes on replica p, resuming from what was applied.
+func (w *watcher) connect(p *serverProc) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	conn, _, err := websocket.Dial(dctx, "ws://"+p.addr+"/v1/ws", &websocket.DialOptions{
+		Subprotocols: []string{"ensemble.v1"},
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + p.token}},
+	})
+	if err != nil {
+		cancel()
+		return err
+	}
+	conn.SetReadLimit(16 << 20)
+	read := func() (wsFrame, error) {
+		var f wsFrame
+		_, data, err := conn.Read(dctx)
+		if err == nil {
+			err = json.Unmarshal(data, &f)
+		}
+		return f, err
+	}
+	if f, err := read(); err != nil || f.Type != "ready" {
+		cancel()
+		conn.CloseNow()
+		return fmt.Errorf("no ready frame: %+v %v", f, err)
+	}
+	in := map[string]any{"workspace": w.c.ws, "topic": "session", "sessionId": w.sid}
+	w.mu.Lock()
+	if w.epoch != "" {
+		in["resume"] = map[string]any{"epoch": w.epoch, "seq": w.seq}
+	}
+	w.mu.Unlock()
+	req, _ := json.Marshal(map[string]any{"type": "request", "id": "sub", "op": "subscribe", "input": in})
+	if err := conn.Write(dctx, websocket.MessageText, req); err != nil {
+		cancel()
+		conn.CloseNow()
+		return err
+	}
+	var pending []wsFrame
+	for {
+		f, err := read()
+		if err != nil {
+			cancel()
+			conn.CloseNow()
+			return err
+		}
+		if f.Type == "event" {
+			pending = append(pending, f) // events up to the answer's seq are discarded below
+			continue
+		}
+		if f.Type != "response" || f.ID != "sub" {
+			continue
+		}
+		if !f.OK {
+			cancel()
+			conn.CloseNow()
+			return fmt.Errorf("subscribe: %s", f.Error)
+		}
+		var res struct {
+			Sub       string          `json:"sub"`
+			Epoch     string          `json:"epoch"`
+			Seq       int64           `json:"seq"`
+			Recovered bool            `json:"recovered"`
+			Snapshot  json.RawMessage `json:"snapshot"`
+		}
+		if err := json.Unmarshal(f.Result, &res); err != nil {
+			cancel()
+			conn.CloseNow()
+			return err
+		}
+		w.mu.Lock()
+		w.sub, w.epoch, w.seq = res.Sub, res.Epoch, res.Seq
+		if !res.Recovered {
+			var snap struct {
+				Messages []clusterMessage `json:"messages"`
+				Turns    []clusterTurn    `json:"turns"`
+			}
+			if err := json.Unmarshal(res.Snapshot, &snap); err != nil {
+				w.mu.Unlock()
+				cancel()
+				conn.CloseNow()
+				return err
+			}
+			// A fresh snapshot replaces what the client had.
+			w.texts = map[string][]uint16{}
+			for _, m := range snap.Messages {
+				w.texts[m.ID] = utf16.Encode([]rune(m.Content.Text))
+			}
+			for _, tr := range snap.Turns {
+				w.turns[tr.ID] = tr
+			}
+		}
+		for _, ev := range pending {
+			if ev.Seq > w.seq {
+				w.applyLocked(ev)
+			}
+		}
+		w.conn, w.cancel, w.done = conn, cancel, make(chan struct{})
+		w.mu.Unlock()
+		break
+	}
+	go w.readLoop(ctx, conn, w.done)
+	return nil
+}
+
+func (w *watcher) readLoop(ctx context.Context, conn *websocket.Conn, done chan struct{}) {
+	defer close(done)
+	for {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			return
+		}
+		var f wsFrame
+		if err := json.Unmarshal(data, &f); err != nil || f.Type != "event" {
+			if f.Type == "ping" {
+				_ = conn.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
+			}
+			continue
+		}
+		w.mu.Lock()
+		w.applyLocked(f)
+		w.mu.Unlock()
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *watcher) applyLocked(f wsFrame) {
+	if w.err != nil || f.Sub != w.sub {
+		return
+	}
+	if f.Epoch != w.epoch || f.Seq != w.seq+1 {
+		w.err = fmt.Errorf("gap: after %s/%d got %s/%d", w.epoch, w.seq, f.Epoch, f.Seq)
+		return
+	}
+	w.seq = f.Seq
+	switch f.Kind {
+	case "message_update":
+		var p struct {
+			Message clusterMessage `json:"message"`
+		}
+		_ = json.Unmarshal(f.Payload, &p)
+		w.texts[p.Message.ID] = utf16.Encode([]rune(p.Message.Content.Text))
+		if p.Message.Streaming {
+			w.streamed++
+		}
+	case "message_delta":
+		var p struct {
+			MessageID string `json:"messageId"`
+			Offset    int    `json:"offset"`
+			Text      string `json:"text"`
+		}
+		_ = json.Unmarshal(f.Payload, &p)
+		cur := w.texts[p.MessageID]
+		if p.Offset != len(cur) {
+			w.err = fmt.Errorf("delta for %s at %d, client holds %d units (duplicate or gap)", p.MessageID, p.Offset, len(cur))
+			return
+		}
+		w.texts[p.MessageID] = append(cur, utf16.Encode([]rune(p.Text))...)
+		w.deltas++
+		w.streamed++
+	case "turn_update":
+		var p struct {
+			Turn clusterTurn `json:"turn"`
+		}
+		_ = json.Unmarshal(f.Payload, &p)
+		w.turns[p.Turn.ID] = p.Turn
+	}
+}
+
+func (w *watcher) close() {
+	w.mu.Lock()
+	conn, cancel, done := w.conn, w.cancel, w.done
+	w.mu.Unlock()
+	if conn == nil {
+		return
+	}
+	cancel()
+	conn.CloseNow()
+	<-done
+}
+
+// disconnected reports whether the connection ended (its replica died).
+func (w *watcher) disconnected() bool {
+	w.mu.Lock()
+	done := w.done
+	w.mu.Unlock()
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitTurn waits until the watcher has seen turnID settled and its texts
+// match want (the canonical transcript); it fails on any gap or misplaced
+// delta.
+func (w *watcher) waitTurn(turnID string, want map[string]string) {
+	w.t.Helper()
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	for {
+		w.mu.Lock()
+		err := w.err
+		tr := w.turns[turnID]
+		match := tr.Phase == "settled" && w.matchesLocked(want)
+		w.mu.Unlock()
+		if err != nil {
+			w.t.Fatalf("watcher: %v", err)
+		}
+		if match {
+			return
+		}
+		select {
+		case <-w.wake:
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline.C:
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.t.Fatalf("watcher never converged: turn %+v, err %v\nwant %q\nhave %q", w.turns[turnID], w.err, want, w.textsLocked())
+		}
+	}
+}
+
+func (w *watcher) matchesLocked(want map[string]string) bool {
+	for id, text := range want {
+		if string(utf16.Decode(w.texts[id])) != text {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *watcher) textsLocked() map[string]string {
+	out := map[string]string{}
+	for id, u := range w.texts {
+		out[id] = string(utf16.Decode(u))
+	}
+	return out
+}
+
+// submit sends one prompt on replica p and returns its turn id.
+func (c *cluster) submit(p *serverProc, sid, clientSubmitID, text string) string {
+	c.t.Helper()
+	var res struct {
+		Turn clusterTurn `json:"turn"`
+	}
+	c.mustRest(p, http.MethodPost, "/sessions/"+sid+"/messages", map[string]any{
+		"clientSubmitId": clientSubmitID, "content": map[string]any{"text": text},
+	}, &res, http.StatusOK)
+	return res.Turn.ID
+}
+
+// waitSettled polls replica p until the turn settles.
+func (c *cluster) waitSettled(p *serverProc, sid, turnID string) clusterTurn {
+	c.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, tr := c.canonical(p, sid)
+		if tr.ID == turnID && tr.Phase == "settled" {
+			return tr
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("turn %s never settled: %+v", turnID, tr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Watchers on two other replicas see the answer to a prompt submitted on a
+// third stream in live, gap-free, each delta in place, ending with exactly
+// the canonical transcript.
+func TestClusterWatchersOnOtherReplicasSeeTheAnswerLive(t *testing.T) {
+	url := clusterRedis(t)
+	c := newCluster(t, url, 3)
+	a, b, cc := c.replicas[0], c.replicas[1], c.replicas[2]
+	sid := c.createSession(a)
+	wb, wc := c.watch(b, sid), c.watch(cc, sid)
+
+	turnID := c.submit(a, sid, "live-1", "/sim words=400 rate=5ms")
+	c.waitSettled(a, sid, turnID)
+	want, tr := c.canonical(a, sid)
+	if tr.Outcome != "completed" {
+		t.Fatalf("turn: %+v", tr)
+	}
+	wb.waitTurn(turnID, want)
+	wc.waitTurn(turnID, want)
+	for name, w := range map[string]*watcher{"B": wb, "C": wc} {
+		w.mu.Lock()
+		streamed := w.streamed
+		w.mu.Unlock()
+		// Live: the answer arrived in many pieces while it streamed, not
+		// as one snapshot at the end.
+		if streamed < 5 {
+			t.Fatalf("watcher on %s saw only %d streaming events", name, streamed)
+		}
+	}
+}
