@@ -1,0 +1,100 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+const claimCols = `workspace_id, client_submit_id, session_id, turn_id, digest, content_json,
+	state, created_at, updated_at`
+
+func scanClaim(row pgx.Row) (host.SubmitClaim, error) {
+	var (
+		c              host.SubmitClaim
+		content, state string
+	)
+	err := row.Scan(&c.WorkspaceID, &c.ClientSubmitID, &c.SessionID, &c.TurnID, &c.Digest,
+		&content, &state, &c.CreatedAt, &c.UpdatedAt)
+	if err != nil {
+		return host.SubmitClaim{}, err
+	}
+	c.State, c.CreatedAt, c.UpdatedAt = host.ClaimState(state), utc(c.CreatedAt), utc(c.UpdatedAt)
+	if err := json.Unmarshal([]byte(content), &c.Content); err != nil {
+		return host.SubmitClaim{}, fmt.Errorf("claim %s: decode content: %w", c.ClientSubmitID, err)
+	}
+	return c, nil
+}
+
+func getClaim(ctx context.Context, q querier, ws, clientSubmitID string) (host.SubmitClaim, error) {
+	c, err := scanClaim(q.QueryRow(ctx, `SELECT `+claimCols+` FROM submit_claims
+		WHERE workspace_id = $1 AND client_submit_id = $2`, ws, clientSubmitID))
+	if isNoRows(err) {
+		return host.SubmitClaim{}, notFound("submit claim " + clientSubmitID)
+	}
+	if err != nil {
+		return host.SubmitClaim{}, classify("get claim", err)
+	}
+	return c, nil
+}
+
+// GetClaim returns the submit claim for a ClientSubmitID in ws.
+func (s *Store) GetClaim(ctx context.Context, ws, clientSubmitID string) (host.SubmitClaim, error) {
+	return withPool(ctx, s, func(q querier) (host.SubmitClaim, error) {
+		return getClaim(ctx, q, ws, clientSubmitID)
+	})
+}
+
+func (t *tx) Claim(ctx context.Context, ws, clientSubmitID string) (host.SubmitClaim, error) {
+	if t.failed != nil {
+		return host.SubmitClaim{}, t.failed
+	}
+	c, err := getClaim(ctx, t.tx, ws, clientSubmitID)
+	if err != nil && !isNotFound(err) {
+		return c, t.fail(err)
+	}
+	return c, err
+}
+
+// InsertClaim claims a ClientSubmitID. The primary key decides a race
+// between replicas: the second claim waits for the first transaction and,
+// once it commits, is reported as host.ErrDuplicate.
+func (t *tx) InsertClaim(ctx context.Context, c host.SubmitClaim) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	content, err := json.Marshal(c.Content)
+	if err != nil {
+		return fmt.Errorf("pg: insert claim %s: encode content: %w", c.ClientSubmitID, err)
+	}
+	tag, err := t.tx.Exec(ctx, `INSERT INTO submit_claims (`+claimCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT DO NOTHING`,
+		c.WorkspaceID, c.ClientSubmitID, c.SessionID, c.TurnID, c.Digest, string(content),
+		string(c.State), c.CreatedAt, c.UpdatedAt)
+	if err != nil {
+		return t.fail(classify("insert claim", err))
+	}
+	if tag.RowsAffected() == 0 {
+		return duplicate("insert claim " + c.ClientSubmitID)
+	}
+	return nil
+}
+
+// UpdateClaim moves a claim along its lifecycle. Digest, content and
+// creation time are what make the ClientSubmitID idempotent, so they stay
+// as first claimed.
+func (t *tx) UpdateClaim(ctx context.Context, c host.SubmitClaim) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	tag, err := t.tx.Exec(ctx, `UPDATE submit_claims SET session_id = $1, turn_id = $2,
+		state = $3, updated_at = $4
+		WHERE workspace_id = $5 AND client_submit_id = $6`,
+		c.SessionID, c.TurnID, string(c.State), c.UpdatedAt, c.WorkspaceID, c.ClientSubmitID)
+	return t.affectedOne("update claim "+c.ClientSubmitID, tag, err)
+}

@@ -1,0 +1,146 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
+	content_json, tool_json, streaming, author, created_at, updated_at`
+
+func scanMessage(row pgx.Row) (host.Message, error) {
+	var (
+		m          host.Message
+		role, kind string
+		content    string
+		tool       *string
+	)
+	err := row.Scan(&m.WorkspaceID, &m.SessionID, &m.ID, &m.TurnID, &role, &kind, &m.Version,
+		&m.Ordinal, &content, &tool, &m.Streaming, &m.Author, &m.CreatedAt, &m.UpdatedAt)
+	if err != nil {
+		return host.Message{}, err
+	}
+	m.Role, m.Kind = host.Role(role), host.MessageKind(kind)
+	m.CreatedAt, m.UpdatedAt = utc(m.CreatedAt), utc(m.UpdatedAt)
+	if err := json.Unmarshal([]byte(content), &m.Content); err != nil {
+		return host.Message{}, fmt.Errorf("message %s: decode content: %w", m.ID, err)
+	}
+	if tool != nil {
+		m.Tool = new(host.ToolCall)
+		if err := json.Unmarshal([]byte(*tool), m.Tool); err != nil {
+			return host.Message{}, fmt.Errorf("message %s: decode tool: %w", m.ID, err)
+		}
+	}
+	return m, nil
+}
+
+func (t *tx) Message(ctx context.Context, ws, sessionID, messageID string) (host.Message, error) {
+	if t.failed != nil {
+		return host.Message{}, t.failed
+	}
+	m, err := scanMessage(t.tx.QueryRow(ctx, `SELECT `+messageCols+` FROM messages
+		WHERE workspace_id = $1 AND session_id = $2 AND id = $3`, ws, sessionID, messageID))
+	if isNoRows(err) {
+		return host.Message{}, notFound("message " + messageID)
+	}
+	if err != nil {
+		return host.Message{}, t.fail(classify("get message", err))
+	}
+	return m, nil
+}
+
+// PutMessage inserts the message or replaces every column of the existing
+// one with the same (workspace, session, id).
+func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	content, err := json.Marshal(m.Content)
+	if err != nil {
+		return fmt.Errorf("pg: put message %s: encode content: %w", m.ID, err)
+	}
+	var tool *string
+	if m.Tool != nil {
+		b, err := json.Marshal(m.Tool)
+		if err != nil {
+			return fmt.Errorf("pg: put message %s: encode tool: %w", m.ID, err)
+		}
+		s := string(b)
+		tool = &s
+	}
+	_, err = t.tx.Exec(ctx, `INSERT INTO messages (`+messageCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
+			turn_id = excluded.turn_id, role = excluded.role, kind = excluded.kind,
+			version = excluded.version, ordinal = excluded.ordinal,
+			content_json = excluded.content_json, tool_json = excluded.tool_json,
+			streaming = excluded.streaming, author = excluded.author,
+			created_at = excluded.created_at, updated_at = excluded.updated_at`,
+		m.WorkspaceID, m.SessionID, m.ID, m.TurnID, string(m.Role), string(m.Kind), m.Version,
+		m.Ordinal, string(content), tool, m.Streaming, m.Author, m.CreatedAt, m.UpdatedAt)
+	if err != nil {
+		return t.fail(classify("put message", err))
+	}
+	return nil
+}
+
+// ListMessages selects messages by version, always returned ascending.
+// AfterVersion (or neither bound) pages forward from the oldest change;
+// BeforeVersion alone pages backward from the newest change below it.
+func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.MessageQuery) (host.MessagePage, error) {
+	limit := clampLimit(q.Limit, 200, 1000)
+	query := `SELECT ` + messageCols + ` FROM messages WHERE workspace_id = $1 AND session_id = $2`
+	args := []any{ws, sessionID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if q.TurnID != "" {
+		query += ` AND turn_id = ` + arg(q.TurnID)
+	}
+	if q.AfterVersion > 0 {
+		query += ` AND version > ` + arg(q.AfterVersion)
+	}
+	if q.BeforeVersion > 0 {
+		query += ` AND version < ` + arg(q.BeforeVersion)
+	}
+	backward := q.BeforeVersion > 0 && q.AfterVersion <= 0
+	if backward {
+		query += ` ORDER BY version DESC LIMIT ` + arg(limit+1)
+	} else {
+		query += ` ORDER BY version ASC LIMIT ` + arg(limit+1)
+	}
+
+	return withPool(ctx, s, func(db querier) (host.MessagePage, error) {
+		rows, err := db.Query(ctx, query, args...)
+		if err != nil {
+			return host.MessagePage{}, classify("list messages", err)
+		}
+		defer rows.Close()
+		page := host.MessagePage{Messages: []host.Message{}}
+		for rows.Next() {
+			m, err := scanMessage(rows)
+			if err != nil {
+				return host.MessagePage{}, classify("list messages", err)
+			}
+			page.Messages = append(page.Messages, m)
+		}
+		if err := rows.Err(); err != nil {
+			return host.MessagePage{}, classify("list messages", err)
+		}
+		if len(page.Messages) > limit {
+			page.Messages = page.Messages[:limit]
+			page.HasMore = true
+		}
+		if backward {
+			slices.Reverse(page.Messages)
+		}
+		return page, nil
+	})
+}

@@ -1,0 +1,162 @@
+package pg
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// newProvider builds a goose provider over the embedded migrations. goose
+// needs database/sql, so migrations (and only they) go through pgx's stdlib
+// adapter on the same pool. The global registry is disabled so nothing
+// outside this package can inject migrations. A PostgreSQL advisory lock
+// serializes replicas that start at the same time: one applies the
+// migrations, the others wait and find nothing pending.
+func newProvider(db *sql.DB) (*goose.Provider, error) {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, fmt.Errorf("pg: migrations: %w", err)
+	}
+	p, err := goose.NewProvider(database.DialectPostgres, db, sub,
+		goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker))
+	if err != nil {
+		return nil, fmt.Errorf("pg: migrations: %w", err)
+	}
+	return p, nil
+}
+
+func migrateUp(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	p, err := newProvider(db)
+	if err != nil {
+		return err
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return classify("migrate up", err)
+	}
+	for _, r := range results {
+		log.InfoContext(ctx, "pg: applied migration", "version", r.Source.Version,
+			"file", r.Source.Path, "duration", r.Duration)
+	}
+	return nil
+}
+
+// hasPending reports whether any embedded migration is not yet applied. A
+// database without goose's version table has never been migrated; checking
+// for it first keeps this probe from creating the table itself.
+func hasPending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	migrated, err := hasVersionTable(ctx, pool)
+	if err != nil || !migrated {
+		return !migrated, err
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	p, err := newProvider(db)
+	if err != nil {
+		return false, err
+	}
+	pending, err := p.HasPending(ctx)
+	if err != nil {
+		return false, classify("migration status", err)
+	}
+	return pending, nil
+}
+
+// hasVersionTable looks goose's table up on the connection's search_path,
+// where goose creates it.
+func hasVersionTable(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	var found bool
+	err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, goose.DefaultTablename).Scan(&found)
+	if err != nil {
+		return false, classify("migration status", err)
+	}
+	return found, nil
+}
+
+func openForMigrations(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := poolConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, classify("open", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, classify("connect", err)
+	}
+	return pool, nil
+}
+
+// MigrateUp applies every pending migration to the database at url. It
+// backs `ensemble migrate up`.
+func MigrateUp(ctx context.Context, url string) error {
+	pool, err := openForMigrations(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return migrateUp(ctx, pool, slog.Default())
+}
+
+// MigrateStatus writes one line per known migration to w: version, file,
+// and whether (and when) it was applied. It backs `ensemble migrate status`.
+func MigrateStatus(ctx context.Context, url string, w io.Writer) error {
+	pool, err := openForMigrations(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	p, err := newProvider(db)
+	if err != nil {
+		return err
+	}
+	// Status would create goose's version table; a never-migrated database
+	// is reported as all pending without writing to it.
+	migrated, err := hasVersionTable(ctx, pool)
+	if err != nil {
+		return err
+	}
+	var status []*goose.MigrationStatus
+	if migrated {
+		if status, err = p.Status(ctx); err != nil {
+			return classify("migration status", err)
+		}
+	} else {
+		for _, src := range p.ListSources() {
+			status = append(status, &goose.MigrationStatus{Source: src, State: goose.StatePending})
+		}
+	}
+	for _, st := range status {
+		applied := "pending"
+		if st.State == goose.StateApplied {
+			applied = "applied " + st.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		if _, err := fmt.Fprintf(w, "%05d  %-24s %s\n", st.Source.Version, st.Source.Path, applied); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// AppendFacts writes facts to the outbox inside the caller's transaction, so
+// they become durable exactly when the state they describe does. All facts
+// go in one statement; identity values are drawn in row order, so the
+// sorted ids line up with facts.
+func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, error) {
+	if t.failed != nil {
+		return nil, t.failed
+	}
+	if len(facts) == 0 {
+		return []int64{}, nil
+	}
+	ws := make([]string, len(facts))
+	payloads := make([]string, len(facts))
+	for i, f := range facts {
+		b, err := json.Marshal(f)
+		if err != nil {
+			return nil, fmt.Errorf("pg: append fact: %w", err)
+		}
+		ws[i], payloads[i] = f.WorkspaceID, string(b)
+	}
+	rows, err := t.tx.Query(ctx, `INSERT INTO outbox (workspace_id, fact_json, created_at)
+		SELECT w, f, $3 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(w, f, n)
+		ORDER BY n
+		RETURNING id`, ws, payloads, time.Now())
+	if err != nil {
+		return nil, t.fail(classify("append facts", err))
+	}
+	defer rows.Close()
+	ids := make([]int64, 0, len(facts))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, t.fail(classify("append facts", err))
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, t.fail(classify("append facts", err))
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// PendingFacts returns unpublished facts created at or before before, oldest
+// first. A row whose JSON cannot be decoded is logged and skipped so it can
+// never stall the relay behind it.
+func (s *Store) PendingFacts(ctx context.Context, before time.Time, limit int) ([]host.OutboxRow, error) {
+	limit = clampLimit(limit, 100, 1000)
+	return withPool(ctx, s, func(db querier) ([]host.OutboxRow, error) {
+		rows, err := db.Query(ctx, `SELECT id, fact_json, created_at FROM outbox
+			WHERE published_at IS NULL AND created_at <= $1
+			ORDER BY created_at, id LIMIT $2`, before, limit)
+		if err != nil {
+			return nil, classify("pending facts", err)
+		}
+		defer rows.Close()
+		out := []host.OutboxRow{}
+		for rows.Next() {
+			var (
+				row     host.OutboxRow
+				payload string
+			)
+			if err := rows.Scan(&row.ID, &payload, &row.At); err != nil {
+				return nil, classify("pending facts", err)
+			}
+			if err := json.Unmarshal([]byte(payload), &row.Fact); err != nil {
+				s.log.WarnContext(ctx, "pg: skipping undecodable outbox row", "id", row.ID, "err", err)
+				continue
+			}
+			row.At = utc(row.At)
+			out = append(out, row)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, classify("pending facts", err)
+		}
+		return out, nil
+	})
+}
+
+// MarkPublished records that the relay delivered these outbox rows.
+func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		_, err := s.db()
+		return err
+	}
+	_, err := withPool(ctx, s, func(db querier) (struct{}, error) {
+		_, err := db.Exec(ctx, `UPDATE outbox SET published_at = $1
+			WHERE published_at IS NULL AND id = ANY($2)`, time.Now(), ids)
+		return struct{}{}, classify("mark published", err)
+	})
+	return err
+}

@@ -1,0 +1,279 @@
+package pg
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+const sessionCols = `workspace_id, id, parent_id, root_id, title, title_explicit, agent,
+	simulated, settings_json, pinned, provider_session_id, message_version, turn_count,
+	active_turn_id, provisional, created_by, created_at, updated_at, deleted_at`
+
+func scanSession(row pgx.Row) (host.Session, error) {
+	var (
+		s        host.Session
+		settings *string
+	)
+	err := row.Scan(&s.WorkspaceID, &s.ID, &s.ParentID, &s.RootID, &s.Title, &s.TitleExplicit,
+		&s.Agent, &s.Simulated, &settings, &s.Pinned, &s.ProviderSessionID, &s.MessageVersion,
+		&s.TurnCount, &s.ActiveTurnID, &s.Provisional, &s.CreatedBy, &s.CreatedAt, &s.UpdatedAt,
+		&s.DeletedAt)
+	if err != nil {
+		return host.Session{}, err
+	}
+	s.CreatedAt, s.UpdatedAt, s.DeletedAt = utc(s.CreatedAt), utc(s.UpdatedAt), utcPtr(s.DeletedAt)
+	if s.Settings, err = decodeSettings(settings); err != nil {
+		return host.Session{}, fmt.Errorf("session %s/%s: %w", s.WorkspaceID, s.ID, err)
+	}
+	return s, nil
+}
+
+// encodeSettings stores an empty map as NULL so nil and {} read back alike.
+func encodeSettings(m map[string]string) (*string, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode settings: %w", err)
+	}
+	s := string(b)
+	return &s, nil
+}
+
+func decodeSettings(v *string) (map[string]string, error) {
+	if v == nil || *v == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(*v), &m); err != nil {
+		return nil, fmt.Errorf("decode settings: %w", err)
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return m, nil
+}
+
+const selectSession = `SELECT ` + sessionCols + ` FROM sessions WHERE workspace_id = $1 AND id = $2`
+
+func getSession(ctx context.Context, q querier, query, ws, id string) (host.Session, error) {
+	s, err := scanSession(q.QueryRow(ctx, query, ws, id))
+	if isNoRows(err) {
+		return host.Session{}, notFound("session " + id)
+	}
+	if err != nil {
+		return host.Session{}, classify("get session", err)
+	}
+	return s, nil
+}
+
+// GetSession returns a session in ws, provisional and tombstoned ones too.
+func (s *Store) GetSession(ctx context.Context, ws, id string) (host.Session, error) {
+	return withPool(ctx, s, func(q querier) (host.Session, error) {
+		return getSession(ctx, q, selectSession, ws, id)
+	})
+}
+
+// Session reads the session and locks its row until the transaction ends:
+// every command on a session is serialized here, across replicas.
+func (t *tx) Session(ctx context.Context, ws, id string) (host.Session, error) {
+	if t.failed != nil {
+		return host.Session{}, t.failed
+	}
+	s, err := getSession(ctx, t.tx, selectSession+` FOR UPDATE`, ws, id)
+	if err != nil {
+		if isNotFound(err) {
+			return s, err
+		}
+		return s, t.fail(err)
+	}
+	t.locked[sessionKey{ws, id}] = true
+	return s, nil
+}
+
+// lockSession takes the session's row lock if this transaction does not
+// hold it yet. A missing session locks nothing; the caller's read reports
+// the missing row.
+func (t *tx) lockSession(ctx context.Context, ws, id string) error {
+	k := sessionKey{ws, id}
+	if t.locked[k] {
+		return nil
+	}
+	rows, err := t.tx.Query(ctx, `SELECT 1 FROM sessions WHERE workspace_id = $1 AND id = $2 FOR UPDATE`, ws, id)
+	if err != nil {
+		return t.fail(classify("lock session", err))
+	}
+	found := rows.Next()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return t.fail(classify("lock session", err))
+	}
+	if found {
+		t.locked[k] = true
+	}
+	return nil
+}
+
+func (t *tx) InsertSession(ctx context.Context, s host.Session) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	settings, err := encodeSettings(s.Settings)
+	if err != nil {
+		return err
+	}
+	// ON CONFLICT DO NOTHING reports a duplicate without aborting the
+	// transaction, as SQLite does; a concurrent insert of the same key
+	// waits for the other transaction and then counts as a duplicate.
+	tag, err := t.tx.Exec(ctx, `INSERT INTO sessions (`+sessionCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		ON CONFLICT DO NOTHING`,
+		s.WorkspaceID, s.ID, s.ParentID, s.RootID, s.Title, s.TitleExplicit, s.Agent,
+		s.Simulated, settings, s.Pinned, s.ProviderSessionID, s.MessageVersion,
+		s.TurnCount, s.ActiveTurnID, s.Provisional, s.CreatedBy, s.CreatedAt,
+		s.UpdatedAt, s.DeletedAt)
+	if err != nil {
+		return t.fail(classify("insert session", err))
+	}
+	if tag.RowsAffected() == 0 {
+		return duplicate("insert session " + s.ID)
+	}
+	// A row this transaction inserted is as good as locked: no other
+	// transaction can see it before commit.
+	t.locked[sessionKey{s.WorkspaceID, s.ID}] = true
+	return nil
+}
+
+// UpdateSession rewrites the mutable columns. Placement (parent, root),
+// creator and creation time are immutable and left as inserted.
+func (t *tx) UpdateSession(ctx context.Context, s host.Session) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	settings, err := encodeSettings(s.Settings)
+	if err != nil {
+		return err
+	}
+	tag, err := t.tx.Exec(ctx, `UPDATE sessions SET title = $1, title_explicit = $2,
+		agent = $3, simulated = $4, settings_json = $5, pinned = $6, provider_session_id = $7,
+		message_version = $8, turn_count = $9, active_turn_id = $10, provisional = $11,
+		updated_at = $12, deleted_at = $13
+		WHERE workspace_id = $14 AND id = $15`,
+		s.Title, s.TitleExplicit, s.Agent, s.Simulated, settings, s.Pinned,
+		s.ProviderSessionID, s.MessageVersion, s.TurnCount, s.ActiveTurnID, s.Provisional,
+		s.UpdatedAt, s.DeletedAt, s.WorkspaceID, s.ID)
+	return t.affectedOne("update session "+s.ID, tag, err)
+}
+
+// affectedOne turns "no row matched" into host.ErrNotFound.
+func (t *tx) affectedOne(op string, tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		return t.fail(classify(op, err))
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound(op)
+	}
+	return nil
+}
+
+// DeleteProvisionalSession removes a provisional shell and everything hung
+// on it. A visible session is never hard-deleted this way.
+func (t *tx) DeleteProvisionalSession(ctx context.Context, ws, id string) error {
+	s, err := t.Session(ctx, ws, id)
+	if err != nil {
+		return err
+	}
+	if !s.Provisional {
+		return fmt.Errorf("pg: delete session %s: %w", id, errNotProvisional)
+	}
+	for _, stmt := range []string{
+		`DELETE FROM messages WHERE workspace_id = $1 AND session_id = $2`,
+		`DELETE FROM turns WHERE workspace_id = $1 AND session_id = $2`,
+		`DELETE FROM submit_claims WHERE workspace_id = $1 AND session_id = $2`,
+		`DELETE FROM sessions WHERE workspace_id = $1 AND id = $2`,
+	} {
+		if _, err := t.tx.Exec(ctx, stmt, ws, id); err != nil {
+			return t.fail(classify("delete provisional session", err))
+		}
+	}
+	delete(t.locked, sessionKey{ws, id})
+	return nil
+}
+
+// ListSessions pages visible sessions newest first by (created_at, id).
+func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery) (host.SessionPage, error) {
+	limit := clampLimit(q.Limit, 50, 200)
+	query := `SELECT ` + sessionCols + ` FROM sessions
+		WHERE workspace_id = $1 AND NOT provisional AND deleted_at IS NULL`
+	args := []any{ws}
+	if q.Cursor != "" {
+		at, id, err := decodeSessionCursor(q.Cursor)
+		if err != nil {
+			return host.SessionPage{}, err
+		}
+		query += ` AND (created_at, id) < ($2, $3)`
+		args = append(args, at, id)
+	}
+	args = append(args, limit+1)
+	query += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
+
+	return withPool(ctx, s, func(db querier) (host.SessionPage, error) {
+		rows, err := db.Query(ctx, query, args...)
+		if err != nil {
+			return host.SessionPage{}, classify("list sessions", err)
+		}
+		defer rows.Close()
+		page := host.SessionPage{Sessions: []host.Session{}}
+		for rows.Next() {
+			sess, err := scanSession(rows)
+			if err != nil {
+				return host.SessionPage{}, classify("list sessions", err)
+			}
+			page.Sessions = append(page.Sessions, sess)
+		}
+		if err := rows.Err(); err != nil {
+			return host.SessionPage{}, classify("list sessions", err)
+		}
+		if len(page.Sessions) > limit {
+			page.Sessions = page.Sessions[:limit]
+			last := page.Sessions[limit-1]
+			page.NextCursor = encodeSessionCursor(last.CreatedAt, last.ID)
+		}
+		return page, nil
+	})
+}
+
+// The session cursor is the (created_at, id) of the last row returned, with
+// the time in unix microseconds (the column's precision), base64url so
+// clients treat it as opaque.
+func encodeSessionCursor(at time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + ":" + id))
+}
+
+func decodeSessionCursor(c string) (time.Time, string, error) {
+	bad := host.Errorf(host.CodeInvalidInput, "invalid session cursor")
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", bad
+	}
+	at, id, ok := strings.Cut(string(b), ":")
+	if !ok {
+		return time.Time{}, "", bad
+	}
+	n, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return time.Time{}, "", bad
+	}
+	return time.UnixMicro(n).UTC(), id, nil
+}

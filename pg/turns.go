@@ -1,0 +1,190 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// The key columns come first so a row that fails to decode can still be
+// named (and quarantined) by recovery.
+const turnCols = `workspace_id, session_id, id, seq, origin, phase, outcome, failure_reason,
+	stop_reason, provider_session_id, provider_turn_id, client_submit_id,
+	identity_anchor_turn_id, retracted, cancel_requested, submitted_by, created_at,
+	updated_at, settled_at`
+
+// scanTurn reads one row and validates the values the column types cannot
+// (phase, outcome). An invalid row yields a *decodeError with the key
+// filled in, so recovery can quarantine it instead of failing.
+func scanTurn(row pgx.Row) (host.Turn, error) {
+	var (
+		t              host.Turn
+		phase, outcome string
+	)
+	err := row.Scan(&t.WorkspaceID, &t.SessionID, &t.ID, &t.Seq, &t.Origin, &phase, &outcome,
+		&t.FailureReason, &t.StopReason, &t.ProviderSessionID, &t.ProviderTurnID,
+		&t.ClientSubmitID, &t.IdentityAnchorTurnID, &t.Retracted, &t.CancelRequested,
+		&t.SubmittedBy, &t.CreatedAt, &t.UpdatedAt, &t.SettledAt)
+	if err != nil {
+		return host.Turn{}, err
+	}
+	t.Phase, t.Outcome = host.TurnPhase(phase), host.TurnOutcome(outcome)
+	t.CreatedAt, t.UpdatedAt, t.SettledAt = utc(t.CreatedAt), utc(t.UpdatedAt), utcPtr(t.SettledAt)
+	switch {
+	case !validPhase(t.Phase):
+		return t, &decodeError{what: "turn " + turnKey(t.WorkspaceID, t.SessionID, t.ID), err: fmt.Errorf("invalid phase %q", phase)}
+	case !validOutcome(t.Outcome):
+		return t, &decodeError{what: "turn " + turnKey(t.WorkspaceID, t.SessionID, t.ID), err: fmt.Errorf("invalid outcome %q", outcome)}
+	}
+	return t, nil
+}
+
+// decodeError is a stored row whose values do not form a valid record, as
+// opposed to a failure to read it.
+type decodeError struct {
+	what string
+	err  error
+}
+
+func (e *decodeError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+func validPhase(p host.TurnPhase) bool {
+	switch p {
+	case host.PhaseQueued, host.PhaseDispatched, host.PhaseProviderObserved,
+		host.PhaseResolvingIdentity, host.PhaseDurablyAccepted, host.PhaseSettled:
+		return true
+	}
+	return false
+}
+
+func validOutcome(o host.TurnOutcome) bool {
+	switch o {
+	case "", host.OutcomeCompleted, host.OutcomeCanceled, host.OutcomeFailed, host.OutcomeInterrupted:
+		return true
+	}
+	return false
+}
+
+// turnKey is the quarantine key of a Turn.
+func turnKey(ws, sessionID, turnID string) string {
+	return ws + "/" + sessionID + "/" + turnID
+}
+
+const selectTurn = `SELECT ` + turnCols + ` FROM turns
+	WHERE workspace_id = $1 AND session_id = $2 AND id = $3`
+
+func getTurn(ctx context.Context, q querier, ws, sessionID, turnID string) (host.Turn, error) {
+	t, err := scanTurn(q.QueryRow(ctx, selectTurn, ws, sessionID, turnID))
+	if isNoRows(err) {
+		return host.Turn{}, notFound("turn " + turnID)
+	}
+	if err != nil {
+		return host.Turn{}, classify("get turn", err)
+	}
+	return t, nil
+}
+
+// GetTurn returns one Turn of a session in ws.
+func (s *Store) GetTurn(ctx context.Context, ws, sessionID, turnID string) (host.Turn, error) {
+	return withPool(ctx, s, func(q querier) (host.Turn, error) {
+		return getTurn(ctx, q, ws, sessionID, turnID)
+	})
+}
+
+// Turn reads a Turn after locking its session's row, so a command that
+// starts from a Turn (acceptance, output, settlement) takes its locks in the
+// same order as one that starts from the session, and sees the Turn as the
+// previous lock holder committed it.
+func (t *tx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn, error) {
+	if t.failed != nil {
+		return host.Turn{}, t.failed
+	}
+	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+		return host.Turn{}, err
+	}
+	tu, err := getTurn(ctx, t.tx, ws, sessionID, turnID)
+	if err != nil && !isNotFound(err) {
+		return tu, t.fail(err)
+	}
+	return tu, err
+}
+
+func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	tag, err := t.tx.Exec(ctx, `INSERT INTO turns (`+turnCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		ON CONFLICT DO NOTHING`,
+		tu.WorkspaceID, tu.SessionID, tu.ID, tu.Seq, tu.Origin, string(tu.Phase),
+		string(tu.Outcome), tu.FailureReason, tu.StopReason, tu.ProviderSessionID,
+		tu.ProviderTurnID, tu.ClientSubmitID, tu.IdentityAnchorTurnID, tu.Retracted,
+		tu.CancelRequested, tu.SubmittedBy, tu.CreatedAt, tu.UpdatedAt, tu.SettledAt)
+	if err != nil {
+		return t.fail(classify("insert turn", err))
+	}
+	if tag.RowsAffected() == 0 {
+		return duplicate("insert turn " + tu.ID)
+	}
+	return nil
+}
+
+// UpdateTurn rewrites the mutable columns. Seq, the identity anchor and the
+// creation time are immutable and left as inserted.
+func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	tag, err := t.tx.Exec(ctx, `UPDATE turns SET origin = $1, phase = $2, outcome = $3,
+		failure_reason = $4, stop_reason = $5, provider_session_id = $6, provider_turn_id = $7,
+		client_submit_id = $8, retracted = $9, cancel_requested = $10, submitted_by = $11,
+		updated_at = $12, settled_at = $13
+		WHERE workspace_id = $14 AND session_id = $15 AND id = $16`,
+		tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
+		tu.ProviderSessionID, tu.ProviderTurnID, tu.ClientSubmitID, tu.Retracted,
+		tu.CancelRequested, tu.SubmittedBy, tu.UpdatedAt, tu.SettledAt,
+		tu.WorkspaceID, tu.SessionID, tu.ID)
+	return t.affectedOne("update turn "+tu.ID, tag, err)
+}
+
+// ListTurns pages a session's turns newest first by seq.
+func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error) {
+	limit := clampLimit(q.Limit, 50, 200)
+	query := `SELECT ` + turnCols + ` FROM turns WHERE workspace_id = $1 AND session_id = $2`
+	args := []any{ws, sessionID}
+	if q.Before > 0 {
+		query += ` AND seq < $3`
+		args = append(args, q.Before)
+	}
+	args = append(args, limit+1)
+	query += fmt.Sprintf(` ORDER BY seq DESC LIMIT $%d`, len(args))
+
+	return withPool(ctx, s, func(db querier) (host.TurnPage, error) {
+		rows, err := db.Query(ctx, query, args...)
+		if err != nil {
+			return host.TurnPage{}, classify("list turns", err)
+		}
+		defer rows.Close()
+		page := host.TurnPage{Turns: []host.Turn{}}
+		for rows.Next() {
+			t, err := scanTurn(rows)
+			if err != nil {
+				return host.TurnPage{}, classify("list turns", err)
+			}
+			page.Turns = append(page.Turns, t)
+		}
+		if err := rows.Err(); err != nil {
+			return host.TurnPage{}, classify("list turns", err)
+		}
+		if len(page.Turns) > limit {
+			page.Turns = page.Turns[:limit]
+			page.HasMore = true
+			page.NextCursor = page.Turns[limit-1].Seq
+		}
+		return page, nil
+	})
+}
