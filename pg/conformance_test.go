@@ -20,7 +20,9 @@ func (conformanceDriver) OpenStore(t *testing.T) func(t *testing.T) host.Store {
 	return func(t *testing.T) host.Store { return openTest(t, url, Options{}) }
 }
 
-func (conformanceDriver) NewRuntime(t *testing.T) host.Runtime { return newSimRuntime(t, time.Millisecond) }
+func (conformanceDriver) NewRuntime(t *testing.T) host.Runtime {
+	return newSimRuntime(t, time.Millisecond)
+}
 
 func (conformanceDriver) CorruptTurn(t *testing.T, s host.Store, ref host.TurnRef) {
 	st := s.(*Store)
