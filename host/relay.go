@@ -23,11 +23,15 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 }
 
-// RelayOnce publishes outbox rows older than the relay delay and marks them
-// published. Facts are hints carrying versions, so a duplicate is harmless.
+// RelayOnce first records what the fast path delivered, then publishes
+// outbox rows still pending after the relay delay and marks them published.
+// Facts are hints carrying versions, so a duplicate is harmless.
 func (h *Host) RelayOnce(ctx context.Context) error {
+	if err := h.flushPublished(ctx); err != nil {
+		return err
+	}
 	for {
-		rows, err := h.store.PendingFacts(ctx, h.now().Add(-h.relay.delay), 500)
+		rows, err := h.pendingFacts(ctx, h.now().Add(-h.relay.delay), 500)
 		if err != nil || len(rows) == 0 {
 			return err
 		}

@@ -1,0 +1,59 @@
+package host
+
+import (
+	"context"
+	"time"
+)
+
+// OutboxClaimer is implemented by a store that several replicas share (the
+// PostgreSQL store). ClaimFacts is PendingFacts with a claim: the rows it
+// returns are leased to the caller for lease, and a concurrent ClaimFacts
+// on another replica skips them, so relays running on every replica
+// republish each missed fact once rather than once per replica. A row not
+// marked published before its lease ends is returned again (the claimer
+// died or its publish failed). Without it the relay uses PendingFacts,
+// which suits a store only one process writes (SQLite).
+type OutboxClaimer interface {
+	ClaimFacts(ctx context.Context, before time.Time, limit int, lease time.Duration) ([]OutboxRow, error)
+}
+
+// relayLease is how long a relay owns the outbox rows it claimed: enough for
+// one bounded publish and the mark that follows it.
+const relayLease = 30 * time.Second
+
+// pendingFacts fetches rows for the relay, claiming them when the store
+// supports claims.
+func (h *Host) pendingFacts(ctx context.Context, before time.Time, limit int) ([]OutboxRow, error) {
+	if c, ok := h.store.(OutboxClaimer); ok {
+		return c.ClaimFacts(ctx, before, limit, relayLease)
+	}
+	return h.store.PendingFacts(ctx, before, limit)
+}
+
+// flushPublished marks in the store the rows the post-commit fast path
+// already delivered, whatever their age. Without it another replica's relay
+// would find them pending once they are older than the relay delay and
+// publish every fact a second time. On failure the ids stay remembered for
+// the next round.
+func (h *Host) flushPublished(ctx context.Context) error {
+	h.pubMu.Lock()
+	if len(h.published) == 0 {
+		h.pubMu.Unlock()
+		return nil
+	}
+	ids := make([]int64, 0, len(h.published))
+	for id := range h.published {
+		ids = append(ids, id)
+	}
+	h.published = map[int64]bool{}
+	h.pubMu.Unlock()
+	if err := h.store.MarkPublished(ctx, ids); err != nil {
+		h.pubMu.Lock()
+		for _, id := range ids {
+			h.published[id] = true
+		}
+		h.pubMu.Unlock()
+		return err
+	}
+	return nil
+}
