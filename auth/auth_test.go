@@ -71,7 +71,7 @@ func TestMintVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, exp, err := NewHS256(testSecret, Options{}).Verify(tok)
+	p, exp, err := NewHMAC(testSecret, Options{}).Verify(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,23 +93,28 @@ func sign(t *testing.T, method jwt.SigningMethod, key any, c jwt.MapClaims) stri
 }
 
 func TestVerifyRejects(t *testing.T) {
-	v := NewHS256(testSecret, Options{})
+	v := NewHMAC(testSecret, Options{})
 	now := time.Now()
 	good := jwt.MapClaims{"sub": "u", "exp": now.Add(time.Hour).Unix()}
 	cases := map[string]struct {
 		tok  string
 		want error
 	}{
-		"garbage":     {"not.a.token", ErrInvalidToken},
-		"empty":       {"", ErrInvalidToken},
-		"wrong key":   {sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), good), ErrInvalidToken},
-		"HS512":       {sign(t, jwt.SigningMethodHS512, testSecret, good), ErrInvalidToken},
-		"alg none":    {sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, good), ErrInvalidToken},
-		"no exp":      {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u"}), ErrInvalidToken},
-		"no sub":      {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"exp": now.Add(time.Hour).Unix()}), ErrInvalidToken},
-		"expired":     {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u", "exp": now.Add(-time.Minute).Unix()}), ErrExpired},
-		"not yet":     {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u", "exp": now.Add(time.Hour).Unix(), "nbf": now.Add(time.Minute).Unix()}), ErrInvalidToken},
-		"bad ws type": {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u", "exp": now.Add(time.Hour).Unix(), "workspaces": []string{"w"}}), ErrInvalidToken},
+		"garbage":        {"not.a.token", ErrInvalidToken},
+		"empty":          {"", ErrInvalidToken},
+		"wrong key":      {sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), good), ErrInvalidToken},
+		"RS256 no jwks":  {"eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1IiwiZXhwIjo5OTk5OTk5OTk5fQ.c2ln", ErrInvalidToken},
+		"alg none":       {sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, good), ErrInvalidToken},
+		"no exp":         {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u"}), ErrInvalidToken},
+		"no sub":         {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"exp": now.Add(time.Hour).Unix()}), ErrInvalidToken},
+		"expired":        {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u", "exp": now.Add(-time.Minute).Unix()}), ErrExpired},
+		"not yet":        {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u", "exp": now.Add(time.Hour).Unix(), "nbf": now.Add(time.Minute).Unix()}), ErrInvalidToken},
+		"bad ws type":    {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u", "exp": now.Add(time.Hour).Unix(), "workspaces": 5}), ErrInvalidToken},
+		"bad ws item":    {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u", "exp": now.Add(time.Hour).Unix(), "workspaces": []any{1}}), ErrInvalidToken},
+		"future iat":     {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u", "exp": now.Add(time.Hour).Unix(), "iat": now.Add(time.Hour).Unix()}), ErrInvalidToken},
+		"long sub":       {sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": strings.Repeat("u", MaxSubjectLen+1), "exp": now.Add(time.Hour).Unix()}), ErrInvalidToken},
+		"huge":           {strings.Repeat("a", MaxTokenBytes+1), ErrInvalidToken},
+		"expired forged": {sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), jwt.MapClaims{"sub": "u", "exp": now.Add(-time.Hour).Unix()}), ErrInvalidToken},
 	}
 	for name, c := range cases {
 		_, _, err := v.Verify(c.tok)
@@ -126,14 +131,14 @@ func TestVerifyLeewayAndRotation(t *testing.T) {
 	now := time.Now()
 	// Expired 10 s ago: inside the 30 s leeway.
 	tok := sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u", "exp": now.Add(-10 * time.Second).Unix()})
-	if _, _, err := NewHS256(testSecret, Options{}).Verify(tok); err != nil {
+	if _, _, err := NewHMAC(testSecret, Options{}).Verify(tok); err != nil {
 		t.Fatalf("leeway: %v", err)
 	}
 	next := []byte("next-secret-next-secret-next-sec")
-	if _, _, err := NewHS256(next, Options{Previous: [][]byte{testSecret}}).Verify(tok); err != nil {
+	if _, _, err := NewHMAC(next, Options{Previous: [][]byte{testSecret}}).Verify(tok); err != nil {
 		t.Fatalf("previous key: %v", err)
 	}
-	if _, _, err := NewHS256(next, Options{}).Verify(tok); !errors.Is(err, ErrInvalidToken) {
+	if _, _, err := NewHMAC(next, Options{}).Verify(tok); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("retired key accepted: %v", err)
 	}
 }
@@ -143,19 +148,19 @@ func TestVerifyIssuerAudienceAndRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := NewHS256(testSecret, Options{Issuer: "iss", Audience: "aud"}).Verify(tok); err != nil {
+	if _, _, err := NewHMAC(testSecret, Options{Issuer: "iss", Audience: "aud"}).Verify(tok); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := NewHS256(testSecret, Options{Issuer: "other"}).Verify(tok); !errors.Is(err, ErrInvalidToken) {
+	if _, _, err := NewHMAC(testSecret, Options{Issuer: "other"}).Verify(tok); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("issuer: %v", err)
 	}
-	if _, _, err := NewHS256(testSecret, Options{Audience: "other"}).Verify(tok); !errors.Is(err, ErrInvalidToken) {
+	if _, _, err := NewHMAC(testSecret, Options{Audience: "other"}).Verify(tok); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("audience: %v", err)
 	}
 	// An unknown role grants nothing but does not fail the sign-in.
 	tok = sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "u", "exp": time.Now().Add(time.Hour).Unix(),
 		"workspaces": map[string]any{"a": "owner", "b": "member"}})
-	p, _, err := NewHS256(testSecret, Options{}).Verify(tok)
+	p, _, err := NewHMAC(testSecret, Options{}).Verify(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +174,7 @@ func TestAlgConfusionHeader(t *testing.T) {
 	// signature must fail.
 	hdr := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
 	body := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"u","exp":9999999999}`))
-	if _, _, err := NewHS256(testSecret, Options{}).Verify(hdr + "." + body + "."); !errors.Is(err, ErrInvalidToken) {
+	if _, _, err := NewHMAC(testSecret, Options{}).Verify(hdr + "." + body + "."); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("empty signature accepted: %v", err)
 	}
 }

@@ -68,7 +68,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	hc := o.hub
 	hc.Reader, hc.Bus, hc.Logger = h, bus, log
 	hb := hub.New(hc)
-	srv := New(Config{Host: h, Hub: hb, Verifier: auth.NewHS256(testSecret, auth.Options{}), Logger: log})
+	srv := New(Config{Host: h, Hub: hb, Verifier: auth.NewHMAC(testSecret, auth.Options{}), Logger: log})
 	ts := httptest.NewServer(srv)
 	e := &env{t: t, host: h, hub: hb, srv: srv, ts: ts}
 	e.member = e.token("alice", auth.RoleMember, time.Hour)

@@ -94,7 +94,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	verifier := auth.NewHS256(key, auth.Options{Issuer: c.jwtIssuer, Audience: c.jwtAudience})
+	verifier := auth.NewHMAC(key, auth.Options{Issuer: c.jwtIssuer, Audience: c.jwtAudience})
 
 	runtime, err := newRuntime(c, log)
 	if err != nil {
