@@ -35,7 +35,8 @@ func (conformanceDriver) CorruptTurn(t *testing.T, s host.Store, ref host.TurnRe
 // newSimRuntime is the sim agent behind runtime/acp, in-process; rate < 0
 // answers without any delay.
 func newSimRuntime(t testing.TB, rate time.Duration) *acp.Runtime {
-	rt := acp.New(acp.Config{Name: sim.Name, Simulated: true, Dial: sim.Dial(sim.Options{Rate: rate})})
+	rt := acp.New(acp.Config{Name: sim.Name, Simulated: true, Logger: quietLogger(),
+		Dial: sim.Dial(sim.Options{Rate: rate, Logger: quietLogger()})})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
 	"net/url"
 	"strings"
 	"testing"
@@ -102,4 +105,12 @@ func terminate(t testing.TB, schema string) int {
 		t.Fatalf("pg_terminate_backend: %v", err)
 	}
 	return n
+}
+
+// quietLogger discards logs unless ENSEMBLE_TEST_LOG is set.
+func quietLogger() *slog.Logger {
+	if os.Getenv("ENSEMBLE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
