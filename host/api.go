@@ -85,6 +85,10 @@ type UpdateSessionInput struct {
 
 // RecoveryReport is what Recover did.
 type RecoveryReport struct {
-	SettledTurns []TurnRef     `json:"settledTurns"`
-	Quarantined  []Quarantined `json:"quarantined"`
+	// RequeuedOperations: runtime operations a previous process had
+	// leased; RecoveredOperations: deliveries attempted during recovery.
+	RequeuedOperations  int           `json:"requeuedOperations"`
+	RecoveredOperations int           `json:"recoveredOperations"`
+	SettledTurns        []TurnRef     `json:"settledTurns"`
+	Quarantined         []Quarantined `json:"quarantined"`
 }

@@ -193,6 +193,20 @@ type TurnSink interface {
 	Output(ctx context.Context, ev OutputEvent) error
 	// Terminal reports the provider-root end of the Turn.
 	Terminal(ctx context.Context, t Terminal) error
+	// Interaction reports that the agent waits for a decision (an approval,
+	// a question, a plan). It is refused before acceptance, like Output.
+	// The runtime keeps the provider request open until the Host delivers
+	// the answer through InteractionResponder, the Turn is cancelled, or
+	// the provider withdraws the request.
+	Interaction(ctx context.Context, req InteractionRequest) error
+	// Withdraw reports that the provider stopped waiting for a request it
+	// had reported through Interaction.
+	Withdraw(ctx context.Context, requestID string) error
+	// Subagent reports that the agent started a sub-agent with its own
+	// provider session inside this Turn. The Host records a child session
+	// (same tree) with one accepted Turn and returns its identity and the
+	// sink for it.
+	Subagent(ctx context.Context, req SubagentRequest) (TurnRef, TurnSink, error)
 }
 
 // OutputEvent is one piece of agent output for a Turn.

@@ -2,19 +2,30 @@ package host
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
-// Run runs the Host's background workers until ctx ends: the outbox relay
-// republishes committed facts the post-commit fast path missed (observer
-// down, process died between commit and publish).
+// Run runs the Host's background workers as one lifecycle until ctx ends:
+// the outbox relay and the runtime-operation worker. It returns once both
+// stopped.
 func (h *Host) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { h.RunOperations(ctx) })
+	h.RunRelay(ctx)
+	wg.Wait()
+	return nil
+}
+
+// RunRelay republishes committed facts the post-commit fast path missed
+// (observer down, process died between commit and publish) until ctx ends.
+func (h *Host) RunRelay(ctx context.Context) {
 	t := time.NewTicker(h.relay.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 			if err := h.RelayOnce(ctx); err != nil && ctx.Err() == nil {
 				h.log.Warn("outbox relay", "err", err)

@@ -36,6 +36,18 @@ func (h *Host) settleWith(ctx context.Context, ref TurnRef, term Terminal, claim
 			return err
 		}
 		out = t
+		ended, resolution := InteractionSuperseded, ResolutionTurnSettled
+		if term.Outcome == OutcomeCanceled {
+			ended, resolution = InteractionCanceled, ResolutionTurnCanceled
+		}
+		if err := endInteractions(ctx, tx, t, ended, resolution, now); err != nil {
+			return err
+		}
+		tf, err := treeFact(ctx, tx, s)
+		if err != nil {
+			return err
+		}
+		emit(tf)
 		for _, key := range openKeys {
 			m, err := tx.Message(ctx, ref.WorkspaceID, ref.SessionID, t.ID+"."+key)
 			if err != nil || !m.Streaming {
@@ -72,6 +84,7 @@ func (h *Host) settleWith(ctx context.Context, ref TurnRef, term Terminal, claim
 	})
 	if err == nil && out.Settled() {
 		h.notifySettled(ref.TurnID)
+		h.wakeOps() // a follow-up may wait for this turn to be idle
 	}
 	return out, err
 }

@@ -4,6 +4,7 @@
 //	ensemble migrate     apply or show schema migrations
 //	ensemble token       mint a sign-in token for local use
 //	ensemble sim-agent   run the built-in sim agent as an ACP agent on stdio
+//	ensemble loadtest    load-test replicas on loopback (see loadtest/)
 package main
 
 import (
@@ -22,6 +23,7 @@ Usage:
   ensemble migrate up|status   apply or show database migrations
   ensemble token [flags]       mint a sign-in token for local use
   ensemble sim-agent [flags]   run the built-in sim agent over stdio (ACP)
+  ensemble loadtest [flags]    measure replicas on loopback against reference servers
 
 Every flag can also be set by the environment variable named in its help;
 the flag wins.
@@ -48,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = token(args[1:], stdout, stderr)
 	case "sim-agent":
 		err = simAgent(ctx, args[1:], stderr)
+	case "loadtest":
+		err = loadtestCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

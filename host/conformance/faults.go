@@ -2,8 +2,10 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
 )
@@ -14,6 +16,8 @@ type faultStore struct {
 	mu sync.Mutex
 	// failTurnWrite, when set, is asked before every turn update.
 	failTurnWrite func(t host.Turn) error
+	// calls records the store calls whose order recovery must keep.
+	calls []string
 }
 
 func (s *faultStore) onTurnWrite(fn func(t host.Turn) error) {
@@ -57,6 +61,15 @@ type probeRuntime struct {
 	beforeDispatch func(req host.DispatchRequest) error
 	// wrapSink lets a scenario observe or reorder sink calls.
 	wrapSink func(host.TurnSink) host.TurnSink
+	// deliveries counts interaction answers handed to the inner runtime.
+	deliveries atomic.Int64
+	// holdDelivery, when set, holds every delivery until it is closed (or
+	// the worker stops); deliveryHeld is told about each held delivery.
+	holdDelivery chan struct{}
+	deliveryHeld chan host.InteractionDelivery
+	// loseAcks makes that many deliveries report an error after the inner
+	// runtime delivered them (a lost acknowledgement).
+	loseAcks int
 }
 
 func (r *probeRuntime) set(fn func(r *probeRuntime)) {
@@ -89,4 +102,181 @@ func (r *probeRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, s
 	}
 	r.dispatches.Add(1)
 	return r.Runtime.Dispatch(ctx, req, sink)
+}
+
+// ---- interactions: forwarding, call order and delivery seams ----
+
+var errNoInteractionStore = errors.New("conformance: the driver's store does not implement host.InteractionStore")
+
+func (s *faultStore) record(call string) {
+	s.mu.Lock()
+	s.calls = append(s.calls, call)
+	s.mu.Unlock()
+}
+
+// callOrder returns the recorded store calls (recovery order checks).
+func (s *faultStore) callOrder() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
+}
+
+func (s *faultStore) is() (host.InteractionStore, error) {
+	if is, ok := s.Store.(host.InteractionStore); ok {
+		return is, nil
+	}
+	return nil, errNoInteractionStore
+}
+
+func (s *faultStore) UnsettledTurns(ctx context.Context) ([]host.Turn, []host.Quarantined, error) {
+	s.record("UnsettledTurns")
+	return s.Store.UnsettledTurns(ctx)
+}
+
+func (s *faultStore) GetInteraction(ctx context.Context, ref host.InteractionRef) (host.Interaction, error) {
+	is, err := s.is()
+	if err != nil {
+		return host.Interaction{}, err
+	}
+	return is.GetInteraction(ctx, ref)
+}
+
+func (s *faultStore) InteractionTree(ctx context.Context, ws, root string) (host.InteractionTree, error) {
+	is, err := s.is()
+	if err != nil {
+		return host.InteractionTree{}, err
+	}
+	return is.InteractionTree(ctx, ws, root)
+}
+
+func (s *faultStore) GetRuntimeOperation(ctx context.Context, ws, id string) (host.RuntimeOperation, error) {
+	is, err := s.is()
+	if err != nil {
+		return host.RuntimeOperation{}, err
+	}
+	return is.GetRuntimeOperation(ctx, ws, id)
+}
+
+func (s *faultStore) DueRuntimeOperations(ctx context.Context, now time.Time, limit int) ([]host.RuntimeOperation, []host.Quarantined, error) {
+	is, err := s.is()
+	if err != nil {
+		return nil, nil, err
+	}
+	return is.DueRuntimeOperations(ctx, now, limit)
+}
+
+func (s *faultStore) RequeueRuntimeOperations(ctx context.Context, replica string, now time.Time) (int, error) {
+	s.record("RequeueRuntimeOperations")
+	is, err := s.is()
+	if err != nil {
+		return 0, err
+	}
+	return is.RequeueRuntimeOperations(ctx, replica, now)
+}
+
+func (tx *faultTx) ix() (host.InteractionTx, error) {
+	if ix, ok := tx.Tx.(host.InteractionTx); ok {
+		return ix, nil
+	}
+	return nil, errNoInteractionStore
+}
+
+func (tx *faultTx) Interaction(ctx context.Context, ref host.InteractionRef) (host.Interaction, error) {
+	ix, err := tx.ix()
+	if err != nil {
+		return host.Interaction{}, err
+	}
+	return ix.Interaction(ctx, ref)
+}
+
+func (tx *faultTx) InsertInteraction(ctx context.Context, i host.Interaction) error {
+	ix, err := tx.ix()
+	if err != nil {
+		return err
+	}
+	return ix.InsertInteraction(ctx, i)
+}
+
+func (tx *faultTx) UpdateInteraction(ctx context.Context, i host.Interaction, from host.InteractionState) error {
+	ix, err := tx.ix()
+	if err != nil {
+		return err
+	}
+	return ix.UpdateInteraction(ctx, i, from)
+}
+
+func (tx *faultTx) TurnInteractions(ctx context.Context, ws, sessionID, turnID string) ([]host.Interaction, error) {
+	ix, err := tx.ix()
+	if err != nil {
+		return nil, err
+	}
+	return ix.TurnInteractions(ctx, ws, sessionID, turnID)
+}
+
+func (tx *faultTx) LatestTurn(ctx context.Context, ws, sessionID string) (host.Turn, error) {
+	ix, err := tx.ix()
+	if err != nil {
+		return host.Turn{}, err
+	}
+	return ix.LatestTurn(ctx, ws, sessionID)
+}
+
+func (tx *faultTx) RuntimeOperation(ctx context.Context, ws, id string) (host.RuntimeOperation, error) {
+	ix, err := tx.ix()
+	if err != nil {
+		return host.RuntimeOperation{}, err
+	}
+	return ix.RuntimeOperation(ctx, ws, id)
+}
+
+func (tx *faultTx) InsertRuntimeOperation(ctx context.Context, op host.RuntimeOperation) error {
+	ix, err := tx.ix()
+	if err != nil {
+		return err
+	}
+	return ix.InsertRuntimeOperation(ctx, op)
+}
+
+func (tx *faultTx) UpdateRuntimeOperation(ctx context.Context, op host.RuntimeOperation) error {
+	ix, err := tx.ix()
+	if err != nil {
+		return err
+	}
+	return ix.UpdateRuntimeOperation(ctx, op)
+}
+
+// RespondInteraction counts deliveries that reach the driver's runtime and
+// lets scenarios hold a delivery (until released or the worker stops) or
+// lose its acknowledgement.
+func (r *probeRuntime) RespondInteraction(ctx context.Context, d host.InteractionDelivery) (host.DeliveryReport, error) {
+	r.mu.Lock()
+	hold, held, loseAck := r.holdDelivery, r.deliveryHeld, r.loseAcks
+	if loseAck > 0 {
+		r.loseAcks--
+	}
+	r.mu.Unlock()
+	if hold != nil {
+		if held != nil {
+			select {
+			case held <- d:
+			default:
+			}
+		}
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return host.DeliveryReport{}, ctx.Err()
+		}
+	}
+	ir, ok := r.Runtime.(host.InteractionResponder)
+	if !ok {
+		return host.DeliveryReport{}, errors.New("conformance: the driver's runtime does not implement host.InteractionResponder")
+	}
+	r.deliveries.Add(1)
+	rep, err := ir.RespondInteraction(ctx, d)
+	if err == nil && loseAck > 0 {
+		// The runtime delivered, but the acknowledgement never arrives.
+		return host.DeliveryReport{}, errors.New("conformance: delivery acknowledgement lost")
+	}
+	return rep, err
 }

@@ -38,6 +38,12 @@ type connection struct {
 	bound    map[string]sessionKey // provider session id → canonical
 	byPSID   map[string]*turn      // prompt in flight per provider session
 	byRef    map[host.TurnRef]*turn
+	// children routes a sub-agent's provider session to the Turn running
+	// it; childAdded is closed (and replaced) whenever one is added.
+	children   map[string]*turn
+	childAdded chan struct{}
+	// waiters are the reported permission requests still open.
+	waiters map[host.InteractionRef]*waiter
 }
 
 // dial starts the agent, runs initialize and starts the watcher that
@@ -70,6 +76,8 @@ func (r *Runtime) dial(ctx context.Context) (*connection, error) {
 		bound:    make(map[string]sessionKey),
 		byPSID:   make(map[string]*turn),
 		byRef:    make(map[host.TurnRef]*turn),
+		children: make(map[string]*turn),
+		waiters:  make(map[host.InteractionRef]*waiter),
 	}
 	input := gate.New(rwc)
 	c.cs = acpsdk.NewClientSideConnection(&client{c: c}, c.out, input)

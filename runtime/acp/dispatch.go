@@ -41,12 +41,20 @@ type turn struct {
 	seen     bool // evidence closed
 	finished bool // prompt returned; nothing more is queued or cancelled
 	dropped  bool // acceptance failed or was abandoned: discard everything
+	// waiters are the open permission requests of this prompt (and its
+	// sub-agents); reqIDs makes their request ids unique per canonical Turn.
+	waiters []*waiter
+	reqIDs  map[string]int
 }
 
 // item is one provider observation waiting behind the acceptance barrier.
 type item struct {
 	update *acpsdk.SessionUpdate
-	notice string
+	// child is the sub-agent provider session the update belongs to.
+	child    string
+	notice   string
+	perm     *waiter // a permission request to report
+	withdraw *waiter // a reported request the agent stopped waiting for
 }
 
 type promptResult struct {
@@ -56,8 +64,9 @@ type promptResult struct {
 	lost bool
 }
 
-// push queues an observation for the Turn unless it was dropped.
-func (t *turn) push(it item) {
+// push queues an observation for the Turn unless it was dropped; it
+// reports whether the item was queued.
+func (t *turn) push(it item) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.seen {
@@ -65,13 +74,14 @@ func (t *turn) push(it item) {
 		close(t.evidence)
 	}
 	if t.dropped || t.finished {
-		return
+		return false
 	}
 	t.queue = append(t.queue, it)
 	select {
 	case t.wake <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 func (t *turn) take() []item {
@@ -87,6 +97,7 @@ func (t *turn) drop() {
 	t.dropped = true
 	t.queue = nil
 	t.mu.Unlock()
+	t.cancelWaiters() // nothing of this prompt becomes canonical
 }
 
 // Dispatch sends one prompt and returns once sink.Accepted succeeded, or
@@ -197,7 +208,9 @@ func (c *connection) endTurn(t *turn) {
 		delete(c.byRef, t.ref)
 	}
 	c.mu.Unlock()
+	c.removeChildren(t)
 	t.finish()
+	t.cancelWaiters() // the prompt is over: its requests cannot be answered
 	t.releaseOnce.Do(func() { close(t.released) })
 }
 
@@ -357,46 +370,194 @@ func (c *connection) abandon(t *turn) {
 }
 
 // pump delivers held and new output after acceptance, then the terminal,
-// and only then releases the Turn's fence.
+// and only then releases the Turn's fence. Permission requests are reported
+// in order with the output; sub-agents get their own canonical Turn.
 func (c *connection) pump(t *turn) {
 	defer c.endTurn(t)
-	m := newMapper()
-	lost := 0 // output the sink refused; logged once, counted at the end
-	emit := func(evs []host.OutputEvent) {
-		for _, ev := range evs {
-			if err := c.report(func(ctx context.Context) error { return t.sink.Output(ctx, ev) }); err != nil {
-				if lost == 0 {
-					c.rt.log.Warn("turn output not recorded", "turn", t.ref.TurnID, "key", ev.Key, "err", err)
-				}
-				lost++
-			}
-		}
-	}
-	drain := func() {
-		for _, it := range t.take() {
-			if it.update != nil {
-				emit(m.apply(*it.update))
-			} else {
-				emit(m.notice(it.notice))
-			}
-		}
-	}
+	p := &pumpState{c: c, t: t, m: newMapper(), children: map[string]*childTurn{}}
 	for {
 		select {
 		case <-t.wake:
-			drain()
+			p.drain()
 		case <-t.promptDone:
-			drain()
-			emit(m.finish())
+			p.drain()
+			p.emit(t.sink, p.m.finish())
 			term := terminalFor(t.result)
+			p.endChildren(term)
 			if err := c.report(func(ctx context.Context) error { return t.sink.Terminal(ctx, term) }); err != nil {
 				c.rt.log.Warn("turn terminal not recorded", "turn", t.ref.TurnID, "err", err)
 			}
-			if lost > 0 {
-				c.rt.log.Warn("turn output events not recorded", "turn", t.ref.TurnID, "count", lost)
+			if p.lost > 0 {
+				c.rt.log.Warn("turn output events not recorded", "turn", t.ref.TurnID, "count", p.lost)
 			}
 			return
 		}
+	}
+}
+
+// pumpState is what pump keeps across items of one Turn.
+type pumpState struct {
+	c        *connection
+	t        *turn
+	m        *mapper
+	lost     int // output the sink refused; logged once, counted at the end
+	children map[string]*childTurn
+}
+
+// childTurn is a sub-agent's canonical Turn, fed from its provider session.
+type childTurn struct {
+	ref    host.TurnRef
+	sink   host.TurnSink
+	m      *mapper
+	toolID string // the parent's tool call that runs it
+	ended  bool
+}
+
+func (p *pumpState) emit(sink host.TurnSink, evs []host.OutputEvent) {
+	for _, ev := range evs {
+		if err := p.c.report(func(ctx context.Context) error { return sink.Output(ctx, ev) }); err != nil {
+			if p.lost == 0 {
+				p.c.rt.log.Warn("turn output not recorded", "turn", p.t.ref.TurnID, "key", ev.Key, "err", err)
+			}
+			p.lost++
+		}
+	}
+}
+
+func (p *pumpState) drain() {
+	for _, it := range p.t.take() {
+		switch {
+		case it.perm != nil:
+			p.interaction(it.perm)
+		case it.withdraw != nil:
+			p.withdraw(it.withdraw)
+		case it.update != nil && it.child != "":
+			if ch := p.children[it.child]; ch != nil && !ch.ended {
+				p.emit(ch.sink, ch.m.apply(*it.update))
+			}
+		case it.update != nil:
+			p.emit(p.t.sink, p.m.apply(*it.update))
+			p.subagents(*it.update)
+		default:
+			p.emit(p.t.sink, p.m.notice(it.notice))
+		}
+	}
+}
+
+// subagents starts a child Turn for a tool call that announces a
+// sub-agent, and ends it when that tool call finishes.
+func (p *pumpState) subagents(u acpsdk.SessionUpdate) {
+	var (
+		id     string
+		meta   map[string]any
+		status string
+	)
+	switch {
+	case u.ToolCall != nil:
+		id, meta, status = string(u.ToolCall.ToolCallId), u.ToolCall.Meta, string(u.ToolCall.Status)
+	case u.ToolCallUpdate != nil:
+		id, meta = string(u.ToolCallUpdate.ToolCallId), u.ToolCallUpdate.Meta
+		if u.ToolCallUpdate.Status != nil {
+			status = string(*u.ToolCallUpdate.Status)
+		}
+	default:
+		return
+	}
+	if psid, title, ok := subagentMeta(meta); ok && p.children[psid] == nil {
+		var (
+			ref  host.TurnRef
+			sink host.TurnSink
+		)
+		err := p.c.report(func(ctx context.Context) error {
+			var err error
+			ref, sink, err = p.t.sink.Subagent(ctx, host.SubagentRequest{
+				ProviderSessionID: psid, ProviderTurnID: p.t.providerTurnID + "/" + psid, Title: title})
+			return err
+		})
+		if err != nil {
+			p.c.rt.log.Warn("sub-agent not recorded; its output is dropped", "turn", p.t.ref.TurnID, "providerSession", psid, "err", err)
+			p.children[psid] = &childTurn{ended: true, toolID: id}
+		} else {
+			p.children[psid] = &childTurn{ref: ref, sink: sink, m: newMapper(), toolID: id}
+		}
+	}
+	if status != string(acpsdk.ToolCallStatusCompleted) && status != string(acpsdk.ToolCallStatusFailed) {
+		return
+	}
+	for _, ch := range p.children {
+		if ch.toolID == id && !ch.ended {
+			term := host.Terminal{Outcome: host.OutcomeCompleted, StopReason: "end_turn"}
+			if status == string(acpsdk.ToolCallStatusFailed) {
+				term = host.Terminal{Outcome: host.OutcomeFailed, Reason: host.ReasonProviderError}
+			}
+			p.endChild(ch, term)
+		}
+	}
+}
+
+func (p *pumpState) endChild(ch *childTurn, term host.Terminal) {
+	ch.ended = true
+	p.emit(ch.sink, ch.m.finish())
+	if err := p.c.report(func(ctx context.Context) error { return ch.sink.Terminal(ctx, term) }); err != nil {
+		p.c.rt.log.Warn("sub-agent terminal not recorded", "turn", ch.ref.TurnID, "err", err)
+	}
+}
+
+// endChildren ends sub-agents still open when the prompt ends, the way
+// the prompt ended.
+func (p *pumpState) endChildren(term host.Terminal) {
+	for _, ch := range p.children {
+		if !ch.ended && ch.sink != nil {
+			p.endChild(ch, term)
+		}
+	}
+}
+
+// interaction reports one permission request; a request that cannot be
+// recorded is answered "cancelled" so the agent does not wait forever.
+func (p *pumpState) interaction(w *waiter) {
+	sink, ref := p.t.sink, p.t.ref
+	if w.child != "" {
+		ch := p.children[w.child]
+		if ch == nil || ch.sink == nil || ch.ended {
+			w.settle(cancelledResponse())
+			return
+		}
+		sink, ref = ch.sink, ch.ref
+	}
+	w.mu.Lock()
+	if w.state != waiterPending {
+		w.mu.Unlock()
+		return // already cancelled or withdrawn before it was reported
+	}
+	w.ref = host.InteractionRef{WorkspaceID: ref.WorkspaceID, SessionID: ref.SessionID, TurnID: ref.TurnID, RequestID: w.req.RequestID}
+	w.mu.Unlock()
+	p.c.registerWaiter(w)
+	if err := p.c.report(func(ctx context.Context) error { return sink.Interaction(ctx, w.req) }); err != nil {
+		p.c.rt.log.Warn("permission request not recorded; answering it cancelled", "turn", ref.TurnID, "request", w.req.RequestID, "err", err)
+		p.c.unregisterWaiter(w)
+		w.settle(cancelledResponse())
+	}
+}
+
+func (p *pumpState) withdraw(w *waiter) {
+	w.mu.Lock()
+	ref := w.ref
+	w.mu.Unlock()
+	if ref.RequestID == "" {
+		return // never reported
+	}
+	p.c.unregisterWaiter(w)
+	sink := p.t.sink
+	if w.child != "" {
+		ch := p.children[w.child]
+		if ch == nil || ch.sink == nil {
+			return
+		}
+		sink = ch.sink
+	}
+	if err := p.c.report(func(ctx context.Context) error { return sink.Withdraw(ctx, ref.RequestID) }); err != nil {
+		p.c.rt.log.Warn("withdrawn permission request not recorded", "turn", ref.TurnID, "request", ref.RequestID, "err", err)
 	}
 }
 

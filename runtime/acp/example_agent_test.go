@@ -93,8 +93,23 @@ func TestExampleAgentPrompt(t *testing.T) {
 		t.Fatalf("start = %+v", st)
 	}
 	sink := newSink(t)
-	if err := dispatch(rt, ref("s1", "t1"), st.ProviderSessionID, "Hello, agent!", sink); err != nil {
+	r := ref("s1", "t1")
+	if err := dispatch(rt, r, st.ProviderSessionID, "Hello, agent!", sink); err != nil {
 		t.Fatalf("dispatch: %v", err)
+	}
+	// The permission request is shown with the agent's options and the
+	// tool call's details; the agent waits until it is answered.
+	ask := sink.waitAsk(30 * time.Second)
+	if ask.Kind != host.InteractionApproval || ask.Title != "Modifying critical configuration file" || ask.RequestID != "call_2" ||
+		len(ask.Options) != 2 || ask.Options[0].ID != "allow" || ask.Options[0].Kind != "allow_once" ||
+		ask.Tool == nil || ask.Tool.Kind != "edit" || !strings.Contains(string(ask.Tool.Input), "config.json") {
+		t.Fatalf("interaction = %+v tool %+v", ask, ask.Tool)
+	}
+	rep, err := rt.RespondInteraction(context.Background(), host.InteractionDelivery{
+		Ref: iref(r, ask.RequestID), OperationID: "iop_example", Kind: ask.Kind, Title: ask.Title,
+		Option: option(ask, "allow"), AnsweredBy: "Alice"})
+	if err != nil || rep.Result != host.DeliveryDelivered {
+		t.Fatalf("answer: %+v %v", rep, err)
 	}
 	term := sink.waitTerminal(30 * time.Second)
 	if term != (host.Terminal{Outcome: host.OutcomeCompleted, StopReason: "end_turn"}) {
@@ -110,19 +125,23 @@ func TestExampleAgentPrompt(t *testing.T) {
 	if !strings.Contains(byKey["text-2"], "Now I understand the project structure") {
 		t.Errorf("text-2 = %q", byKey["text-2"])
 	}
-	// Transcript order: text, tool, text, then the permission-gated tool
-	// and our notice (those two come from different ACP messages).
+	// Transcript order: text, tool, text, the permission-gated tool, then
+	// the agent's reply to the answer.
 	pos := map[string]int{}
 	for i, k := range keys {
 		pos[k] = i
 	}
-	for _, k := range []string{"text-1", "tool-call_1", "text-2", "tool-call_2", "notice-1"} {
+	for _, k := range []string{"text-1", "tool-call_1", "text-2", "tool-call_2", "text-3"} {
 		if _, ok := pos[k]; !ok {
 			t.Fatalf("missing message %s; keys %v; calls: %s", k, keys, sink.dump())
 		}
 	}
-	if !(pos["text-1"] < pos["tool-call_1"] && pos["tool-call_1"] < pos["text-2"] && pos["text-2"] < pos["tool-call_2"] && pos["text-2"] < pos["notice-1"]) {
+	if !(pos["text-1"] < pos["tool-call_1"] && pos["tool-call_1"] < pos["text-2"] && pos["text-2"] < pos["tool-call_2"] && pos["tool-call_2"] < pos["text-3"]) {
 		t.Errorf("message order = %v", keys)
+	}
+	// The agent continued with the chosen option.
+	if !strings.Contains(byKey["text-3"], "successfully updated the configuration") {
+		t.Errorf("text-3 = %q", byKey["text-3"])
 	}
 
 	last := map[string]host.OutputEvent{}
@@ -137,13 +156,10 @@ func TestExampleAgentPrompt(t *testing.T) {
 		t.Errorf("tool call_1 = %+v %+v", read, read.Tool)
 	}
 	edit := last["tool-call_2"]
-	if edit.Tool == nil || edit.Tool.Kind != "edit" || edit.Tool.Status != "pending" || !edit.Done {
-		t.Errorf("tool call_2 = %+v %+v (the turn ended with it pending; it must be closed)", edit, edit.Tool)
+	if edit.Tool == nil || edit.Tool.Kind != "edit" || edit.Tool.Status != "completed" || !edit.Done {
+		t.Errorf("tool call_2 = %+v %+v (allowed, it completes)", edit, edit.Tool)
 	}
-	if n := last["notice-1"]; !strings.HasPrefix(n.Text, "Permission requested: Modifying critical configuration file — answered 'cancelled'") || n.Kind != host.KindNotice {
-		t.Errorf("notice = %+v", n)
-	}
-	for _, k := range []string{"text-1", "text-2"} {
+	for _, k := range []string{"text-1", "text-2", "text-3"} {
 		if !last[k].Done {
 			t.Errorf("%s not marked done", k)
 		}

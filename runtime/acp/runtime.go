@@ -80,6 +80,8 @@ type Runtime struct {
 	wg sync.WaitGroup
 
 	keys keyLocks
+	// delivered remembers answers already written, by operation id.
+	delivered deliveredSet
 
 	mu      sync.Mutex
 	conn    *connection   // current connection; nil before the first Start or after it died
@@ -87,7 +89,10 @@ type Runtime struct {
 	closed  bool
 }
 
-var _ host.Runtime = (*Runtime)(nil)
+var (
+	_ host.Runtime              = (*Runtime)(nil)
+	_ host.InteractionResponder = (*Runtime)(nil)
+)
 
 // ErrShutdown is returned by calls made after Shutdown.
 var ErrShutdown = errors.New("acp runtime: shut down")
@@ -189,7 +194,11 @@ func (r *Runtime) Cancel(ctx context.Context, ref host.TurnRef) (host.CancelRepo
 	if t == nil || t.isFinished() {
 		return host.CancelReport{}, nil
 	}
-	if err := c.cancelPrompt(ctx, t.psid); err != nil {
+	err := c.cancelPrompt(ctx, t.psid)
+	// ACP: after session/cancel the client answers every pending
+	// permission request of the prompt "cancelled".
+	t.cancelWaiters()
+	if err != nil {
 		return host.CancelReport{}, fmt.Errorf("acp: session/cancel: %w", err)
 	}
 	return host.CancelReport{Confirmed: true}, nil
@@ -212,6 +221,7 @@ func (r *Runtime) Close(ctx context.Context, ws, sessionID string) error {
 		if err := c.cancelPrompt(ctx, psid); err != nil {
 			r.log.Warn("session/cancel on close failed", "providerSession", psid, "err", err)
 		}
+		t.cancelWaiters()
 	}
 	if c.caps.SessionCapabilities.Close != nil {
 		if _, err := c.cs.CloseSession(ctx, closeRequest(psid)); err != nil {

@@ -62,6 +62,9 @@ func start(t *testing.T, rt *acp.Runtime, session, psid string) host.StartResult
 }
 
 func dispatch(rt *acp.Runtime, r host.TurnRef, psid, text string, sink host.TurnSink) error {
+	if rs, ok := sink.(*recSink); ok {
+		rs.ref = r
+	}
 	return rt.Dispatch(context.Background(), host.DispatchRequest{
 		Ref: r, ProviderSessionID: psid, ClientSubmitID: "submit-" + r.TurnID,
 		Content: host.MessageContent{Text: text}, OccurredAt: time.Now(),
@@ -427,33 +430,124 @@ func TestFailedAcceptanceDropsOutput(t *testing.T) {
 	}
 }
 
-func TestPermissionAnsweredCancelled(t *testing.T) {
-	rt := newSimRuntime(t)
-	st := start(t, rt, "s1", "")
-	sink := newSink(t)
-	if err := dispatch(rt, ref("s1", "t1"), st.ProviderSessionID, "/sim permission", sink); err != nil {
-		t.Fatal(err)
-	}
-	if term := sink.waitTerminal(wait); term.Outcome != host.OutcomeCompleted {
-		t.Fatalf("terminal = %+v", term)
-	}
-	calls := sink.snapshot()
-	var notice *host.OutputEvent
-	for _, c := range calls {
-		if c.kind == "output" && c.ev.Kind == host.KindNotice {
-			notice = &c.ev
-		}
-	}
-	if notice == nil || notice.Text != "Permission requested: Edit config.json (simulated) — answered 'cancelled' (approvals are not supported yet)" || !notice.Done {
-		t.Fatalf("notice = %+v; calls: %s", notice, sink.dump())
-	}
+func allText(calls []call) string {
 	_, byKey := texts(calls)
 	all := ""
 	for _, v := range byKey {
 		all += v
 	}
-	if !strings.Contains(all, "Permission outcome: cancelled") {
-		t.Errorf("agent did not see the cancelled outcome: %s", sink.dump())
+	return all
+}
+
+func iref(r host.TurnRef, requestID string) host.InteractionRef {
+	return host.InteractionRef{WorkspaceID: r.WorkspaceID, SessionID: r.SessionID, TurnID: r.TurnID, RequestID: requestID}
+}
+
+func option(req host.InteractionRequest, id string) host.InteractionOption {
+	for _, o := range req.Options {
+		if o.ID == id {
+			return o
+		}
+	}
+	return host.InteractionOption{}
+}
+
+// A permission request waits for the Host's answer, which reaches the agent
+// exactly once however often the delivery is retried.
+func TestPermissionWaitsForTheAnswer(t *testing.T) {
+	rt := newSimRuntime(t)
+	st := start(t, rt, "s1", "")
+	sink := newSink(t)
+	r := ref("s1", "t1")
+	if err := dispatch(rt, r, st.ProviderSessionID, "/sim permission", sink); err != nil {
+		t.Fatal(err)
+	}
+	ask := sink.waitAsk(wait)
+	if ask.Kind != host.InteractionApproval || ask.Title != "Edit config.json (simulated)" || ask.RequestID == "" ||
+		len(ask.Options) != 2 || ask.Tool == nil || ask.Tool.Kind != "edit" || !strings.Contains(string(ask.Tool.Input), "config.json") {
+		t.Fatalf("interaction = %+v tool %+v", ask, ask.Tool)
+	}
+	// Nothing was answered yet: the turn is still running.
+	select {
+	case term := <-sink.terminal:
+		t.Fatalf("the turn ended before the answer: %+v", term)
+	default:
+	}
+	d := host.InteractionDelivery{Ref: iref(r, ask.RequestID), OperationID: "iop_test1", Kind: ask.Kind,
+		Title: ask.Title, Option: option(ask, "allow"), AnsweredBy: "Alice"}
+	rep, err := rt.RespondInteraction(context.Background(), d)
+	if err != nil || rep.Result != host.DeliveryDelivered || rep.FollowUp != nil {
+		t.Fatalf("deliver: %+v %v", rep, err)
+	}
+	again, err := rt.RespondInteraction(context.Background(), d)
+	if err != nil || again.Result != host.DeliveryDelivered {
+		t.Fatalf("a retried delivery answers from memory: %+v %v", again, err)
+	}
+	if term := sink.waitTerminal(wait); term.Outcome != host.OutcomeCompleted {
+		t.Fatalf("terminal = %+v", term)
+	}
+	all := allText(sink.snapshot())
+	if strings.Count(all, "Permission outcome:") != 1 || !strings.Contains(all, `selected "Allow this change" (allow)`) {
+		t.Fatalf("the agent must see the chosen option once: %q", all)
+	}
+	// The request is over: another operation for it is superseded.
+	other := d
+	other.OperationID = "iop_test2"
+	if rep, err := rt.RespondInteraction(context.Background(), other); err != nil || rep.Result != host.DeliverySuperseded {
+		t.Fatalf("answer to an ended request: %+v %v", rep, err)
+	}
+}
+
+// Cancelling the turn answers its pending request "cancelled" (as ACP
+// requires); a denial that arrives afterwards comes back as a follow-up.
+func TestPermissionCancelledWithTheTurn(t *testing.T) {
+	rt := newSimRuntime(t)
+	st := start(t, rt, "s1", "")
+	sink := newSink(t)
+	r := ref("s1", "t1")
+	if err := dispatch(rt, r, st.ProviderSessionID, "/sim permission", sink); err != nil {
+		t.Fatal(err)
+	}
+	ask := sink.waitAsk(wait)
+	if rep, err := rt.Cancel(context.Background(), r); err != nil || !rep.Confirmed {
+		t.Fatalf("cancel: %+v %v", rep, err)
+	}
+	if term := sink.waitTerminal(wait); term.Outcome != host.OutcomeCanceled {
+		t.Fatalf("terminal = %+v; calls %s", term, sink.dump())
+	}
+	rep, err := rt.RespondInteraction(context.Background(), host.InteractionDelivery{Ref: iref(r, ask.RequestID),
+		OperationID: "iop_late", Kind: ask.Kind, Title: ask.Title, Option: option(ask, "reject"),
+		Payload: []byte(`{"message":"leave it"}`), AnsweredBy: "Bob"})
+	if err != nil || rep.Result != host.DeliverySuperseded || rep.Reason != host.ResolutionProviderGone {
+		t.Fatalf("late answer: %+v %v", rep, err)
+	}
+	if rep.FollowUp == nil || !strings.Contains(rep.FollowUp.Text, "Bob declined") || !strings.Contains(rep.FollowUp.Text, "leave it") {
+		t.Fatalf("a denial that could not reach the request becomes a follow-up intent: %+v", rep.FollowUp)
+	}
+}
+
+// A denial with a message: the agent gets the option, the message follows
+// as a provider-neutral follow-up intent.
+func TestPermissionDenialWithMessage(t *testing.T) {
+	rt := newSimRuntime(t)
+	st := start(t, rt, "s1", "")
+	sink := newSink(t)
+	r := ref("s1", "t1")
+	if err := dispatch(rt, r, st.ProviderSessionID, "/sim permission", sink); err != nil {
+		t.Fatal(err)
+	}
+	ask := sink.waitAsk(wait)
+	rep, err := rt.RespondInteraction(context.Background(), host.InteractionDelivery{Ref: iref(r, ask.RequestID),
+		OperationID: "iop_deny", Kind: ask.Kind, Title: ask.Title, Option: option(ask, "reject"),
+		Payload: []byte(`{"message":"use the staging config"}`), AnsweredBy: "Bob"})
+	if err != nil || rep.Result != host.DeliveryDelivered || rep.FollowUp == nil || !strings.Contains(rep.FollowUp.Text, "use the staging config") {
+		t.Fatalf("deny: %+v %v", rep, err)
+	}
+	if term := sink.waitTerminal(wait); term.Outcome != host.OutcomeCompleted {
+		t.Fatalf("terminal = %+v", term)
+	}
+	if all := allText(sink.snapshot()); !strings.Contains(all, `selected "Skip this change" (reject)`) {
+		t.Fatalf("the agent must see the denial: %q", all)
 	}
 }
 

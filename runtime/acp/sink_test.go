@@ -21,10 +21,16 @@ type recSink struct {
 	accepted chan struct{}
 	terminal chan host.Terminal
 	outputs  chan host.OutputEvent
+	asks     chan host.InteractionRequest
+	children chan *recSink
+	// ref is the canonical Turn this sink records (sub-agents get their own).
+	ref host.TurnRef
 }
 
 type call struct {
-	kind     string // observed | accepted | output | terminal
+	kind     string // observed | accepted | output | terminal | interaction | withdraw | subagent
+	ask      host.InteractionRequest
+	request  string
 	phase    host.TurnPhase
 	psid     string
 	turnID   string
@@ -38,6 +44,40 @@ func newSink(t *testing.T) *recSink {
 		accepted: make(chan struct{}),
 		terminal: make(chan host.Terminal, 1),
 		outputs:  make(chan host.OutputEvent, 4096),
+		asks:     make(chan host.InteractionRequest, 64),
+		children: make(chan *recSink, 16),
+	}
+}
+
+func (s *recSink) Interaction(_ context.Context, req host.InteractionRequest) error {
+	s.record(call{kind: "interaction", ask: req})
+	s.asks <- req
+	return nil
+}
+
+func (s *recSink) Withdraw(_ context.Context, requestID string) error {
+	s.record(call{kind: "withdraw", request: requestID})
+	return nil
+}
+
+func (s *recSink) Subagent(_ context.Context, req host.SubagentRequest) (host.TurnRef, host.TurnSink, error) {
+	s.record(call{kind: "subagent", psid: req.ProviderSessionID, turnID: req.ProviderTurnID})
+	child := newSink(s.t)
+	child.ref = host.TurnRef{WorkspaceID: s.ref.WorkspaceID, SessionID: "child-" + req.ProviderSessionID, TurnID: "child-turn"}
+	close(child.accepted)
+	s.children <- child
+	return child.ref, child, nil
+}
+
+// waitAsk waits for the next interaction the runtime reported.
+func (s *recSink) waitAsk(timeout time.Duration) host.InteractionRequest {
+	s.t.Helper()
+	select {
+	case a := <-s.asks:
+		return a
+	case <-time.After(timeout):
+		s.t.Fatalf("no interaction after %v; calls: %s", timeout, s.dump())
+		return host.InteractionRequest{}
 	}
 }
 
@@ -133,6 +173,10 @@ func (s *recSink) dump() string {
 			fmt.Fprintf(&b, "\n  output %s %s %q done=%v tool=%+v", c.ev.Key, c.ev.Kind, c.ev.Text, c.ev.Done, c.ev.Tool)
 		case "terminal":
 			fmt.Fprintf(&b, "\n  terminal %+v", c.terminal)
+		case "interaction":
+			fmt.Fprintf(&b, "\n  interaction %s %s %q", c.ask.RequestID, c.ask.Kind, c.ask.Title)
+		case "withdraw", "subagent":
+			fmt.Fprintf(&b, "\n  %s %s %s", c.kind, c.request, c.psid)
 		}
 	}
 	return b.String()
@@ -173,7 +217,7 @@ func checkBarrier(t *testing.T, calls []call) (psid, ptid string) {
 			}
 			accepted = i
 			psid, ptid = c.psid, c.turnID
-		case "output", "terminal":
+		case "output", "terminal", "interaction", "subagent":
 			if accepted < 0 {
 				t.Fatalf("%s before Accepted: %+v", c.kind, c)
 			}

@@ -22,12 +22,30 @@ var _ acpsdk.Client = (*client)(nil)
 // all sessions. Updates with no prompt in flight (session/load history
 // replay, command lists) are not Turn output and are dropped.
 func (cl *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) error {
-	t := cl.c.turnByPSID(string(n.SessionId))
-	if t == nil {
+	psid := string(n.SessionId)
+	u := n.Update
+	if t := cl.c.turnByPSID(psid); t != nil {
+		t.push(item{update: &u})
+		// A tool call that runs a sub-agent: route its provider session
+		// to this Turn from now on (after the announcing update is queued).
+		var meta map[string]any
+		switch {
+		case u.ToolCall != nil:
+			meta = u.ToolCall.Meta
+		case u.ToolCallUpdate != nil:
+			meta = u.ToolCallUpdate.Meta
+		}
+		if child, _, ok := subagentMeta(meta); ok && child != psid {
+			cl.c.addChild(child, t)
+		}
 		return nil
 	}
-	u := n.Update
-	t.push(item{update: &u})
+	cl.c.mu.Lock()
+	t := cl.c.children[psid]
+	cl.c.mu.Unlock()
+	if t != nil {
+		t.push(item{update: &u, child: psid})
+	}
 	return nil
 }
 

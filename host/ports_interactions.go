@@ -1,0 +1,142 @@
+package host
+
+// Store and Tx methods for interactions and durable runtime operations.
+//
+// A Store implements InteractionStore and its Tx implements InteractionTx
+// (the Host checks with a type assertion, so a store without them still
+// builds: interaction commands then answer `unsupported` and the runtime is
+// told "cancelled"). Once every store implements them they become part of
+// Store and Tx.
+//
+// Notes for store adapters (sqlite is the reference implementation; see
+// sqlite/interactions.go and sqlite/migrations/00002_interactions.sql):
+//
+//   - An Interaction is keyed by (workspace, session, turn, request). Provider
+//     request ids are only unique within their Turn. Insert returns
+//     ErrDuplicate on that key. Options, Tool and Response round-trip as JSON;
+//     Response.Payload is compact JSON (or nil).
+//   - UpdateInteraction is a compare-and-set on the row's state: it writes
+//     every mutable column only if the stored state equals `from`, returns
+//     ErrNotFound when the row does not exist and ErrConflict when it exists in
+//     another state. Identity columns, RootSessionID, Kind, Title, Prompt,
+//     Options, Tool and CreatedAt are immutable after insert.
+//   - TurnInteractions lists one Turn's interactions ordered by request id.
+//   - InteractionTree is ONE read (one read transaction on SQL stores): the
+//     root session's latest Turn (highest seq) as RootTurnID, and the
+//     interactions of the latest Turn of the root and of every descendant
+//     session (sessions whose root_id is the root, not deleted, not
+//     provisional), ordered by (session id, turn id, request id). A session
+//     whose latest Turn is retracted contributes nothing (and a retracted
+//     root Turn gives RootTurnID ""). A root session that is missing,
+//     deleted or provisional is ErrNotFound; a root without turns has
+//     RootTurnID "" and no root interactions.
+//   - LatestTurn returns the session's Turn with the highest seq (retracted
+//     or not), or ErrNotFound.
+//   - DeleteProvisionalSession also removes the session's interactions and
+//     runtime operations.
+//   - A RuntimeOperation is keyed by (workspace, id); the id is derived from
+//     its identity tuple (see OperationIDFor), so inserting a second operation
+//     for the same interaction is ErrDuplicate. UpdateRuntimeOperation writes
+//     every mutable column (everything but workspace, id, kind, the identity
+//     tuple, the response and CreatedAt) and returns ErrNotFound if absent.
+//   - DueRuntimeOperations (all workspaces) returns operations that are
+//     `prepared` with NextAttemptAt <= now, or `leased` with LeaseExpiresAt <=
+//     now, oldest NextAttemptAt first, at most limit, skipping those in the
+//     quarantine table under kind "runtime_operation" and key
+//     "<workspace>/<id>". A row that cannot be decoded comes back as a
+//     Quarantined candidate instead of failing the scan.
+//   - RequeueRuntimeOperations (startup recovery) moves every `leased`
+//     operation whose LeaseReplica equals replica, or whose lease expired at
+//     now, back to `prepared` with NextAttemptAt = now and the lease cleared,
+//     and returns how many it moved.
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrConflict: a compare-and-set found the row in another state. The Host
+// rereads and decides again; it is never shown to a client.
+var ErrConflict = errors.New("conflict")
+
+// InteractionStore is the read side of interactions and runtime
+// operations; a Store implements it.
+type InteractionStore interface {
+	GetInteraction(ctx context.Context, ref InteractionRef) (Interaction, error)
+	InteractionTree(ctx context.Context, ws, rootSessionID string) (InteractionTree, error)
+	GetRuntimeOperation(ctx context.Context, ws, id string) (RuntimeOperation, error)
+	DueRuntimeOperations(ctx context.Context, now time.Time, limit int) ([]RuntimeOperation, []Quarantined, error)
+	RequeueRuntimeOperations(ctx context.Context, replica string, now time.Time) (int, error)
+}
+
+// InteractionTx is the write side, inside one Store.Update transaction; a
+// Store's Tx implements it.
+type InteractionTx interface {
+	Interaction(ctx context.Context, ref InteractionRef) (Interaction, error)
+	InsertInteraction(ctx context.Context, i Interaction) error
+	UpdateInteraction(ctx context.Context, i Interaction, from InteractionState) error
+	TurnInteractions(ctx context.Context, ws, sessionID, turnID string) ([]Interaction, error)
+	LatestTurn(ctx context.Context, ws, sessionID string) (Turn, error)
+	RuntimeOperation(ctx context.Context, ws, id string) (RuntimeOperation, error)
+	InsertRuntimeOperation(ctx context.Context, op RuntimeOperation) error
+	UpdateRuntimeOperation(ctx context.Context, op RuntimeOperation) error
+}
+
+// errNoInteractions: the store does not implement the interaction ports.
+var errNoInteractions = &Error{Code: CodeUnsupported, Reason: "store_without_interactions",
+	Message: "this server's store does not keep interactions yet"}
+
+// itx is tx's interaction writer, or errNoInteractions.
+func itx(tx Tx) (InteractionTx, error) {
+	if i, ok := tx.(InteractionTx); ok {
+		return i, nil
+	}
+	return nil, errNoInteractions
+}
+
+// InteractionResponder is the narrow runtime port that delivers a decided
+// answer to the provider request waiting for it. runtime/acp implements it
+// by answering the pending ACP session/request_permission call.
+//
+// RespondInteraction is idempotent per OperationID: a retried delivery never
+// reaches the provider twice. An error means the delivery state is not known
+// yet (the Host retries with backoff); a report is authoritative.
+type InteractionResponder interface {
+	RespondInteraction(ctx context.Context, d InteractionDelivery) (DeliveryReport, error)
+}
+
+// InteractionDelivery is one answer on its way to the provider.
+type InteractionDelivery struct {
+	Ref         InteractionRef
+	OperationID string
+	Kind        InteractionKind
+	Title       string
+	// Option is the chosen option as the agent offered it.
+	Option  InteractionOption
+	Payload []byte
+	// AnsweredBy is the display name of the person who decided.
+	AnsweredBy string
+}
+
+// DeliveryResult is the runtime's authoritative answer to a delivery.
+type DeliveryResult string
+
+const (
+	// DeliveryDelivered: the provider request received the answer.
+	DeliveryDelivered DeliveryResult = "delivered"
+	// DeliverySuperseded: the provider request no longer exists (the turn
+	// ended, was cancelled, or the agent process is gone); nobody can
+	// answer it any more.
+	DeliverySuperseded DeliveryResult = "superseded"
+)
+
+// DeliveryReport is what the runtime did with an answer. FollowUp is a
+// provider-neutral prompt the runtime asks the Host to submit once the
+// answered Turn is idle (after a denial the provider could not be told in
+// full); the runtime never dispatches it itself.
+type DeliveryReport struct {
+	Result   DeliveryResult
+	Reason   string
+	FollowUp *MessageContent
+}

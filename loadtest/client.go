@@ -1,0 +1,339 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// WireError is an operation's error answer.
+type WireError struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+func (e *WireError) Error() string { return e.Code + ": " + e.Message }
+
+// Event is one event frame.
+type Event struct {
+	Sub     string          `json:"sub"`
+	Epoch   string          `json:"epoch"`
+	Seq     int64           `json:"seq"`
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// frame is every server frame the harness reads.
+type frame struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	OK      bool            `json:"ok"`
+	Result  json.RawMessage `json:"result"`
+	Error   *WireError      `json:"error"`
+	Sub     string          `json:"sub"`
+	Epoch   string          `json:"epoch"`
+	Seq     int64           `json:"seq"`
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload"`
+	Reason  string          `json:"reason"`
+}
+
+// SubState is the seq bookkeeping of one subscription on one client:
+// events must arrive with seq = last+1 in the subscription's epoch.
+type SubState struct {
+	Name      string
+	Epoch     string
+	Seq       int64 // last applied
+	Active    bool
+	Recovered bool
+}
+
+// Client is one WebSocket connection speaking the Ensemble protocol.
+type Client struct {
+	ws      *websocket.Conn
+	nextID  atomic.Int64
+	onEvent func(ev *Event, at time.Time)
+
+	mu      sync.Mutex
+	pending map[string]*call
+	subs    map[string]*SubState
+	closed  bool
+	err     error
+
+	done chan struct{}
+
+	// Counters, read after the client is done or under no load.
+	Events     atomic.Int64
+	Gaps       atomic.Int64 // an event skipped at least one seq
+	Duplicates atomic.Int64 // an event with seq ≤ the last applied one
+	Stale      atomic.Int64 // events for a sub before its subscribe answer (allowed by the protocol; discarded)
+	EpochMoves atomic.Int64 // an event in another epoch than the subscription's
+}
+
+type call struct {
+	ch       chan frame
+	onResult func(raw json.RawMessage) // run on the reader goroutine before any later frame
+}
+
+// DialOptions tune Dial.
+type DialOptions struct {
+	// OnEvent is called on the reader goroutine for every in-sequence
+	// event; keep it fast.
+	OnEvent func(ev *Event, at time.Time)
+	// HTTPClient for the upgrade (nil: a shared client without timeouts).
+	HTTPClient *http.Client
+}
+
+// Dial connects to a replica at addr (host:port), authenticates with a
+// hello frame and waits for ready.
+func Dial(ctx context.Context, addr, token string, o DialOptions) (*Client, error) {
+	if err := CheckLoopback(addr); err != nil {
+		return nil, err
+	}
+	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/v1/ws", &websocket.DialOptions{
+		Subprotocols: []string{"ensemble.v1"}, HTTPClient: o.HTTPClient,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ws.SetReadLimit(16 << 20)
+	hello, _ := json.Marshal(map[string]string{"type": "hello", "token": token})
+	if err := ws.Write(ctx, websocket.MessageText, hello); err != nil {
+		ws.CloseNow()
+		return nil, err
+	}
+	_, data, err := ws.Read(ctx)
+	if err != nil {
+		ws.CloseNow()
+		return nil, err
+	}
+	var f frame
+	if err := json.Unmarshal(data, &f); err != nil || f.Type != "ready" {
+		ws.CloseNow()
+		if f.Error != nil {
+			return nil, f.Error
+		}
+		return nil, fmt.Errorf("expected ready, got %.200s", data)
+	}
+	c := &Client{ws: ws, onEvent: o.OnEvent, pending: map[string]*call{}, subs: map[string]*SubState{}, done: make(chan struct{})}
+	go c.readLoop()
+	return c, nil
+}
+
+func (c *Client) readLoop() {
+	defer close(c.done)
+	var err error
+	for {
+		var data []byte
+		_, data, err = c.ws.Read(context.Background())
+		if err != nil {
+			break
+		}
+		at := time.Now()
+		var f frame
+		if json.Unmarshal(data, &f) != nil {
+			continue
+		}
+		switch f.Type {
+		case "response":
+			c.mu.Lock()
+			cl := c.pending[f.ID]
+			delete(c.pending, f.ID)
+			c.mu.Unlock()
+			if cl != nil {
+				if f.OK && cl.onResult != nil {
+					cl.onResult(f.Result)
+				}
+				cl.ch <- f
+			}
+		case "event":
+			c.event(&Event{Sub: f.Sub, Epoch: f.Epoch, Seq: f.Seq, Kind: f.Kind, Payload: f.Payload}, at)
+		case "ping":
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = c.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
+			}()
+		case "unsubscribed":
+			c.mu.Lock()
+			if s := c.subs[f.Sub]; s != nil {
+				s.Active = false
+			}
+			c.mu.Unlock()
+		case "error":
+			if f.Error != nil {
+				err = f.Error
+			}
+		}
+	}
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.closed = true
+	pend := c.pending
+	c.pending = map[string]*call{}
+	c.mu.Unlock()
+	for _, cl := range pend {
+		cl.ch <- frame{Type: "closed"}
+	}
+}
+
+// event checks seq continuity and hands in-sequence events to onEvent.
+func (c *Client) event(ev *Event, at time.Time) {
+	c.Events.Add(1)
+	c.mu.Lock()
+	s := c.subs[ev.Sub]
+	if s == nil || !s.Active {
+		c.mu.Unlock()
+		c.Stale.Add(1)
+		return
+	}
+	switch {
+	case ev.Epoch != s.Epoch:
+		c.EpochMoves.Add(1)
+		c.mu.Unlock()
+		return
+	case ev.Seq <= s.Seq:
+		c.Duplicates.Add(1)
+		c.mu.Unlock()
+		return
+	case ev.Seq > s.Seq+1:
+		c.Gaps.Add(1)
+	}
+	s.Seq = ev.Seq
+	c.mu.Unlock()
+	if c.onEvent != nil {
+		c.onEvent(ev, at)
+	}
+}
+
+// ErrClosed is returned for calls on a closed connection.
+var ErrClosed = errors.New("connection closed")
+
+// Call runs one operation and decodes its result into out (may be nil).
+func (c *Client) Call(ctx context.Context, op string, input any, out any) error {
+	return c.call(ctx, op, input, out, nil)
+}
+
+func (c *Client) call(ctx context.Context, op string, input any, out any, onResult func(json.RawMessage)) error {
+	id := "r" + strconv.FormatInt(c.nextID.Add(1), 10)
+	b, err := json.Marshal(map[string]any{"type": "request", "id": id, "op": op, "input": input})
+	if err != nil {
+		return err
+	}
+	cl := &call{ch: make(chan frame, 1), onResult: onResult}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.pending[id] = cl
+	c.mu.Unlock()
+	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return err
+	}
+	select {
+	case f := <-cl.ch:
+		if f.Type == "closed" {
+			return ErrClosed
+		}
+		if !f.OK {
+			if f.Error == nil {
+				return errors.New("response without ok or error")
+			}
+			return f.Error
+		}
+		if out != nil {
+			return json.Unmarshal(f.Result, out)
+		}
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// SubscribeResult is subscribe's answer.
+type SubscribeResult struct {
+	Sub       string          `json:"sub"`
+	Epoch     string          `json:"epoch"`
+	Seq       int64           `json:"seq"`
+	Recovered bool            `json:"recovered"`
+	Snapshot  json.RawMessage `json:"snapshot"`
+}
+
+// Resume is a subscription's resume point.
+type Resume struct {
+	Epoch string `json:"epoch"`
+	Seq   int64  `json:"seq"`
+}
+
+// Subscribe subscribes to a session topic (sessionID != "") or the
+// workspace topic, optionally resuming. The subscription's seq state is set
+// on the reader goroutine before any later event is processed.
+func (c *Client) Subscribe(ctx context.Context, workspace, sessionID string, resume *Resume) (SubscribeResult, error) {
+	in := map[string]any{"workspace": workspace, "topic": "workspace"}
+	if sessionID != "" {
+		in["topic"], in["sessionId"] = "session", sessionID
+	}
+	if resume != nil {
+		in["resume"] = resume
+	}
+	var res SubscribeResult
+	err := c.call(ctx, "subscribe", in, &res, func(raw json.RawMessage) {
+		var r SubscribeResult
+		if json.Unmarshal(raw, &r) != nil {
+			return
+		}
+		c.mu.Lock()
+		c.subs[r.Sub] = &SubState{Name: r.Sub, Epoch: r.Epoch, Seq: r.Seq, Active: true, Recovered: r.Recovered}
+		c.mu.Unlock()
+	})
+	return res, err
+}
+
+// Sub returns a copy of a subscription's state.
+func (c *Client) Sub(name string) (SubState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.subs[name]
+	if !ok {
+		return SubState{}, false
+	}
+	return *s, true
+}
+
+// Done is closed when the connection is gone.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended (nil while open or on a clean close).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection normally.
+func (c *Client) Close() {
+	_ = c.ws.Close(websocket.StatusNormalClosure, "")
+}
+
+// Drop abandons the connection at once, without a close handshake (what a
+// network failure looks like to the server).
+func (c *Client) Drop() { _ = c.ws.CloseNow() }

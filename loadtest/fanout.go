@@ -1,0 +1,345 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/auth"
+)
+
+// shards spreads concurrent recording over several histograms.
+type shards [16]*Latency
+
+func newShards() *shards {
+	var s shards
+	for i := range s {
+		s[i] = NewLatency()
+	}
+	return &s
+}
+
+func (s *shards) at(i int) *Latency { return s[i%len(s)] }
+
+func (s *shards) merged() *Latency {
+	l := NewLatency()
+	for _, x := range s {
+		l.Merge(x)
+	}
+	return l
+}
+
+// watcherState is one fanout watcher's view, touched only on its reader
+// goroutine.
+type watcherState struct {
+	seen    map[string]int // message id → text length received
+	chunks  int64
+	missing int64 // deltas that skipped text (filled by a later message_update)
+}
+
+type deltaPayload struct {
+	MessageID string `json:"messageId"`
+	Offset    int    `json:"offset"`
+	Text      string `json:"text"`
+}
+
+type messagePayload struct {
+	Message wireMessage `json:"message"`
+}
+
+type summaryPayload struct {
+	Session struct {
+		UpdatedAt time.Time `json:"updatedAt"`
+	} `json:"session"`
+}
+
+// fanout: W workspaces × N watchers over the replicas; P sessions per
+// workspace stream stamped sim answers. Measures agent-emission → watcher
+// per chunk, commit → watcher per complete object, and the same load shape
+// on the bare broadcast server.
+func (r *runner) fanout(ctx context.Context) *Result {
+	c := r.cfg
+	res := &Result{Name: "fanout"}
+	res.param("replicas", len(r.addrs))
+	res.param("workspaces", c.Workspaces)
+	res.param("watchers/workspace", c.Watchers)
+	res.param("sessions/workspace", c.Sessions)
+	res.param("chunk interval", c.Rate.String())
+	res.param("words/answer", c.Words)
+	var phase atomic.Value
+	phase.Store("connecting")
+	var connected atomic.Int64
+	chunkLat, commitLat := newShards(), newShards()
+	delivered, frames := NewTimeline(), NewTimeline()
+	r.progress.set(func() string {
+		s := chunkLat.at(0).Summary()
+		return fmt.Sprintf("fanout %s: %d conns, %d chunks delivered, p99 (1 shard) %.2f ms", phase.Load(), connected.Load(), delivered.Total(), s.P99)
+	})
+
+	// Drivers: one per session, on the replica that will run its agent.
+	type sess struct {
+		ws, id string
+		d      *driver
+	}
+	var sessions []sess
+	var drivers []*driver
+	defer func() {
+		for _, d := range drivers {
+			d.c.Close()
+		}
+	}()
+	for i := range c.Workspaces {
+		ws := r.workspace("f", i)
+		for k := range c.Sessions {
+			d, err := newDriver(ctx, r.addr(i*c.Sessions+k), r.token("lt-driver", auth.RoleMember, ws))
+			if err != nil {
+				res.Skipped = "driver connection failed: " + err.Error()
+				return res
+			}
+			drivers = append(drivers, d)
+			sid, err := d.createSession(ctx, ws)
+			if err != nil {
+				res.Skipped = err.Error()
+				return res
+			}
+			sessions = append(sessions, sess{ws, sid, d})
+		}
+	}
+
+	// Watchers: subscribe to every session of their workspace.
+	var missing atomic.Int64
+	watchers, err := dialMany(ctx, c.Workspaces*c.Watchers, 16, &connected, func(ctx context.Context, n int) (*Client, error) {
+		wi := n / c.Watchers
+		ws := r.workspace("f", wi)
+		st := &watcherState{seen: map[string]int{}}
+		cl := chunkLat.at(n)
+		ml := commitLat.at(n)
+		on := func(ev *Event, at time.Time) {
+			frames.AddAt(at, 1)
+			stamp := func(ns int64) {
+				cl.Record(at.Sub(time.Unix(0, ns)))
+				st.chunks++
+			}
+			var got int
+			switch ev.Kind {
+			case "message_delta":
+				var p deltaPayload
+				if json.Unmarshal(ev.Payload, &p) != nil {
+					return
+				}
+				seen := st.seen[p.MessageID]
+				end := p.Offset + len(p.Text)
+				switch {
+				case p.Offset > seen:
+					st.missing++
+					missing.Add(1)
+				case end > seen:
+					got = forStamps(p.Text[seen-p.Offset:], stamp)
+					st.seen[p.MessageID] = end
+				}
+			case "message_update":
+				var p messagePayload
+				if json.Unmarshal(ev.Payload, &p) != nil {
+					return
+				}
+				ml.Record(at.Sub(p.Message.UpdatedAt))
+				if p.Message.Role == "agent" {
+					t := p.Message.Content.Text
+					if seen := st.seen[p.Message.ID]; len(t) > seen {
+						got = forStamps(t[seen:], stamp)
+						st.seen[p.Message.ID] = len(t)
+					}
+				}
+			case "turn_update":
+				var p turnPayload
+				if json.Unmarshal(ev.Payload, &p) == nil {
+					ml.Record(at.Sub(p.Turn.UpdatedAt))
+				}
+			case "session_summary":
+				var p summaryPayload
+				if json.Unmarshal(ev.Payload, &p) == nil {
+					ml.Record(at.Sub(p.Session.UpdatedAt))
+				}
+			}
+			if got > 0 {
+				delivered.AddAt(at, int64(got))
+			}
+		}
+		cli, err := Dial(ctx, r.addr(n), r.token(fmt.Sprintf("lt-watcher-%d", n), auth.RoleViewer, ws), DialOptions{OnEvent: on})
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range sessions {
+			if s.ws != ws {
+				continue
+			}
+			if _, err := cli.Subscribe(ctx, ws, s.id, nil); err != nil {
+				cli.Drop()
+				return nil, err
+			}
+		}
+		return cli, nil
+	})
+	defer func() {
+		for _, w := range watchers {
+			if w != nil {
+				w.Drop()
+			}
+		}
+	}()
+	if err != nil {
+		res.Skipped = "watchers could not connect: " + err.Error()
+		return res
+	}
+
+	// Stream: each session submits stamped answers back to back.
+	phase.Store("streaming")
+	delivered.Restart()
+	frames.Restart()
+	var turns, submitErrors atomic.Int64
+	errCodes := newCodeCounter()
+	start := time.Now()
+	deadline := start.Add(c.Duration)
+	turnTimeout := time.Duration(c.Words)*c.Rate*4 + 30*time.Second
+	var wg sync.WaitGroup
+	for si, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+				text := fmt.Sprintf("/sim words=%d rate=%s stamp\nfanout load %d", c.Words, c.Rate, n)
+				tctx, cancel := context.WithTimeout(ctx, turnTimeout)
+				tid, err := s.d.submit(tctx, s.ws, s.id, fmt.Sprintf("lt-%s-f-%d-%d", r.id, si, n), text)
+				if err == nil {
+					err = s.d.wait(tctx, tid)
+				}
+				cancel()
+				if err != nil {
+					submitErrors.Add(1)
+					errCodes.add(err)
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				turns.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	phase.Store("draining")
+	// Let the last events reach every watcher.
+	canonical := int64(0)
+	for _, s := range sessions {
+		ms, err := s.d.messages(ctx, s.ws, s.id)
+		if err != nil {
+			res.note("message.list failed: %v", err)
+			continue
+		}
+		for _, m := range ms {
+			if m.Role == "agent" {
+				canonical += int64(forStamps(m.Content.Text, nil))
+			}
+		}
+	}
+	want := canonical * int64(c.Watchers)
+	for end := time.Now().Add(10 * time.Second); delivered.Total() < want && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+
+	res.Seconds = elapsed.Seconds()
+	ens := res.series("Ensemble chunk: agent emission → watcher", false, chunkLat.merged(), delivered, elapsed.Seconds(), "chunks")
+	res.series("Ensemble commit → watcher (updatedAt, ms resolution)", false, commitLat.merged(), frames, elapsed.Seconds(), "frames")
+	var gaps, dups, epochs int64
+	for _, w := range watchers {
+		gaps += w.Gaps.Load()
+		dups += w.Duplicates.Load()
+		epochs += w.EpochMoves.Load()
+	}
+	res.count("turns", turns.Load())
+	res.count("chunks emitted (canonical)", canonical)
+	res.count("chunk deliveries expected", want)
+	res.count("chunk deliveries", delivered.Total())
+	res.count("frames delivered", frames.Total())
+	res.count("submit errors", submitErrors.Load())
+	if s := errCodes.String(); s != "" {
+		res.count("error codes", s)
+	}
+	res.count("gaps", gaps)
+	res.count("duplicates", dups)
+	res.count("epoch changes", epochs)
+	res.count("deltas past the known text", missing.Load())
+	res.check("no gaps or duplicates", gaps == 0 && dups == 0 && epochs == 0, "%d gaps, %d duplicates, %d epoch changes", gaps, dups, epochs)
+	res.check("every chunk reached every watcher once", delivered.Total() == want && want > 0,
+		"%d deliveries for %d canonical chunks × %d watchers = %d", delivered.Total(), canonical, c.Watchers, want)
+	res.note("Chunk latency: the sim agent appends its wall-clock time to each chunk (/sim stamp) just before sending it over ACP; the watcher subtracts it from the time its read returned. It covers ACP, the durable write, the bus, the hub's reread, encoding and the WebSocket hop. Both ends use this machine's clock.")
+	res.note("Commit latency: receive time minus the object's updatedAt, which the Host sets (truncated to the millisecond) just before the write commits — so it is coarse and slightly pessimistic.")
+
+	// The same shape on the bare broadcast server.
+	if r.ref != nil {
+		phase.Store("reference")
+		refLat, refTL := r.refFanout(ctx, &connected, res)
+		if refLat != nil {
+			ref := res.series("bare coder/websocket broadcast", true, refLat, refTL, c.Duration.Seconds(), "chunks")
+			res.ratio("p50 chunk latency", ens.Latency.P50, ref.Latency.P50, "ms", "bare broadcast p50")
+			res.ratio("p99 chunk latency", ens.Latency.P99, ref.Latency.P99, "ms", "bare broadcast p99")
+			res.ratio("p99.9 chunk latency", ens.Latency.P999, ref.Latency.P999, "ms", "bare broadcast p99.9")
+			res.ratio("chunks delivered/s", ens.Throughput, ref.Throughput, "chunks/s", "bare broadcast, same shape")
+			ratio := ens.Latency.P99 / ref.Latency.P99
+			res.Targets = append(res.Targets, Target{Name: "fanout p99", Goal: "chunk→watcher p99 within 2× the bare broadcast server's p99 (issue: across 2 replicas via Redis)",
+				Measured: fmt.Sprintf("%.2f ms vs %.2f ms = %.2f× (%d replica(s), %s bus)", ens.Latency.P99, ref.Latency.P99, ratio, len(r.addrs), r.rep.Setup.Bus),
+				Met:      ratio <= 2})
+		}
+	}
+	if rb := r.refs["redis"]; rb != nil && rb.Value > 0 && len(r.addrs) > 1 {
+		res.ratio("chunk commits/s vs Redis PUBLISH/s", float64(canonical)/elapsed.Seconds(), rb.Value, "/s", "redis-benchmark PUBLISH (the bus's ceiling)")
+	}
+	return res
+}
+
+// refFanout runs the fanout shape on the reference server.
+func (r *runner) refFanout(ctx context.Context, connected *atomic.Int64, res *Result) (*Latency, *Timeline) {
+	c := r.cfg
+	lat := newShards()
+	tl := NewTimeline()
+	var gaps, dups atomic.Int64
+	prefix := "fan-" + r.id + "-"
+	connected.Store(0)
+	clients, err := dialMany(ctx, c.Workspaces*c.Watchers, 16, connected, func(ctx context.Context, n int) (*refClient, error) {
+		l := lat.at(n)
+		return dialRef(ctx, r.ref.Addr, fmt.Sprintf("%s%d", prefix, n/c.Watchers), &gaps, &dups, func(text string, at time.Time) {
+			tl.AddAt(at, int64(forStamps(text, func(ns int64) { l.Record(at.Sub(time.Unix(0, ns))) })))
+		})
+	})
+	defer func() {
+		for _, cl := range clients {
+			if cl != nil {
+				cl.ws.CloseNow()
+			}
+		}
+	}()
+	if err != nil {
+		res.note("reference fanout: %v", err)
+		return nil, nil
+	}
+	tl.Restart()
+	if err := startPublishers(ctx, r.ref.Addr, prefix, c.Workspaces, c.Sessions, c.Rate, c.Duration); err != nil {
+		res.note("reference fanout: %v", err)
+		return nil, nil
+	}
+	select {
+	case <-time.After(c.Duration + 500*time.Millisecond):
+	case <-ctx.Done():
+	}
+	res.count("reference gaps", gaps.Load())
+	res.count("reference duplicates", dups.Load())
+	res.count("reference chunk deliveries", tl.Total())
+	return lat.merged(), tl
+}

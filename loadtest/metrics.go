@@ -1,0 +1,82 @@
+package loadtest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Metrics are the process figures read from a server's /metrics.
+type Metrics struct {
+	HeapInuse  float64 // go_memstats_heap_inuse_bytes
+	RSS        float64 // process_resident_memory_bytes
+	CPUSeconds float64 // process_cpu_seconds_total
+	Goroutines float64 // go_goroutines
+	Conns      float64 // ensemble_ws_connections
+	At         time.Time
+}
+
+// ScrapeMetrics reads the Prometheus text of http://addr/metrics.
+func ScrapeMetrics(ctx context.Context, addr string) (Metrics, error) {
+	if err := CheckLoopback(addr); err != nil {
+		return Metrics{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return Metrics{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Metrics{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Metrics{}, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	m := Metrics{At: time.Now()}
+	want := map[string]*float64{
+		"go_memstats_heap_inuse_bytes":  &m.HeapInuse,
+		"process_resident_memory_bytes": &m.RSS,
+		"process_cpu_seconds_total":     &m.CPUSeconds,
+		"go_goroutines":                 &m.Goroutines,
+		"ensemble_ws_connections":       &m.Conns,
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		if p := want[name]; p != nil {
+			if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+				*p = v
+			}
+		}
+	}
+	return m, sc.Err()
+}
+
+// procMetrics reads RSS and CPU of a local process from /proc, for
+// processes without /metrics (the reference server reports its own).
+func procRSS(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
