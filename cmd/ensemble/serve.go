@@ -18,7 +18,6 @@ import (
 	"github.com/ensemble-dev/ensemble/runtime/acp"
 	"github.com/ensemble-dev/ensemble/runtime/sim"
 	"github.com/ensemble-dev/ensemble/server"
-	"github.com/ensemble-dev/ensemble/sqlite"
 	"github.com/ensemble-dev/ensemble/web"
 )
 
@@ -40,7 +39,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	f := newFlags("serve", serveSummary, stderr)
 	addr := f.string("addr", "ENSEMBLE_ADDR", "127.0.0.1:8080", "HTTP listen address")
 	dataDir := f.string("data-dir", "ENSEMBLE_DATA_DIR", "./ensemble-data", "directory for the embedded SQLite database and the local secret")
-	dbURL := f.string("database-url", "ENSEMBLE_DATABASE_URL", "", "canonical store: empty for embedded SQLite in the data dir, or sqlite://PATH")
+	dbURL := f.string("database-url", "ENSEMBLE_DATABASE_URL", "", "canonical store: empty for embedded SQLite in the data dir, sqlite://PATH, or postgres://… (PostgreSQL)")
 	redisURL := f.string("redis-url", "ENSEMBLE_REDIS_URL", "", "Redis URL for cluster mode (empty: single replica with the in-process bus)")
 	agent := f.string("agent", "ENSEMBLE_AGENT", "sim", `agent: "sim" for the built-in simulator, or an ACP agent command line (split on whitespace; use a wrapper script for quoting)`)
 	replica := f.string("replica-id", "ENSEMBLE_REPLICA_ID", "", "replica name in logs and metrics (default: the host name)")
@@ -80,15 +79,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	path, err := sqlitePath(c.dbURL, c.dataDir)
+	storeChoice, err := selectStore(c.dbURL, c.dataDir)
 	if err != nil {
 		return err
 	}
-	store, err := sqlite.Open(ctx, path, sqlite.Options{NoMigrate: c.noMigrate, Logger: log})
+	store, err := openStore(ctx, storeChoice, c.noMigrate, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	log.Info("canonical store", "store", storeChoice)
 
 	key, err := signingSecret(c.jwtSecret, c.dataDir)
 	if err != nil {
