@@ -19,6 +19,12 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 		in.Wait = MaxCancelWait
 	}
 	ref := TurnRef{WorkspaceID: in.WorkspaceID, SessionID: in.SessionID, TurnID: in.TurnID}
+	// Only the owner's runtime can stop the Turn: forward to it.
+	if owner, mine, err := h.ownSession(ctx, in.WorkspaceID, in.SessionID, in.TurnID); err != nil {
+		return CancelResult{}, err
+	} else if !mine {
+		return h.forwardCancelTurn(ctx, owner, in)
+	}
 	var t Turn
 	var settledNow bool
 	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
@@ -34,16 +40,6 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 			return nil // idempotent: the first intent (or the terminal) stands
 		}
 		t.CancelRequested, t.UpdatedAt = true, h.nowUTC()
-		// ACP: cancelling a prompt answers its pending permission requests
-		// "cancelled"; the canonical interactions say so at once.
-		if err := endInteractions(ctx, tx, t, InteractionCanceled, ResolutionTurnCanceled, t.UpdatedAt); err != nil {
-			return err
-		}
-		tf, err := treeFact(ctx, tx, s)
-		if err != nil {
-			return err
-		}
-		emit(tf)
 		if t.Phase == PhaseQueued {
 			// Not dispatched yet: the provider never saw it, so cancel is exact.
 			now := t.UpdatedAt
@@ -64,7 +60,6 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 	}
 	if settledNow {
 		h.notifySettled(t.ID)
-		h.wakeOps()
 	}
 	res := CancelResult{IntentAccepted: t.CancelRequested, Settled: t.Settled(), Turn: t}
 	if t.Settled() {

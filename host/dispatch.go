@@ -17,6 +17,12 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), acceptanceTimeout)
 	defer cancel()
 	ref := TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
+	if _, mine, err := h.ownSession(ctx, s.WorkspaceID, s.ID, t.ID); err != nil || !mine {
+		if err == nil {
+			err = &Error{Code: CodeUnavailable, Reason: "stale_owner", Message: "another replica owns this session"}
+		}
+		return h.failBeforeDispatch(ctx, ref, provisional, err)
+	}
 
 	start, err := h.runtime.Start(ctx, StartRequest{
 		WorkspaceID: s.WorkspaceID, SessionID: s.ID,
@@ -27,6 +33,9 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 		return h.failBeforeDispatch(ctx, ref, provisional, err)
 	}
 	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		if err := h.checkOwner(ctx, tx, ref.WorkspaceID, ref.SessionID); err != nil {
+			return err
+		}
 		cur, err := tx.Turn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
 		if err != nil {
 			return err
@@ -101,9 +110,7 @@ func (h *Host) failBeforeDispatch(ctx context.Context, ref TurnRef, provisional 
 		code = CodeUnavailable
 	}
 	if provisional {
-		err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-			// A deleted root wakes its whole tree (empty root turn).
-			emit(Fact{WorkspaceID: ref.WorkspaceID, Kind: FactInteractionTreeDirty, SessionID: ref.SessionID})
+		err := h.store.Update(ctx, func(tx Tx) error {
 			return tx.DeleteProvisionalSession(ctx, ref.WorkspaceID, ref.SessionID)
 		})
 		if err != nil {

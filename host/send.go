@@ -37,6 +37,15 @@ func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) 
 		unlock()
 		return SendResult{}, storeErr(err, "submit claim")
 	}
+	// The replica that owns the session's runtime runs the submission; a
+	// dead owner's session is taken over (and recovered) first.
+	if owner, mine, err := h.ownSession(ctx, in.WorkspaceID, in.SessionID, ""); err != nil || !mine {
+		unlock()
+		if err != nil {
+			return SendResult{}, err
+		}
+		return h.forwardSend(ctx, owner, in)
+	}
 
 	var sess Session
 	var turn Turn
@@ -45,10 +54,6 @@ func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) 
 		s, err := visibleSession(ctx, tx, in.WorkspaceID, in.SessionID)
 		if err != nil {
 			return err
-		}
-		if s.ParentID != "" {
-			return &Error{Code: CodeUnsupported, Reason: "subagent_session",
-				Message: "a sub-agent session is driven by its parent session's agent; prompt the parent session"}
 		}
 		if _, err := tx.Claim(ctx, in.WorkspaceID, in.ClientSubmitID); err == nil {
 			return errClaimExists
@@ -125,12 +130,8 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 	if err := tx.UpdateSession(ctx, s); err != nil {
 		return s, turn, claim, err
 	}
-	tf, err := treeFact(ctx, tx, s)
-	if err != nil {
-		return s, turn, claim, err
-	}
 	emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID, TurnID: turn.ID},
-		Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion}, tf)
+		Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion})
 	return s, turn, claim, nil
 }
 

@@ -50,6 +50,9 @@ func (k *turnSink) Accepted(ctx context.Context, providerSessionID, providerTurn
 	}
 	var cancelAfter bool
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		if err := k.h.checkOwner(ctx, tx, k.ref.WorkspaceID, k.ref.SessionID); err != nil {
+			return err // fenced: another replica took the session over
+		}
 		t, err := tx.Turn(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
 		if err != nil {
 			return err
@@ -107,6 +110,9 @@ func (k *turnSink) Output(ctx context.Context, ev OutputEvent) error {
 		return Errorf(CodeInternal, "output without a message key")
 	}
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		if err := k.h.checkOwner(ctx, tx, k.ref.WorkspaceID, k.ref.SessionID); err != nil {
+			return err // fenced: another replica took the session over
+		}
 		t, err := tx.Turn(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
 		if err != nil {
 			return err
