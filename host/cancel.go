@@ -40,6 +40,16 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 			return nil // idempotent: the first intent (or the terminal) stands
 		}
 		t.CancelRequested, t.UpdatedAt = true, h.nowUTC()
+		// ACP: cancelling a prompt answers its pending permission requests
+		// "cancelled"; the canonical interactions say so at once.
+		if err := endInteractions(ctx, tx, t, InteractionCanceled, ResolutionTurnCanceled, t.UpdatedAt); err != nil {
+			return err
+		}
+		tf, err := treeFact(ctx, tx, s)
+		if err != nil {
+			return err
+		}
+		emit(tf)
 		if t.Phase == PhaseQueued {
 			// Not dispatched yet: the provider never saw it, so cancel is exact.
 			now := t.UpdatedAt
@@ -60,6 +70,7 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 	}
 	if settledNow {
 		h.notifySettled(t.ID)
+		h.wakeOps()
 	}
 	res := CancelResult{IntentAccepted: t.CancelRequested, Settled: t.Settled(), Turn: t}
 	if t.Settled() {

@@ -110,7 +110,9 @@ func (h *Host) failBeforeDispatch(ctx context.Context, ref TurnRef, provisional 
 		code = CodeUnavailable
 	}
 	if provisional {
-		err := h.store.Update(ctx, func(tx Tx) error {
+		err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+			// A deleted root wakes its whole tree (empty root turn).
+			emit(Fact{WorkspaceID: ref.WorkspaceID, Kind: FactInteractionTreeDirty, SessionID: ref.SessionID})
 			return tx.DeleteProvisionalSession(ctx, ref.WorkspaceID, ref.SessionID)
 		})
 		if err != nil {

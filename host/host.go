@@ -26,6 +26,13 @@ type Config struct {
 	// path missed; RelayDelay how old a fact must be before it does.
 	RelayInterval time.Duration
 	RelayDelay    time.Duration
+	// Responder delivers interaction answers to the runtime; by default the
+	// Runtime itself when it implements InteractionResponder.
+	Responder InteractionResponder
+	// ReplicaID names this replica in runtime-operation leases. At startup
+	// Recover requeues the operations a previous process of the same
+	// replica had leased. Default "local".
+	ReplicaID string
 }
 
 // Host is the application core. One long-lived Host per process.
@@ -49,6 +56,12 @@ type Host struct {
 	pubMu     sync.Mutex
 	published map[int64]bool
 
+	responder InteractionResponder
+	istore    InteractionStore // nil: the store keeps no interactions
+	replica   string
+	// opsWake nudges the runtime-operation worker (non-blocking, size 1).
+	opsWake chan struct{}
+
 	ready chan struct{}
 	once  sync.Once
 }
@@ -65,6 +78,16 @@ func New(cfg Config) *Host {
 		settleCh:  map[string]chan struct{}{},
 		published: map[int64]bool{},
 		ready:     make(chan struct{}),
+		responder: cfg.Responder,
+		replica:   cfg.ReplicaID,
+		opsWake:   make(chan struct{}, 1),
+	}
+	if h.responder == nil {
+		h.responder, _ = cfg.Runtime.(InteractionResponder)
+	}
+	h.istore, _ = cfg.Store.(InteractionStore)
+	if h.replica == "" {
+		h.replica = "local"
 	}
 	if h.log == nil {
 		h.log = slog.Default()

@@ -10,8 +10,28 @@ import (
 // execution_status_unknown; prepared submit claims stay prepared and are
 // never redispatched. A record that cannot be processed is quarantined and
 // reported; only a failure to persist that quarantine fails recovery.
+//
+// Durable runtime operations are recovered first, before any stale turn is
+// settled: the operations a previous process of this replica had leased
+// are requeued, and every due delivery is attempted once, so the runtime
+// (not the turn settlement) decides whether each answered provider request
+// still exists. Follow-up prompts wait for the worker (Run).
 func (h *Host) Recover(ctx context.Context) (RecoveryReport, error) {
 	var rep RecoveryReport
+	if h.istore != nil {
+		n, err := h.istore.RequeueRuntimeOperations(ctx, h.replica, h.now())
+		if err != nil {
+			return rep, fmt.Errorf("recovery: requeue runtime operations: %w", err)
+		}
+		rep.RequeuedOperations = n
+	}
+	ran, badOps, err := h.processDue(ctx, false)
+	rep.Quarantined = append(rep.Quarantined, badOps...)
+	if err != nil {
+		return rep, fmt.Errorf("recovery: runtime operations: %w", err)
+	}
+	rep.RecoveredOperations = ran
+
 	turns, bad, err := h.store.UnsettledTurns(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("recovery scan: %w", err)

@@ -55,6 +55,10 @@ func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) 
 		if err != nil {
 			return err
 		}
+		if s.ParentID != "" {
+			return &Error{Code: CodeUnsupported, Reason: "subagent_session",
+				Message: "a sub-agent session is driven by its parent session's agent; prompt the parent session"}
+		}
 		if _, err := tx.Claim(ctx, in.WorkspaceID, in.ClientSubmitID); err == nil {
 			return errClaimExists
 		} else if !errors.Is(err, ErrNotFound) {
@@ -130,8 +134,12 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 	if err := tx.UpdateSession(ctx, s); err != nil {
 		return s, turn, claim, err
 	}
+	tf, err := treeFact(ctx, tx, s)
+	if err != nil {
+		return s, turn, claim, err
+	}
 	emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID, TurnID: turn.ID},
-		Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion})
+		Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion}, tf)
 	return s, turn, claim, nil
 }
 
