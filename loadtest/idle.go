@@ -46,7 +46,8 @@ func (r *runner) idle(ctx context.Context) *Result {
 		sids = append(sids, sid)
 	}
 	d.c.Close()
-	time.Sleep(2 * time.Second) // let the driver's connection go
+	settle := min(3*time.Second, max(500*time.Millisecond, c.IdleWindow/2))
+	time.Sleep(settle) // let the driver's connection go
 	before, err := ScrapeMetrics(ctx, addr)
 	if err != nil {
 		res.Skipped = "cannot read /metrics: " + err.Error()
@@ -83,7 +84,7 @@ func (r *runner) idle(ctx context.Context) *Result {
 		return res
 	}
 	phase.Store("settling")
-	time.Sleep(3 * time.Second)
+	time.Sleep(settle)
 	mid, err := ScrapeMetrics(ctx, addr)
 	if err != nil {
 		res.Skipped = "cannot read /metrics: " + err.Error()
@@ -134,7 +135,7 @@ func (r *runner) idle(ctx context.Context) *Result {
 			res.ratio("Go heap per connection", heap, rh, "bytes", "bare coder/websocket server")
 		}
 	}
-	res.note("Per connection = (after − before) ÷ connections, read from the server's own /metrics (process_resident_memory_bytes, go_memstats_heap_inuse_bytes) %s after the last connection subscribed; the Go runtime returns memory lazily, so RSS is an upper bound.", (3*time.Second + c.IdleWindow).String())
+	res.note("Per connection = (after − before) ÷ connections, read from the server's own /metrics (process_resident_memory_bytes, go_memstats_heap_inuse_bytes) %s after the last connection subscribed; the Go runtime returns memory lazily, so RSS is an upper bound.", (settle + c.IdleWindow).String())
 	return res
 }
 
@@ -173,7 +174,7 @@ func (r *runner) refIdle(ctx context.Context, n int, connected *atomic.Int64, re
 		res.note("reference idle: %v", err)
 		return
 	}
-	time.Sleep(3*time.Second + r.cfg.IdleWindow)
+	time.Sleep(min(3*time.Second, max(500*time.Millisecond, r.cfg.IdleWindow/2)) + r.cfg.IdleWindow)
 	after, err := ScrapeMetrics(ctx, r.ref.Addr)
 	if err != nil {
 		res.note("reference idle: %v", err)

@@ -53,8 +53,9 @@ type Config struct {
 	BackoffBase      time.Duration
 	BackoffCap       time.Duration
 
-	// NoReferences skips redis-benchmark, pgbench and the bare server.
-	NoReferences bool
+	// NoReferences skips redis-benchmark, pgbench and the bare server;
+	// NoExternal only redis-benchmark and pgbench.
+	NoReferences, NoExternal bool
 	// RedisBenchURL is where redis-benchmark runs (default RedisURL or
 	// redis://127.0.0.1:6379). PgbenchURL is the database pgbench uses
 	// (created and initialised when missing).
@@ -225,8 +226,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.rep.Setup = Setup{Replicas: len(r.addrs), Targets: r.addrs, Spawned: len(r.replicas) > 0,
 		Store: storeName(cfg.DatabaseURL, len(r.replicas) > 0), Bus: busName(cfg.RedisURL, len(r.replicas) > 0)}
 
-	if !cfg.NoReferences {
+	if !cfg.NoReferences && !cfg.NoExternal {
 		r.externalReferences(ctx)
+	}
+	if !cfg.NoReferences {
 		ref, err := StartReference(ctx, cfg.Binary)
 		if err != nil {
 			r.rep.Notes = append(r.rep.Notes, "reference server did not start: "+err.Error())

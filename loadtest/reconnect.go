@@ -133,34 +133,32 @@ func (r *runner) reconnect(ctx context.Context) *Result {
 	}
 	time.Sleep(2 * time.Second)
 
-	// Drop everyone at once.
+	// Drop everyone at once; each client then reads its resume point
+	// (the last event it applied) and reconnects on its own.
 	phase.Store("reconnecting")
-	t0 := time.Now()
-	for _, cl := range first {
-		cl.Drop()
-	}
 	type point struct {
 		name string
 		st   SubState
 	}
 	resume := make([]point, n)
-	for i, cl := range first {
-		<-cl.Done()
-		for _, name := range []string{"session:" + ws + "/" + sids[i%nSess]} {
-			st, _ := cl.Sub(name)
-			resume[i] = point{name, st}
-		}
-	}
 	lat := NewLatency()
 	tl := NewTimeline()
 	var recovered, snapshots, unresynced atomic.Int64
 	second := make([]*Client, n)
+	t0 := time.Now()
+	for _, cl := range first {
+		cl.Drop()
+	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			<-first[i].Done()
+			name := "session:" + ws + "/" + sids[i%nSess]
+			st, _ := first[i].Sub(name)
+			resume[i] = point{name, st}
 			for attempt := 0; ; attempt++ {
 				select {
 				case <-time.After(backoff(attempt, c.BackoffBase, c.BackoffCap)):
@@ -174,8 +172,8 @@ func (r *runner) reconnect(ctx context.Context) *Result {
 					continue
 				}
 				var rs *Resume
-				if p := resume[i]; p.st.Epoch != "" {
-					rs = &Resume{Epoch: p.st.Epoch, Seq: p.st.Seq}
+				if st.Epoch != "" {
+					rs = &Resume{Epoch: st.Epoch, Seq: st.Seq}
 				}
 				sr, err := cl.Subscribe(rctx, ws, sids[i%nSess], rs)
 				if err != nil {

@@ -50,7 +50,8 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rcClients := f.Int("reconnect-clients", d.ReconnectClients, "reconnect: clients")
 	base := f.Duration("backoff-base", d.BackoffBase, "reconnect: full-jitter backoff base")
 	backoffCap := f.Duration("backoff-cap", d.BackoffCap, "reconnect: full-jitter backoff cap")
-	noRefs := f.Bool("no-references", false, "skip the reference measurements")
+	noRefs := f.Bool("no-references", false, "skip every reference measurement")
+	noExternal := f.Bool("no-external", false, "skip only redis-benchmark and pgbench (keep the bare broadcast server)")
 	pgbenchURL := f.String("pgbench-url", d.PgbenchURL, "database for the pgbench -N reference (created and initialised when missing)")
 	profiles := f.String("profile-dir", "", "with spawned replicas: save a CPU profile of replica 1 during fanout and a heap profile after idle (needs --pprof-addr support)")
 	out := f.String("out", "loadtest-report", "directory for report.json, report.md and report.svg")
@@ -61,7 +62,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cfg := loadtest.Config{Spawn: *replicas, DatabaseURL: *dbURL, RedisURL: *redisURL, Duration: *duration, MaxTime: *maxTime,
 		Workspaces: *workspaces, Watchers: *watchers, Sessions: *sessions, Rate: *rate, Words: *words,
 		IdleConns: *idleConns, IdleWindow: *idleWindow, ReconnectClients: *rcClients, BackoffBase: *base, BackoffCap: *backoffCap,
-		NoReferences: *noRefs, PgbenchURL: *pgbenchURL, ProfileDir: *profiles,
+		NoReferences: *noRefs, NoExternal: *noExternal, PgbenchURL: *pgbenchURL, ProfileDir: *profiles,
 		Command: "ensemble loadtest " + strings.Join(args, " ")}
 	for _, s := range strings.Split(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {

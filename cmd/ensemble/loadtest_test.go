@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// One short `ensemble loadtest` against replicas it spawns itself, with
+// small counts: every scenario runs, its invariants hold, and the counts add
+// up. No timing is asserted.
+func TestLoadtestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns servers")
+	}
+	out := t.TempDir()
+	args := []string{"loadtest", "--quiet", "--no-external", "--out", out,
+		"--duration", "1s", "--max-time", "3m",
+		"--workspaces", "2", "--watchers", "3", "--sessions", "1", "--words", "12", "--rate", "5ms",
+		"--idle-conns", "40", "--idle-window", "1s",
+		"--submit-concurrency", "1,2",
+		"--reconnect-clients", "40", "--backoff-base", "20ms", "--backoff-cap", "500ms"}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ensembleBinary(t), args...)
+	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ensemble loadtest: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	for _, f := range []string{"report.md", "report.svg"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	if !strings.Contains(stdout.String(), "## fanout") {
+		t.Errorf("the Markdown report was not printed:\n%s", stdout.String())
+	}
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Scenarios []struct {
+			Name    string
+			Skipped string
+			Counts  []struct {
+				Name  string
+				Value any
+			}
+			Checks []struct {
+				Name string
+				OK   bool
+				Info string
+			}
+			Series []struct {
+				Name      string
+				Reference bool
+				Latency   struct{ Count int64 }
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	got := map[string]bool{}
+	for _, s := range rep.Scenarios {
+		got[s.Name] = true
+		counts := map[string]float64{}
+		for _, c := range s.Counts {
+			if v, ok := c.Value.(float64); ok {
+				counts[c.Name] = v
+			}
+		}
+		if s.Name == "approve" {
+			continue // runs only once the server supports interaction.respond
+		}
+		if s.Skipped != "" {
+			t.Errorf("%s skipped: %s", s.Name, s.Skipped)
+			continue
+		}
+		for _, c := range s.Checks {
+			if !c.OK {
+				t.Errorf("%s: check %q failed: %s", s.Name, c.Name, c.Info)
+			}
+		}
+		refSeries := false
+		for _, x := range s.Series {
+			refSeries = refSeries || x.Reference
+		}
+		switch s.Name {
+		case "fanout":
+			if counts["chunk deliveries"] != counts["chunk deliveries expected"] || counts["chunk deliveries"] == 0 ||
+				counts["chunk deliveries expected"] != counts["chunks emitted (canonical)"]*3 {
+				t.Errorf("fanout counts do not add up: %v", counts)
+			}
+			if counts["gaps"] != 0 || counts["duplicates"] != 0 || counts["reference gaps"] != 0 || counts["reference duplicates"] != 0 {
+				t.Errorf("fanout gaps or duplicates: %v", counts)
+			}
+			if !refSeries {
+				t.Error("fanout has no bare-broadcast reference series")
+			}
+		case "idle":
+			if counts["connections open on the server"] != 40 {
+				t.Errorf("idle: %v", counts)
+			}
+		case "submit":
+			if counts["c=1 submits"] == 0 || counts["c=2 submits"] == 0 || counts["c=1 errors"] != 0 || counts["c=2 errors"] != 0 {
+				t.Errorf("submit counts: %v", counts)
+			}
+		case "reconnect":
+			if counts["resynced"] != 40 || counts["gaps"] != 0 || counts["duplicates"] != 0 ||
+				counts["clients not at the replica's last seq"] != 0 || counts["never resynced"] != 0 {
+				t.Errorf("reconnect counts: %v", counts)
+			}
+			if counts["resumed without snapshot"]+counts["resynced from a snapshot"] != counts["resynced"] {
+				t.Errorf("reconnect: resumes and snapshots do not add up: %v", counts)
+			}
+		}
+	}
+	for _, name := range []string{"fanout", "idle", "submit", "reconnect", "approve"} {
+		if !got[name] {
+			t.Errorf("scenario %s missing from the report", name)
+		}
+	}
+}
+
+// Non-loopback targets are refused before anything is sent.
+func TestLoadtestRefusesRemoteTargets(t *testing.T) {
+	for _, target := range []string{"10.0.0.5:8080", "example.com:80"} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"loadtest", "--target", target, "--jwt-secret", strings.Repeat("s", 32)}, &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), "not a loopback address") {
+			t.Errorf("--target %s: exit %d, stderr %q", target, code, stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"loadtest", "--redis-url", "redis://192.168.1.9:6379"}, &stdout, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), "not a loopback address") {
+		t.Errorf("--redis-url 192.168.1.9: exit %d, stderr %q", code, stderr.String())
+	}
+}
