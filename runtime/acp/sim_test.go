@@ -720,3 +720,73 @@ func TestTerminalRetriedAndFenceHeldUntilRecorded(t *testing.T) {
 		t.Errorf("Terminal called %d times, want 2", n)
 	}
 }
+
+// A sub-agent's own provider session becomes a child Turn: its output and
+// its permission request go to the child, answered by its canonical ref.
+func TestSubagentGetsItsOwnTurn(t *testing.T) {
+	rt := newSimRuntime(t)
+	st := start(t, rt, "s1", "")
+	sink := newSink(t)
+	r := ref("s1", "t1")
+	if err := dispatch(rt, r, st.ProviderSessionID, "/sim subagent", sink); err != nil {
+		t.Fatal(err)
+	}
+	var child *recSink
+	select {
+	case child = <-sink.children:
+	case <-time.After(wait):
+		t.Fatalf("no sub-agent; calls %s", sink.dump())
+	}
+	ask := child.waitAsk(wait)
+	if ask.Title != "Sub-agent: edit review.md (simulated)" {
+		t.Fatalf("child interaction = %+v", ask)
+	}
+	rep, err := rt.RespondInteraction(context.Background(), host.InteractionDelivery{Ref: iref(child.ref, ask.RequestID),
+		OperationID: "iop_child", Kind: ask.Kind, Title: ask.Title, Option: option(ask, "allow"), AnsweredBy: "Alice"})
+	if err != nil || rep.Result != host.DeliveryDelivered {
+		t.Fatalf("answer the sub-agent: %+v %v", rep, err)
+	}
+	if term := sink.waitTerminal(wait); term.Outcome != host.OutcomeCompleted {
+		t.Fatalf("parent terminal = %+v", term)
+	}
+	if term := child.waitTerminal(wait); term.Outcome != host.OutcomeCompleted {
+		t.Fatalf("child terminal = %+v", term)
+	}
+	if got := allText(child.snapshot()); !strings.Contains(got, "Sub-agent here") || !strings.Contains(got, `selected "Allow this change"`) {
+		t.Fatalf("child transcript %q", got)
+	}
+	if got := allText(sink.snapshot()); strings.Contains(got, "Sub-agent here") || !strings.Contains(got, "The sub-agent finished (completed)") {
+		t.Fatalf("parent transcript %q", got)
+	}
+}
+
+// Questions and plans are interactions of their own kind.
+func TestQuestionAndPlanKinds(t *testing.T) {
+	rt := newSimRuntime(t)
+	st := start(t, rt, "s1", "")
+	sink := newSink(t)
+	r := ref("s1", "t1")
+	if err := dispatch(rt, r, st.ProviderSessionID, "/sim question plan", sink); err != nil {
+		t.Fatal(err)
+	}
+	q := sink.waitAsk(wait)
+	if q.Kind != host.InteractionQuestion || q.Prompt == "" || len(q.Options) != 2 || q.Options[0].Name != "PostgreSQL" {
+		t.Fatalf("question = %+v", q)
+	}
+	if _, err := rt.RespondInteraction(context.Background(), host.InteractionDelivery{Ref: iref(r, q.RequestID),
+		OperationID: "iop_q", Option: q.Options[1]}); err != nil {
+		t.Fatal(err)
+	}
+	p := sink.waitAsk(wait)
+	if p.Kind != host.InteractionPlan || !strings.Contains(p.Prompt, "Switch the database host") {
+		t.Fatalf("plan = %+v", p)
+	}
+	if _, err := rt.RespondInteraction(context.Background(), host.InteractionDelivery{Ref: iref(r, p.RequestID),
+		OperationID: "iop_p", Option: option(p, "approve")}); err != nil {
+		t.Fatal(err)
+	}
+	sink.waitTerminal(wait)
+	if got := allText(sink.snapshot()); !strings.Contains(got, "you chose SQLite") || !strings.Contains(got, "Plan outcome: Approve the plan") {
+		t.Fatalf("transcript %q", got)
+	}
+}

@@ -22,6 +22,11 @@
 //	/sim permission      ask session/request_permission and say in the
 //	                     text which option was selected, or that it was
 //	                     cancelled
+//	/sim question        ask a question with two answers
+//	/sim plan            propose a plan and ask whether to go ahead
+//	/sim subagent        run a sub-agent in its own provider session
+//	                     (announced by a tool call's _meta.ensemble.subagent)
+//	/sim … deaf          stop reading input after this prompt (fault)
 //	/sim fail            answer the prompt with a JSON-RPC error at once
 //	                     (an explicit rejection, nothing streamed)
 //	/sim error-after=N   stream N words, then answer with a JSON-RPC error

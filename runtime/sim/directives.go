@@ -15,6 +15,9 @@ type directives struct {
 	tool       bool
 	think      bool
 	permission bool
+	question   bool
+	plan       bool
+	subagent   bool
 	fail       bool
 	errorAfter int // fail after this many streamed words (0: never)
 	hang       bool
@@ -62,6 +65,17 @@ func parseDirectives(text string) (d directives, rest string, ok bool) {
 		case tok == "permission":
 			d.permission = true
 			continue
+		case tok == "question":
+			d.question = true
+			continue
+		case tok == "plan":
+			d.plan = true
+			continue
+		case tok == "subagent":
+			d.subagent = true
+			continue
+		case tok == "deaf":
+			continue // handled by the transport (see deafReader)
 		case tok == "fail":
 			d.fail = true
 			continue
@@ -118,6 +132,22 @@ func (d directives) script(prompt string, firstInSession bool) []Step {
 	}
 	if d.permission {
 		steps = append(steps, Step{Permission: &PermissionStep{Title: "Edit config.json (simulated)"}})
+	}
+	if d.question {
+		steps = append(steps, Step{Question: &QuestionStep{
+			Text:    "Which database should the simulated change use?",
+			Answers: []string{"PostgreSQL", "SQLite"},
+		}})
+	}
+	if d.plan {
+		steps = append(steps, Step{Plan: &PlanStep{Text: "1. Read config.json\n2. Switch the database host\n3. Run the tests (all simulated)"}})
+	}
+	if d.subagent {
+		steps = append(steps, Step{Subagent: &SubagentStep{Title: "Review the change (simulated sub-agent)",
+			Steps: []Step{
+				{Text: "Sub-agent here: reviewing the change (simulated)."},
+				{Permission: &PermissionStep{Title: "Sub-agent: edit review.md (simulated)"}},
+			}}})
 	}
 	switch {
 	case d.hang:

@@ -82,3 +82,17 @@ func TestLongAnswerHasExactWordCount(t *testing.T) {
 		}
 	}
 }
+
+func TestDeafDirectiveMatchesOnlyASimLine(t *testing.T) {
+	for text, want := range map[string]bool{
+		`{"type":"text","text":"/sim permission deaf"}`:      true,
+		`{"type":"text","text":"  /sim deaf\nrest"}`:         true,
+		`{"type":"text","text":"/sim permission deafening"}`: false,
+		`{"type":"text","text":"please be deaf"}`:            false,
+		`{"type":"text","text":"/sim permission"}`:           false,
+	} {
+		if got := deafDirective.MatchString(text); got != want {
+			t.Errorf("%s: match %v, want %v", text, got, want)
+		}
+	}
+}

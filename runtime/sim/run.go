@@ -43,6 +43,12 @@ func (r *run) steps(steps []Step) error {
 			err = r.tool(*s.Tool)
 		case s.Permission != nil:
 			err = r.permission(*s.Permission)
+		case s.Question != nil:
+			err = r.question(*s.Question)
+		case s.Plan != nil:
+			err = r.plan(*s.Plan)
+		case s.Subagent != nil:
+			err = r.subagent(*s.Subagent)
 		case s.Sleep > 0:
 			err = r.sleep(time.Duration(s.Sleep))
 		case s.Fail != "":
@@ -135,7 +141,7 @@ func (r *run) permission(ps PermissionStep) error {
 		{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow this change", OptionId: "allow"},
 		{Kind: acp.PermissionOptionKindRejectOnce, Name: "Skip this change", OptionId: "reject"},
 	}
-	resp, err := r.a.peer().RequestPermission(r.ctx, acp.RequestPermissionRequest{
+	resp, err := r.ask(acp.RequestPermissionRequest{
 		SessionId: r.sid,
 		ToolCall: acp.ToolCallUpdate{
 			ToolCallId: id,
@@ -169,6 +175,126 @@ func (r *run) permission(ps PermissionStep) error {
 		return err
 	}
 	return r.stream(text, false)
+}
+
+// ask sends session/request_permission and logs the answer the agent
+// received (the log line is how tests count deliveries to the agent).
+func (r *run) ask(req acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	resp, err := r.a.peer().RequestPermission(r.ctx, req)
+	if err == nil {
+		outcome := "cancelled"
+		if sel := resp.Outcome.Selected; sel != nil {
+			outcome = "selected " + string(sel.OptionId)
+		}
+		r.a.opts.Logger.Info("sim: permission request answered", "session", string(req.SessionId),
+			"toolCall", string(req.ToolCall.ToolCallId), "outcome", outcome)
+	}
+	return resp, err
+}
+
+func (r *run) selected(resp acp.RequestPermissionResponse, options []acp.PermissionOption) (acp.PermissionOption, bool) {
+	if sel := resp.Outcome.Selected; sel != nil {
+		for _, o := range options {
+			if o.OptionId == sel.OptionId {
+				return o, true
+			}
+		}
+		return acp.PermissionOption{OptionId: sel.OptionId, Name: string(sel.OptionId)}, true
+	}
+	return acp.PermissionOption{}, false
+}
+
+// question asks the client to pick an answer.
+func (r *run) question(q QuestionStep) error {
+	r.tools++
+	id := acp.ToolCallId(fmt.Sprintf("sim-question-%d", r.tools))
+	var options []acp.PermissionOption
+	for i, a := range q.Answers {
+		options = append(options, acp.PermissionOption{Kind: acp.PermissionOptionKindAllowOnce, Name: a,
+			OptionId: acp.PermissionOptionId(fmt.Sprintf("answer-%d", i+1))})
+	}
+	resp, err := r.ask(acp.RequestPermissionRequest{
+		Meta:      map[string]any{"ensemble": map[string]any{"kind": "question", "prompt": q.Text}},
+		SessionId: r.sid,
+		ToolCall:  acp.ToolCallUpdate{ToolCallId: id, Title: acp.Ptr(q.Text), Kind: acp.Ptr(acp.ToolKindThink)},
+		Options:   options,
+	})
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return r.ctx.Err()
+		}
+		return err
+	}
+	text := " Question outcome: cancelled — I'll pick a default myself."
+	if o, ok := r.selected(resp, options); ok {
+		text = fmt.Sprintf(" Question outcome: you chose %s.", o.Name)
+	}
+	return r.stream(text, false)
+}
+
+// plan proposes a plan and waits for a decision.
+func (r *run) plan(p PlanStep) error {
+	r.tools++
+	id := acp.ToolCallId(fmt.Sprintf("sim-plan-%d", r.tools))
+	content := []acp.ToolCallContent{acp.ToolContent(acp.TextBlock(p.Text))}
+	if err := r.send(acp.StartToolCall(id, "Ready to code? (simulated plan)", acp.WithStartKind(acp.ToolKindSwitchMode),
+		acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartContent(content))); err != nil {
+		return err
+	}
+	options := []acp.PermissionOption{
+		{Kind: acp.PermissionOptionKindAllowOnce, Name: "Approve the plan", OptionId: "approve"},
+		{Kind: acp.PermissionOptionKindRejectOnce, Name: "Keep planning", OptionId: "revise"},
+	}
+	resp, err := r.ask(acp.RequestPermissionRequest{
+		Meta:      map[string]any{"ensemble": map[string]any{"kind": "plan", "prompt": p.Text}},
+		SessionId: r.sid,
+		ToolCall: acp.ToolCallUpdate{ToolCallId: id, Title: acp.Ptr("Ready to code? (simulated plan)"),
+			Kind: acp.Ptr(acp.ToolKindSwitchMode), Status: acp.Ptr(acp.ToolCallStatusPending), Content: content},
+		Options: options,
+	})
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return r.ctx.Err()
+		}
+		return err
+	}
+	status, text := acp.ToolCallStatusFailed, " Plan outcome: cancelled — nothing was changed."
+	if o, ok := r.selected(resp, options); ok {
+		text = fmt.Sprintf(" Plan outcome: %s.", o.Name)
+		if o.OptionId == "approve" {
+			status = acp.ToolCallStatusCompleted
+		}
+	}
+	if err := r.send(acp.UpdateToolCall(id, acp.WithUpdateStatus(status))); err != nil {
+		return err
+	}
+	return r.stream(text, false)
+}
+
+// subagent runs steps in a sub-agent's own provider session, announced by
+// a tool call of this session.
+func (r *run) subagent(sa SubagentStep) error {
+	r.tools++
+	id := acp.ToolCallId(fmt.Sprintf("sim-subagent-%d", r.tools))
+	child := acp.SessionId(fmt.Sprintf("%s-sub-%d", r.sid, r.tools))
+	start := acp.StartToolCall(id, sa.Title, acp.WithStartKind(acp.ToolKindThink), acp.WithStartStatus(acp.ToolCallStatusInProgress))
+	start.ToolCall.Meta = map[string]any{"ensemble": map[string]any{"subagent": map[string]any{"sessionId": string(child), "title": sa.Title}}}
+	if err := r.send(start); err != nil {
+		return err
+	}
+	sub := &run{a: r.a, ctx: r.ctx, sid: child, rate: r.rate, chunk: r.chunk}
+	err := sub.steps(sa.Steps)
+	status := acp.ToolCallStatusCompleted
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return r.ctx.Err()
+		}
+		status = acp.ToolCallStatusFailed
+	}
+	if err := r.send(acp.UpdateToolCall(id, acp.WithUpdateStatus(status))); err != nil {
+		return err
+	}
+	return r.stream(fmt.Sprintf(" The sub-agent finished (%s).", status), false)
 }
 
 func (r *run) sleep(d time.Duration) error {

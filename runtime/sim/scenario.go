@@ -34,6 +34,12 @@ type Step struct {
 	Tool *ToolStep `json:"tool,omitempty"`
 	// Permission asks the client for permission and says what it answered.
 	Permission *PermissionStep `json:"permission,omitempty"`
+	// Question asks the client to pick one of several answers.
+	Question *QuestionStep `json:"question,omitempty"`
+	// Plan proposes a plan and asks whether to go ahead.
+	Plan *PlanStep `json:"plan,omitempty"`
+	// Subagent runs nested steps as a sub-agent in its own provider session.
+	Subagent *SubagentStep `json:"subagent,omitempty"`
 	// Sleep pauses (Go duration syntax, e.g. "250ms").
 	Sleep Duration `json:"sleep,omitempty"`
 	// Fail ends the prompt with a JSON-RPC error carrying this message.
@@ -55,6 +61,27 @@ type ToolStep struct {
 // PermissionStep is a simulated permission request for an edit.
 type PermissionStep struct {
 	Title string `json:"title"`
+}
+
+// QuestionStep asks the client to choose one of Answers (sent as a
+// permission request marked _meta.ensemble.kind = "question").
+type QuestionStep struct {
+	Text    string   `json:"text"`
+	Answers []string `json:"answers"`
+}
+
+// PlanStep proposes a plan (a switch_mode permission request marked
+// _meta.ensemble.kind = "plan") and says whether it was approved.
+type PlanStep struct {
+	Text string `json:"text"`
+}
+
+// SubagentStep runs Steps as a sub-agent: a tool call announces its own
+// provider session (_meta.ensemble.subagent) and its output and requests
+// go to that session; the tool call completes when the steps are done.
+type SubagentStep struct {
+	Title string `json:"title"`
+	Steps []Step `json:"steps"`
 }
 
 // Duration is a time.Duration written as a Go duration string in JSON.
@@ -93,6 +120,12 @@ func ParseScenario(data []byte) (Scenario, error) {
 		if s.Tool != nil && s.Tool.Title == "" {
 			return nil, fmt.Errorf("sim scenario: step %d: tool needs a title", i)
 		}
+		if s.Question != nil && (s.Question.Text == "" || len(s.Question.Answers) == 0) {
+			return nil, fmt.Errorf("sim scenario: step %d: a question needs text and answers", i)
+		}
+		if s.Subagent != nil && len(s.Subagent.Steps) == 0 {
+			return nil, fmt.Errorf("sim scenario: step %d: a sub-agent needs steps", i)
+		}
 	}
 	return sc, nil
 }
@@ -108,7 +141,8 @@ func LoadScenario(path string) (Scenario, error) {
 
 func (s Step) fields() int {
 	n := 0
-	for _, set := range []bool{s.Text != "", s.Thought != "", s.Tool != nil, s.Permission != nil, s.Sleep > 0, s.Fail != "", s.Crash, s.Hang} {
+	for _, set := range []bool{s.Text != "", s.Thought != "", s.Tool != nil, s.Permission != nil, s.Question != nil,
+		s.Plan != nil, s.Subagent != nil, s.Sleep > 0, s.Fail != "", s.Crash, s.Hang} {
 		if set {
 			n++
 		}
