@@ -34,3 +34,29 @@ func openBus(ctx context.Context, c serveConfig, log *slog.Logger) (factBus, fun
 	log.Info("cluster mode: Redis bus", "redis", redactURL(c.redisURL))
 	return b, func() { _ = b.Close() }, nil
 }
+
+// startCluster turns on session ownership when the bus is Redis: commands
+// for a session owned by another replica are forwarded to it, and leases
+// are renewed (and dead owners' sessions adopted) until the returned stop
+// is called, which also releases this replica's leases. It must run before
+// recovery. Without Redis it does nothing.
+func startCluster(ctx context.Context, c serveConfig, bus factBus, h *host.Host, log *slog.Logger) (stop func(), err error) {
+	rb, ok := bus.(*redisbus.Bus)
+	if !ok {
+		return func() {}, nil
+	}
+	router, err := rb.NewRouter(ctx, h.Epoch(), h.ServeForwarded, redisbus.RouterOptions{})
+	if err != nil {
+		return nil, err
+	}
+	h.ConfigureCluster(host.ClusterConfig{Forwarder: router, LeaseTTL: c.sessionLease})
+	octx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); h.RunOwnership(octx) }()
+	log.Info("cluster mode: session ownership", "epoch", h.Epoch(), "lease", c.sessionLease)
+	return func() {
+		cancel()
+		<-done
+		_ = router.Close()
+	}, nil
+}

@@ -32,6 +32,7 @@ type serveConfig struct {
 	simRate                                          time.Duration
 	simScenario, logLevel, workspace                 string
 	shutdownGrace                                    time.Duration
+	sessionLease                                     time.Duration // cluster mode (cluster.go)
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -52,6 +53,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	level := f.string("log-level", "ENSEMBLE_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	ws := f.string("workspace", "ENSEMBLE_WORKSPACE", "default", "workspace the printed sign-in link grants admin access to")
 	grace := f.duration("shutdown-grace", "ENSEMBLE_SHUTDOWN_GRACE", 10*time.Second, "how long a graceful shutdown may take")
+	lease := f.duration("session-lease", "ENSEMBLE_SESSION_LEASE", host.DefaultLeaseTTL, "cluster mode: session ownership lease; a dead replica's sessions are taken over after it")
 	if err := f.parse(args); err != nil {
 		return c, err
 	}
@@ -59,6 +61,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		replicaID: *replica, jwtSecret: *secret, jwtIssuer: *issuer, jwtAudience: *audience,
 		noMigrate: *noMigrate, simRate: *rate, simScenario: *scenario, logLevel: *level,
 		workspace: *ws, shutdownGrace: *grace}
+	c.sessionLease = *lease
 	if c.replicaID == "" {
 		c.replicaID, _ = os.Hostname()
 	}
@@ -112,6 +115,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer closeBus()
 	h := host.New(host.Config{Store: store, Runtime: runtime, Observer: bus, Logger: log.With("component", "host")})
+	stopCluster, err := startCluster(ctx, c, bus, h, log)
+	if err != nil {
+		return err
+	}
+	defer stopCluster()
 	rep, err := h.Recover(ctx)
 	if err != nil {
 		return fmt.Errorf("recovery: %w", err)
