@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,6 +207,15 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	deadline := start.Add(c.Duration)
 	turnTimeout := time.Duration(c.Words)*c.Rate*4 + 30*time.Second
 	var wg sync.WaitGroup
+	if dir := c.ProfileDir; dir != "" && len(r.replicas) > 0 && r.replicas[0].PprofAddr != "" {
+		wg.Add(1)
+		go func() { // a CPU profile of replica 1 while it streams
+			defer wg.Done()
+			secs := max(1, int(c.Duration/time.Second))
+			r.saveProfile(ctx, r.replicas[0].PprofAddr, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs),
+				filepath.Join(dir, "fanout-cpu.pb.gz"), res)
+		}()
+	}
 	for si, s := range sessions {
 		wg.Add(1)
 		go func() {

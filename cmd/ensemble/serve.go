@@ -32,6 +32,7 @@ type serveConfig struct {
 	simRate                                          time.Duration
 	simScenario, logLevel, workspace                 string
 	shutdownGrace                                    time.Duration
+	pprofAddr                                        string
 	sessionLease                                     time.Duration // cluster mode (cluster.go)
 }
 
@@ -53,6 +54,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	level := f.string("log-level", "ENSEMBLE_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	ws := f.string("workspace", "ENSEMBLE_WORKSPACE", "default", "workspace the printed sign-in link grants admin access to")
 	grace := f.duration("shutdown-grace", "ENSEMBLE_SHUTDOWN_GRACE", 10*time.Second, "how long a graceful shutdown may take")
+	pprofAddr := pprofFlag(f)
 	lease := f.duration("session-lease", "ENSEMBLE_SESSION_LEASE", host.DefaultLeaseTTL, "cluster mode: session ownership lease; a dead replica's sessions are taken over after it")
 	if err := f.parse(args); err != nil {
 		return c, err
@@ -62,6 +64,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		noMigrate: *noMigrate, simRate: *rate, simScenario: *scenario, logLevel: *level,
 		workspace: *ws, shutdownGrace: *grace}
 	c.sessionLease = *lease
+	c.pprofAddr = *pprofAddr
 	if c.replicaID == "" {
 		c.replicaID, _ = os.Hostname()
 	}
@@ -78,6 +81,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("replica", c.replicaID)
+	stopPprof, err := startPprof(c.pprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 
 	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
