@@ -1,0 +1,131 @@
+package pg
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// A database created by the first migration set, holding data written
+// under it, is upgraded to the newest schema by Open: every record survives
+// and reads back through the store, the Host serves the old session, and
+// the newest schema's behaviour works on old rows (published outbox rows
+// older than an hour are pruned when the relay marks newer ones).
+func TestUpgradeFromFirstMigration(t *testing.T) {
+	ctx := t.Context()
+	url, _ := testSchema(t)
+	pool, err := openForMigrations(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	p, err := newProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 1); err != nil {
+		t.Fatalf("migrate to version 1: %v", err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	t0 := now.Add(-3 * time.Hour)
+	// Rows exactly as the first schema's store wrote them: a session with
+	// one settled and one unsettled turn, their claims and messages, and
+	// outbox rows published long ago, published recently and pending.
+	for _, q := range []string{
+		`INSERT INTO sessions (workspace_id, id, root_id, title, agent, simulated, settings_json,
+			message_version, turn_count, active_turn_id, created_by, created_at, updated_at)
+			VALUES ('w', 's', 's', 'old session', 'sim', true, '{"model":"m"}', 3, 2, 't2', 'alice', $1, $1)`,
+		`INSERT INTO turns (workspace_id, session_id, id, seq, origin, phase, outcome,
+			provider_session_id, provider_turn_id, client_submit_id, submitted_by, created_at, updated_at, settled_at)
+			VALUES ('w', 's', 't1', 1, 'user', 'settled', 'completed', 'ps', 'pt1', 'c1', 'alice', $1, $1, $1)`,
+		`INSERT INTO turns (workspace_id, session_id, id, seq, origin, phase, provider_session_id,
+			client_submit_id, submitted_by, created_at, updated_at)
+			VALUES ('w', 's', 't2', 2, 'user', 'dispatched', 'ps', 'c2', 'alice', $1, $1)`,
+		`INSERT INTO submit_claims (workspace_id, client_submit_id, session_id, turn_id, digest, content_json, state, created_at, updated_at)
+			VALUES ('w', 'c1', 's', 't1', 'd1', '{"text":"first"}', 'accepted', $1, $1),
+			       ('w', 'c2', 's', 't2', 'd2', '{"text":"second"}', 'prepared', $1, $1)`,
+		`INSERT INTO messages (workspace_id, session_id, id, turn_id, role, kind, version, ordinal, content_json, author, created_at, updated_at)
+			VALUES ('w', 's', 't1.prompt', 't1', 'user', 'text', 1, 1, '{"text":"first"}', 'alice', $1, $1),
+			       ('w', 's', 't1.text-1', 't1', 'agent', 'text', 2, 2, '{"text":"answer"}', '', $1, $1),
+			       ('w', 's', 't2.prompt', 't2', 'user', 'text', 3, 3, '{"text":"second"}', 'alice', $1, $1)`,
+		`INSERT INTO outbox (workspace_id, fact_json, created_at, published_at)
+			VALUES ('w', '{"workspace":"w","kind":"session/changed","sessionId":"s"}', $1, $1),
+			       ('w', '{"workspace":"w","kind":"session/changed","sessionId":"s"}', $2, $2),
+			       ('w', '{"workspace":"w","kind":"transcript/advanced","sessionId":"s","version":3}', $2, NULL)`,
+	} {
+		args := []any{t0}
+		if strings.Contains(q, "$2") {
+			args = append(args, now.Add(-time.Minute))
+		}
+		if _, err := pool.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("write v1 data: %v\n%s", err, q)
+		}
+	}
+	db.Close()
+	pool.Close()
+
+	st, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatalf("Open (upgrade): %v", err)
+	}
+	defer st.Close()
+	if pending, err := hasPending(ctx, st.pool); err != nil || pending {
+		t.Fatalf("after the upgrade: pending %v, %v", pending, err)
+	}
+
+	s, err := st.GetSession(ctx, "w", "s")
+	if err != nil || s.Title != "old session" || s.Settings["model"] != "m" || s.TurnCount != 2 || s.ActiveTurnID != "t2" {
+		t.Fatalf("session after upgrade: %+v %v", s, err)
+	}
+	c, err := st.GetClaim(ctx, "w", "c1")
+	if err != nil || c.Content.Text != "first" || c.State != host.ClaimAccepted {
+		t.Fatalf("claim after upgrade: %+v %v", c, err)
+	}
+	msgs, err := st.ListMessages(ctx, "w", "s", host.MessageQuery{})
+	if err != nil || len(msgs.Messages) != 3 || msgs.Messages[1].Content.Text != "answer" {
+		t.Fatalf("messages after upgrade: %+v %v", msgs, err)
+	}
+	pending, err := st.PendingFacts(ctx, now, 100)
+	if err != nil || len(pending) != 1 || pending[0].Fact.Version != 3 {
+		t.Fatalf("pending facts after upgrade: %+v %v", pending, err)
+	}
+
+	// The Host recovers the old unsettled turn and serves the old session.
+	h := host.New(host.Config{Store: st, Runtime: newSimRuntime(t, -1), Logger: quietLogger()})
+	rep, err := h.Recover(ctx)
+	if err != nil || len(rep.SettledTurns) != 1 || rep.SettledTurns[0].TurnID != "t2" {
+		t.Fatalf("recovery on the upgraded database: %+v %v", rep, err)
+	}
+	r, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "w", SessionID: "s", ClientSubmitID: "c3",
+		Content: host.MessageContent{Text: "third"}, SubmittedBy: "alice"})
+	if err != nil || r.Turn.Seq != 3 {
+		t.Fatalf("submit on the upgraded session: %+v %v", r, err)
+	}
+	if tu := waitSettled(t, h, *r.Turn); tu.Outcome != host.OutcomeCompleted {
+		t.Fatalf("turn on the upgraded session: %+v", tu)
+	}
+	if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "w", SessionID: "s", ClientSubmitID: "c1",
+		Content: host.MessageContent{Text: "first"}}); host.CodeOf(err) != host.CodeOperationConflict {
+		t.Fatalf("a v1 claim no longer guards its ClientSubmitID: %v", err)
+	}
+
+	// Marking the pending row published prunes the row published three
+	// hours ago and keeps the recent one.
+	if err := st.MarkPublished(ctx, []int64{pending[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	var old, recent int
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at = $1`, t0).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NOT NULL AND published_at > $1`, t0).Scan(&recent); err != nil {
+		t.Fatal(err)
+	}
+	if old != 0 || recent < 2 {
+		t.Fatalf("after marking: %d rows published 3h ago remain (want 0), %d recent published rows (want >= 2)", old, recent)
+	}
+}
