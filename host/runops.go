@@ -23,7 +23,7 @@ import (
 const (
 	opLease       = 30 * time.Second
 	opPoll        = time.Second
-	opIdlePoll    = 5 * time.Second
+	opIdlePoll    = 500 * time.Millisecond
 	opBusyRetry   = 2 * time.Second
 	opMaxAttempts = 40
 	opBatch       = 64

@@ -3,7 +3,10 @@
 // and a scripted runtime (the sim agent), so all stores share one baseline.
 //
 // The runtime must understand the sim agent's prompt directives
-// ("/sim hang", "/sim fail", "/sim crash", "/sim words=N", "/sim tool").
+// ("/sim hang", "/sim fail", "/sim crash", "/sim words=N", "/sim tool",
+// "/sim permission", "/sim subagent") and implement
+// host.InteractionResponder; the store must implement
+// host.InteractionStore and its Tx host.InteractionTx.
 package conformance
 
 import (
@@ -56,6 +59,8 @@ type fixture struct {
 	obs     *recordingObserver
 	clock   *clock
 	host    *host.Host
+	// stopOps stops this Host's runtime-operation worker and waits for it.
+	stopOps func()
 }
 
 const ws = "ws-conformance"
@@ -64,7 +69,18 @@ func newFixture(t *testing.T, d Driver) *fixture {
 	t.Helper()
 	f := &fixture{t: t, d: d, open: d.OpenStore(t), clock: &clock{}}
 	f.start()
+	t.Cleanup(func() { f.stopOps() })
 	return f
+}
+
+// runOps starts the Host's runtime-operation worker, owned by the fixture.
+func (f *fixture) runOps() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	h := f.host
+	go func() { defer close(done); h.RunOperations(ctx) }()
+	var once sync.Once
+	f.stopOps = func() { once.Do(func() { cancel(); <-done }) }
 }
 
 // start builds a Host over a freshly opened store and a fresh runtime and
@@ -78,12 +94,16 @@ func (f *fixture) start() {
 	if _, err := f.host.Recover(context.Background()); err != nil {
 		f.t.Fatalf("recover: %v", err)
 	}
+	f.runOps()
 }
 
 // crash abandons the current Host without any clean-up (its runtime is left
 // as is) and starts a new one on the same database, returning the report.
 func (f *fixture) crash() host.RecoveryReport {
 	f.t.Helper()
+	// The old process's workers die with it; anything they were doing
+	// writes nothing more.
+	f.stopOps()
 	f.store = &faultStore{Store: f.open(f.t)}
 	f.runtime = &probeRuntime{Runtime: f.d.NewRuntime(f.t)}
 	f.obs = &recordingObserver{}
@@ -92,6 +112,7 @@ func (f *fixture) crash() host.RecoveryReport {
 	if err != nil {
 		f.t.Fatalf("recover after crash: %v", err)
 	}
+	f.runOps()
 	return rep
 }
 
@@ -180,7 +201,9 @@ func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 type recordingObserver struct {
 	mu    sync.Mutex
 	facts []host.Fact
-	fail  atomic.Bool
+	// batches keeps each Publish call (one committed transaction).
+	batches [][]host.Fact
+	fail    atomic.Bool
 }
 
 func (o *recordingObserver) Publish(_ context.Context, facts []host.Fact) error {
@@ -190,7 +213,21 @@ func (o *recordingObserver) Publish(_ context.Context, facts []host.Fact) error 
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.facts = append(o.facts, facts...)
+	o.batches = append(o.batches, append([]host.Fact(nil), facts...))
 	return nil
+}
+
+// batchesSince returns the published batches after the first n.
+func (o *recordingObserver) batchesSince(n int) [][]host.Fact {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([][]host.Fact(nil), o.batches[n:]...)
+}
+
+func (o *recordingObserver) batchCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.batches)
 }
 
 func (o *recordingObserver) count(sessionID string) int {

@@ -29,5 +29,16 @@ func Scenarios() []Scenario {
 		RecoverNeverRedispatchesPrepared,
 		RecoverQuarantinesPoison,
 		ObserverFailure,
+		InteractionsAfterAcceptance,
+		InteractionOneWinner,
+		InteractionLostDeliveryRetried,
+		InteractionSupersededWins,
+		InteractionCancelAnswersPending,
+		InteractionDenialFollowUp,
+		InteractionTreeSnapshot,
+		InteractionOlderTurnNotActionable,
+		InteractionOneTreeFact,
+		RecoverOperationsFirst,
+		RecoverDenialBeforeDelivery,
 	}
 }
