@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,14 @@ func (r *runner) submit(ctx context.Context) *Result {
 		start := time.Now()
 		deadline := start.Add(c.Duration)
 		var wg sync.WaitGroup
+		if dir := c.ProfileDir; dir != "" && li == len(c.SubmitConcurrency)-1 && len(r.replicas) > 0 && r.replicas[0].PprofAddr != "" {
+			wg.Add(1)
+			go func() { // a CPU profile of replica 1 at the highest concurrency
+				defer wg.Done()
+				r.saveProfile(ctx, r.replicas[0].PprofAddr, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(c.Duration/time.Second))),
+					filepath.Join(dir, "submit-cpu.pb.gz"), res)
+			}()
+		}
 		for i, d := range drivers {
 			wg.Add(1)
 			go func() {
