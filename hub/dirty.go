@@ -3,25 +3,39 @@ package hub
 // maxDirtyIDs bounds a dirty set; past it the topic rereads everything.
 const maxDirtyIDs = 1024
 
-// dirtyMark is what one fact says changed.
+// dirtyMark is what one fact says changed. A tree mark says only the
+// topic's interaction tree changed.
 type dirtyMark struct {
 	all     bool
+	tree    bool
 	session string
 	turn    string
 }
 
 func dirtyAll() dirtyMark              { return dirtyMark{all: true} }
+func dirtyTree() dirtyMark             { return dirtyMark{tree: true} }
 func dirtySession(id string) dirtyMark { return dirtyMark{session: id} }
 func dirtyTurn(id string) dirtyMark    { return dirtyMark{turn: id} }
 
-// dirtySet accumulates marks between two rereads of a topic.
+// dirtySet accumulates marks between two rereads of a topic. tree: the
+// interaction tree must be reread; rest: something besides the tree did.
 type dirtySet struct {
 	all      bool
+	tree     bool
+	rest     bool
 	sessions map[string]bool
 	turns    map[string]bool
 }
 
+// treeOnly: nothing but the interaction tree changed.
+func (s *dirtySet) treeOnly() bool { return s.tree && !s.rest && !s.all }
+
 func (s *dirtySet) add(m dirtyMark) {
+	if m.tree {
+		s.tree = true
+		return
+	}
+	s.rest = true
 	switch {
 	case m.all:
 		s.all, s.sessions, s.turns = true, nil, nil
@@ -46,6 +60,12 @@ func addID(m map[string]bool, id string, all *bool) map[string]bool {
 }
 
 func (s *dirtySet) merge(o dirtySet) {
+	if o.tree {
+		s.add(dirtyTree())
+	}
+	if o.rest {
+		s.rest = true
+	}
 	if o.all {
 		s.add(dirtyAll())
 		return

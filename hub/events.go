@@ -9,7 +9,20 @@ const (
 	KindTurnUpdate     = "turn_update"
 	KindMessageUpdate  = "message_update"
 	KindMessageDelta   = "message_delta"
+	// KindInteractionSnapshot is the complete interaction state of one
+	// execution tree for one exact root turn.
+	KindInteractionSnapshot = "interaction_snapshot"
 )
+
+// InteractionSnapshot is the payload of interaction_snapshot and the
+// interactionTree of a session snapshot: every interaction of the tree's
+// root turn (TurnID) and of each sub-agent session's latest turn. An empty
+// list clears that root turn only.
+type InteractionSnapshot struct {
+	RootSessionID string             `json:"rootSessionId"`
+	TurnID        string             `json:"turnId"`
+	Interactions  []host.Interaction `json:"interactions"`
+}
 
 // SessionSummary is the payload of session_summary.
 type SessionSummary struct {
@@ -55,6 +68,9 @@ type SessionSnapshot struct {
 	TurnsHasMore    bool           `json:"turnsHasMore"`
 	Messages        []host.Message `json:"messages"`
 	MessagesHasMore bool           `json:"messagesHasMore"`
+	// InteractionTree is the session's execution tree (absent when the
+	// server keeps no interactions).
+	InteractionTree *InteractionSnapshot `json:"interactionTree,omitempty"`
 }
 
 // WorkspaceSnapshot is the snapshot of a workspace topic: the first page of

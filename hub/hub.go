@@ -23,6 +23,7 @@ type Reader interface {
 	GetTurn(ctx context.Context, ws, sessionID, turnID string) (host.Turn, error)
 	ListSessionTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error)
 	ListSessionMessages(ctx context.Context, ws, sessionID string, q host.MessageQuery) (host.MessagePage, error)
+	GetSessionInteractionTreeSnapshot(ctx context.Context, ws, rootSessionID string) (host.InteractionTree, error)
 }
 
 // Config wires a Hub. Reader and Bus are required; zero values elsewhere
@@ -209,6 +210,15 @@ func (h *Hub) onFact(f host.Fact) {
 		}
 		for _, t := range e.sessions {
 			h.markDirty(t, dirtyAll())
+		}
+		return
+	}
+	if f.Kind == host.FactInteractionTreeDirty {
+		// One tree: every watched session of it rereads the tree once.
+		for _, t := range e.sessions {
+			if t.treeRoot() == f.SessionID {
+				h.markDirty(t, dirtyTree())
+			}
 		}
 		return
 	}

@@ -56,6 +56,9 @@ func (f *fakeReader) ListSessionTurns(context.Context, string, string, host.Turn
 func (f *fakeReader) ListSessionMessages(context.Context, string, string, host.MessageQuery) (host.MessagePage, error) {
 	return host.MessagePage{}, nil
 }
+func (f *fakeReader) GetSessionInteractionTreeSnapshot(context.Context, string, string) (host.InteractionTree, error) {
+	return host.InteractionTree{}, host.Errorf(host.CodeUnsupported, "no interactions")
+}
 
 func TestLocalBus(t *testing.T) {
 	b := NewLocalBus()

@@ -25,6 +25,10 @@ type sessionView struct {
 	msgBytes int
 	msgsMore bool
 	lastVer  int64
+	// tree is the interaction tree last emitted (nil: none read, or the
+	// store keeps no interactions); treeKey its encoding.
+	tree    *InteractionSnapshot
+	treeKey string
 }
 
 // workspaceView maps session id → the summary key last emitted.
@@ -92,8 +96,65 @@ func (t *topic) loadLocked(ctx context.Context) error {
 	t.trimLocked()
 	t.loaded = true
 	t.mu.Unlock()
+	t.root.Store(rootOf(s))
+	if tree, ok, err := t.readTree(ctx, rootOf(s)); err != nil {
+		return err
+	} else if ok {
+		t.mu.Lock()
+		t.sv.tree, t.sv.treeKey = &tree, jsonKey(tree)
+		t.mu.Unlock()
+	}
 	// Catch up on anything committed while the baseline was read.
 	t.h.markDirty(t, dirtyMark{})
+	t.h.markDirty(t, dirtyTree())
+	return nil
+}
+
+func rootOf(s host.Session) string {
+	if s.RootID != "" {
+		return s.RootID
+	}
+	return s.ID
+}
+
+// readTree rereads the interaction tree; ok is false when the server keeps
+// no interactions. A root that is gone reads as an empty tree.
+func (t *topic) readTree(ctx context.Context, root string) (InteractionSnapshot, bool, error) {
+	tree, err := t.h.cfg.Reader.GetSessionInteractionTreeSnapshot(ctx, t.ws, root)
+	switch host.CodeOf(err) {
+	case "":
+	case host.CodeUnsupported:
+		return InteractionSnapshot{}, false, nil
+	case host.CodeNotFound:
+		return InteractionSnapshot{RootSessionID: root, Interactions: []host.Interaction{}}, true, nil
+	default:
+		return InteractionSnapshot{}, false, err
+	}
+	if tree.Interactions == nil {
+		tree.Interactions = []host.Interaction{}
+	}
+	return InteractionSnapshot{RootSessionID: root, TurnID: tree.RootTurnID, Interactions: tree.Interactions}, true, nil
+}
+
+// refreshTree rereads the tree and emits one complete interaction_snapshot
+// when it changed. Caller holds readMu.
+func (t *topic) refreshTree(ctx context.Context) error {
+	root := t.treeRoot()
+	if root == "" {
+		return nil
+	}
+	tree, ok, err := t.readTree(ctx, root)
+	if err != nil || !ok {
+		return err
+	}
+	key := jsonKey(tree)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if key == t.sv.treeKey {
+		return nil
+	}
+	t.sv.tree, t.sv.treeKey = &tree, key
+	t.emit(KindInteractionSnapshot, "interactions:"+root, tree)
 	return nil
 }
 
@@ -103,6 +164,9 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 	t.mu.Unlock()
 	if !loaded {
 		return nil // the first subscriber's baseline load reads fresh state
+	}
+	if d.treeOnly() {
+		return t.refreshTree(ctx)
 	}
 	r := t.h.cfg.Reader
 	s, err := r.GetSession(ctx, t.ws, t.sid)
@@ -158,6 +222,11 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 	t.applySessionLocked(s)
 	t.trimLocked()
 	t.mu.Unlock()
+	if d.tree || d.all {
+		if err := t.refreshTree(ctx); err != nil {
+			return err
+		}
+	}
 	if more {
 		t.h.markDirty(t, dirtyMark{})
 	}
@@ -311,7 +380,7 @@ func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
 		turns = []host.Turn{}
 	}
 	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
-		Messages: sv.sortedMessages(), MessagesHasMore: sv.msgsMore}, nil
+		Messages: sv.sortedMessages(), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree}, nil
 }
 
 func (t *topic) refreshWorkspace(ctx context.Context, d dirtySet) error {

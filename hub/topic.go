@@ -50,6 +50,14 @@ type topic struct {
 	loaded bool
 	sv     sessionView
 	wv     workspaceView
+	// root is the session's immutable tree root (a string), set at load.
+	root atomic.Value
+}
+
+// treeRoot is the root session of a session topic's tree, "" before load.
+func (t *topic) treeRoot() string {
+	r, _ := t.root.Load().(string)
+	return r
 }
 
 func newTopic(h *Hub, kind topicKind, ws, sid string, incarn uint64) *topic {
