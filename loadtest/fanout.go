@@ -301,7 +301,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 			res.ratio("p50 chunk latency", ens.Latency.P50, ref.Latency.P50, "ms", "bare broadcast p50")
 			res.ratio("p99 chunk latency", ens.Latency.P99, ref.Latency.P99, "ms", "bare broadcast p99")
 			res.ratio("p99.9 chunk latency", ens.Latency.P999, ref.Latency.P999, "ms", "bare broadcast p99.9")
-			res.ratio("chunks delivered/s", ens.Throughput, ref.Throughput, "chunks/s", "bare broadcast, same shape")
+			res.ratio("chunks delivered/s (higher is better)", ens.Throughput, ref.Throughput, "chunks/s", "bare broadcast, same shape")
 			ratio := ens.Latency.P99 / ref.Latency.P99
 			res.Targets = append(res.Targets, Target{Name: "fanout p99", Goal: "chunk→watcher p99 within 2× the bare broadcast server's p99 (issue: across 2 replicas via Redis)",
 				Measured: fmt.Sprintf("%.2f ms vs %.2f ms = %.2f× (%d replica(s), %s bus)", ens.Latency.P99, ref.Latency.P99, ratio, len(r.addrs), r.rep.Setup.Bus),

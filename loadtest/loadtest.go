@@ -259,6 +259,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.rep.Scenarios = append(r.rep.Scenarios, res)
 	}
 	r.rep.Finished = time.Now().UTC()
+	r.rep.Machine.LoadAvgEnd = loadAvg()
 	return r.rep, nil
 }
 

@@ -70,7 +70,7 @@ func (s *refServer) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(4 << 10)
-	c := &refConn{q: make(chan []byte, 1024), ws: ws, gone: make(chan struct{})}
+	c := &refConn{q: make(chan []byte, 64), ws: ws, gone: make(chan struct{})}
 	t := s.topic(name)
 	t.mu.Lock()
 	hello, _ := json.Marshal(map[string]any{"type": "subscribed", "seq": t.seq})

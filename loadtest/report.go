@@ -29,6 +29,10 @@ type Machine struct {
 	GoVersion string `json:"goVersion"`
 	OS        string `json:"os"`
 	MemTotal  string `json:"memTotal,omitempty"`
+	// LoadAvg is /proc/loadavg at the start and the end: other work on the
+	// machine shares its cores with the run.
+	LoadAvgStart string `json:"loadAvgStart,omitempty"`
+	LoadAvgEnd   string `json:"loadAvgEnd,omitempty"`
 }
 
 // Setup describes what was measured.
@@ -116,7 +120,19 @@ type RefFig struct {
 
 func newReport() *Report {
 	return &Report{Started: time.Now().UTC(), Machine: Machine{CPUs: runtime.NumCPU(),
-		GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, MemTotal: memTotal()}}
+		GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, MemTotal: memTotal(), LoadAvgStart: loadAvg()}}
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func memTotal() string {
@@ -235,6 +251,9 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "Machine: %d CPUs, %s, %s, %s. Replicas: %d (%s store, %s bus, %s).\n\n",
 		r.Machine.CPUs, r.Machine.MemTotal, r.Machine.OS, r.Machine.GoVersion, r.Setup.Replicas,
 		r.Setup.Store, r.Setup.Bus, map[bool]string{true: "spawned by the harness", false: "already running"}[r.Setup.Spawned])
+	if r.Machine.LoadAvgStart != "" {
+		fmt.Fprintf(&b, "Load average (1/5/15 min) at the start: %s; at the end: %s.\n\n", r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
+	}
 	if r.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
 	}

@@ -131,7 +131,7 @@ func (r *runner) submit(ctx context.Context) *Result {
 		if r.rep.Setup.Store != "PostgreSQL" {
 			against += " (Ensemble ran on SQLite here: a different store, shown for scale)"
 		}
-		res.ratio("best durable submits/s", best, pg.Value, "/s", against)
+		res.ratio("best durable submits/s (higher is better)", best, pg.Value, "/s", against)
 	}
 	res.note("Each submit is one durable transaction chain (claim, turn, prompt message, outbox; then dispatch and acceptance), so one submit costs several commits; pgbench -N is one short write transaction of three statements.")
 	return res
