@@ -19,6 +19,13 @@ import (
 type probe struct {
 	host.Runtime
 	dispatches atomic.Int64
+	deliveries atomic.Int64
+}
+
+// RespondInteraction counts answers delivered to the provider.
+func (p *probe) RespondInteraction(ctx context.Context, d host.InteractionDelivery) (host.DeliveryReport, error) {
+	p.deliveries.Add(1)
+	return p.Runtime.(host.InteractionResponder).RespondInteraction(ctx, d)
 }
 
 func (p *probe) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
@@ -236,5 +243,78 @@ func TestRaceActiveTurnOneWinner(t *testing.T) {
 	if _, err := hosts[started[0]].CancelTurn(context.Background(), host.CancelInput{WorkspaceID: ws, SessionID: sid,
 		TurnID: win.ID, Wait: 10 * time.Second}); err != nil {
 		t.Fatalf("cancel the hanging turn: %v", err)
+	}
+}
+
+// 20 replicas answer one pending interaction at once, each differently.
+// The interaction's state is a compare-and-set decided by the row: exactly
+// one answer wins, the 19 others are told they were superseded, one
+// runtime operation exists, and with every replica's delivery worker
+// running the answer reaches the agent once.
+func TestRaceInteractionAnswersOneWinner(t *testing.T) {
+	const n = 20
+	hosts, st, rt := replicas(t, n)
+	ws := "ws-race-answer"
+	sid := createSession(t, hosts[0], ws)
+	r, err := hosts[0].SendInput(context.Background(), host.SendInput{WorkspaceID: ws, SessionID: sid,
+		ClientSubmitID: "ask", Content: host.MessageContent{Text: "/sim permission"}, SubmittedBy: "race"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending host.Interaction
+	for deadline := time.Now().Add(15 * time.Second); pending.RequestID == ""; time.Sleep(5 * time.Millisecond) {
+		tree, err := hosts[0].GetSessionInteractionTreeSnapshot(context.Background(), ws, sid)
+		if err == nil && len(tree.Pending()) == 1 {
+			pending = tree.Pending()[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pending interaction: %+v %v", tree, err)
+		}
+	}
+
+	workers, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		wg.Go(func() { h.RunOperations(workers) })
+	}
+	defer func() { stop(); wg.Wait() }()
+
+	results := make([]host.RespondResult, n)
+	errs := make([]error, n)
+	together(hosts, func(i int, h *host.Host) {
+		results[i], errs[i] = h.RespondInteraction(context.Background(), host.RespondInput{Ref: pending.Ref(),
+			Response:    host.InteractionResponse{OptionID: pending.Options[0].ID, Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))},
+			RespondedBy: fmt.Sprintf("user-%d", i), RespondedByName: fmt.Sprintf("User %d", i)})
+	})
+	winner := -1
+	for i := range n {
+		switch {
+		case errs[i] != nil:
+			t.Fatalf("answer %d: %v", i, errs[i])
+		case results[i].Disposition == host.DispositionAnswered:
+			if winner >= 0 {
+				t.Fatalf("answers %d and %d both won", winner, i)
+			}
+			winner = i
+		case results[i].Disposition != host.DispositionSuperseded:
+			t.Fatalf("answer %d: disposition %q", i, results[i].Disposition)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no answer won")
+	}
+	got, err := st.GetInteraction(context.Background(), pending.Ref())
+	if err != nil || got.AnsweredBy != fmt.Sprintf("user-%d", winner) || got.Response == nil ||
+		string(got.Response.Payload) != fmt.Sprintf(`{"n":%d}`, winner) {
+		t.Fatalf("canonical interaction %+v %v; want answer %d", got, err, winner)
+	}
+	if c := count(t, st, `SELECT count(*) FROM runtime_operations WHERE workspace_id = $1`, ws); c != 1 {
+		t.Fatalf("runtime operations = %d, want 1", c)
+	}
+	if tu := waitSettled(t, hosts[0], *r.Turn); tu.Outcome != host.OutcomeCompleted {
+		t.Fatalf("the answered turn settled %+v", tu)
+	}
+	if d := rt.deliveries.Load(); d != 1 {
+		t.Fatalf("answers delivered to the agent = %d, want 1", d)
 	}
 }

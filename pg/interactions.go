@@ -1,0 +1,499 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// Interactions and durable runtime operations (host/ports_interactions.go
+// describes the semantics every store implements; sqlite/interactions.go is
+// the reference). Reads inside a transaction lock the session first, like
+// Tx.Turn, so an answer, a turn's settlement and a delivery on one session
+// take their locks in one order. Two answers to one interaction are decided
+// by UpdateInteraction's compare-and-set on the row.
+
+var (
+	_ host.InteractionStore = (*Store)(nil)
+	_ host.InteractionTx    = (*tx)(nil)
+)
+
+const interactionCols = `workspace_id, session_id, turn_id, request_id, root_session_id, kind,
+	title, prompt, options_json, tool_json, state, response_json, answered_by, answered_by_name,
+	answered_at, resolution, operation_id, created_at, updated_at`
+
+func scanInteraction(row pgx.Row) (host.Interaction, error) {
+	var (
+		i                    host.Interaction
+		kind, state, options string
+		tool, response       *string
+	)
+	err := row.Scan(&i.WorkspaceID, &i.SessionID, &i.TurnID, &i.RequestID, &i.RootSessionID, &kind,
+		&i.Title, &i.Prompt, &options, &tool, &state, &response, &i.AnsweredBy, &i.AnsweredByName,
+		&i.AnsweredAt, &i.Resolution, &i.OperationID, &i.CreatedAt, &i.UpdatedAt)
+	if err != nil {
+		return host.Interaction{}, err
+	}
+	i.Kind, i.State = host.InteractionKind(kind), host.InteractionState(state)
+	i.AnsweredAt, i.CreatedAt, i.UpdatedAt = utcPtr(i.AnsweredAt), utc(i.CreatedAt), utc(i.UpdatedAt)
+	what := "interaction " + i.WorkspaceID + "/" + i.SessionID + "/" + i.TurnID + "/" + i.RequestID
+	if err := json.Unmarshal([]byte(options), &i.Options); err != nil {
+		return i, &decodeError{what: what, err: fmt.Errorf("options: %w", err)}
+	}
+	if tool != nil {
+		i.Tool = new(host.ToolCall)
+		if err := json.Unmarshal([]byte(*tool), i.Tool); err != nil {
+			return i, &decodeError{what: what, err: fmt.Errorf("tool: %w", err)}
+		}
+	}
+	if response != nil {
+		i.Response = new(host.InteractionResponse)
+		if err := json.Unmarshal([]byte(*response), i.Response); err != nil {
+			return i, &decodeError{what: what, err: fmt.Errorf("response: %w", err)}
+		}
+	}
+	return i, nil
+}
+
+func encodeJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// nullJSON encodes v, or NULL for a nil pointer.
+func nullJSON[T any](v *T) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	s, err := encodeJSON(v)
+	return &s, err
+}
+
+func getInteraction(ctx context.Context, q querier, ref host.InteractionRef) (host.Interaction, error) {
+	i, err := scanInteraction(q.QueryRow(ctx, `SELECT `+interactionCols+` FROM interactions
+		WHERE workspace_id = $1 AND session_id = $2 AND turn_id = $3 AND request_id = $4`,
+		ref.WorkspaceID, ref.SessionID, ref.TurnID, ref.RequestID))
+	if isNoRows(err) {
+		return host.Interaction{}, notFound("interaction " + ref.RequestID)
+	}
+	if err != nil {
+		return host.Interaction{}, classify("get interaction", err)
+	}
+	return i, nil
+}
+
+// GetInteraction reads one interaction by its complete identity.
+func (s *Store) GetInteraction(ctx context.Context, ref host.InteractionRef) (host.Interaction, error) {
+	return withPool(ctx, s, func(q querier) (host.Interaction, error) { return getInteraction(ctx, q, ref) })
+}
+
+// result records a statement failure (not a missing row) in the Tx.
+func (t *tx) result(err error) error {
+	if err != nil && !isNotFound(err) {
+		return t.fail(err)
+	}
+	return err
+}
+
+func (t *tx) Interaction(ctx context.Context, ref host.InteractionRef) (host.Interaction, error) {
+	if t.failed != nil {
+		return host.Interaction{}, t.failed
+	}
+	if err := t.lockSession(ctx, ref.WorkspaceID, ref.SessionID); err != nil {
+		return host.Interaction{}, err
+	}
+	i, err := getInteraction(ctx, t.tx, ref)
+	return i, t.result(err)
+}
+
+func (t *tx) InsertInteraction(ctx context.Context, i host.Interaction) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	options, err := encodeJSON(i.Options)
+	if err != nil {
+		return fmt.Errorf("pg: insert interaction: %w", err)
+	}
+	tool, err := nullJSON(i.Tool)
+	if err != nil {
+		return fmt.Errorf("pg: insert interaction: %w", err)
+	}
+	response, err := nullJSON(i.Response)
+	if err != nil {
+		return fmt.Errorf("pg: insert interaction: %w", err)
+	}
+	tag, err := t.tx.Exec(ctx, `INSERT INTO interactions (`+interactionCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		ON CONFLICT DO NOTHING`,
+		i.WorkspaceID, i.SessionID, i.TurnID, i.RequestID, i.RootSessionID, string(i.Kind),
+		i.Title, i.Prompt, options, tool, string(i.State), response, i.AnsweredBy, i.AnsweredByName,
+		i.AnsweredAt, i.Resolution, i.OperationID, i.CreatedAt, i.UpdatedAt)
+	if err != nil {
+		return t.fail(classify("insert interaction", err))
+	}
+	if tag.RowsAffected() == 0 {
+		return duplicate("insert interaction " + i.RequestID)
+	}
+	return nil
+}
+
+// UpdateInteraction is a compare-and-set on the stored state: a concurrent
+// writer's UPDATE waits for this row's lock and then re-checks the state,
+// so of two answers exactly one sees `from`; the other gets
+// host.ErrConflict without aborting its transaction.
+func (t *tx) UpdateInteraction(ctx context.Context, i host.Interaction, from host.InteractionState) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	response, err := nullJSON(i.Response)
+	if err != nil {
+		return fmt.Errorf("pg: update interaction: %w", err)
+	}
+	tag, err := t.tx.Exec(ctx, `UPDATE interactions SET state = $1, response_json = $2,
+		answered_by = $3, answered_by_name = $4, answered_at = $5, resolution = $6, operation_id = $7,
+		updated_at = $8
+		WHERE workspace_id = $9 AND session_id = $10 AND turn_id = $11 AND request_id = $12 AND state = $13`,
+		string(i.State), response, i.AnsweredBy, i.AnsweredByName, i.AnsweredAt, i.Resolution,
+		i.OperationID, i.UpdatedAt, i.WorkspaceID, i.SessionID, i.TurnID, i.RequestID, string(from))
+	if err != nil {
+		return t.fail(classify("update interaction", err))
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	if _, err := getInteraction(ctx, t.tx, i.Ref()); err != nil {
+		return t.result(err)
+	}
+	return fmt.Errorf("pg: update interaction %s: state is not %s: %w", i.RequestID, from, host.ErrConflict)
+}
+
+// TurnInteractions lists one Turn's interactions by request id.
+func (t *tx) TurnInteractions(ctx context.Context, ws, sessionID, turnID string) ([]host.Interaction, error) {
+	if t.failed != nil {
+		return nil, t.failed
+	}
+	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+		return nil, err
+	}
+	out, err := queryInteractions(ctx, t.tx, `SELECT `+interactionCols+` FROM interactions
+		WHERE workspace_id = $1 AND session_id = $2 AND turn_id = $3 ORDER BY request_id`, ws, sessionID, turnID)
+	return out, t.result(err)
+}
+
+func queryInteractions(ctx context.Context, q querier, query string, args ...any) ([]host.Interaction, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, classify("list interactions", err)
+	}
+	defer rows.Close()
+	out := []host.Interaction{}
+	for rows.Next() {
+		i, err := scanInteraction(rows)
+		if err != nil {
+			return nil, classify("list interactions", err)
+		}
+		out = append(out, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify("list interactions", err)
+	}
+	return out, nil
+}
+
+// LatestTurn is the session's Turn with the highest seq.
+func (t *tx) LatestTurn(ctx context.Context, ws, sessionID string) (host.Turn, error) {
+	if t.failed != nil {
+		return host.Turn{}, t.failed
+	}
+	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+		return host.Turn{}, err
+	}
+	tu, err := latestTurn(ctx, t.tx, ws, sessionID)
+	return tu, t.result(err)
+}
+
+func latestTurn(ctx context.Context, q querier, ws, sessionID string) (host.Turn, error) {
+	tu, err := scanTurn(q.QueryRow(ctx, `SELECT `+turnCols+` FROM turns
+		WHERE workspace_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT 1`, ws, sessionID))
+	if isNoRows(err) {
+		return host.Turn{}, notFound("latest turn of " + sessionID)
+	}
+	if err != nil {
+		return host.Turn{}, classify("latest turn", err)
+	}
+	return tu, nil
+}
+
+// InteractionTree reads the root, its latest Turn and the latest-Turn
+// interactions of every session in the tree inside one read-only
+// REPEATABLE READ transaction: all three reads see one snapshot.
+func (s *Store) InteractionTree(ctx context.Context, ws, rootSessionID string) (host.InteractionTree, error) {
+	return withPool(ctx, s, func(q querier) (host.InteractionTree, error) {
+		pool := q.(interface {
+			BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+		})
+		rtx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return host.InteractionTree{}, classify("begin read", err)
+		}
+		defer func() { _ = rtx.Rollback(context.WithoutCancel(ctx)) }()
+		tree, err := interactionTree(ctx, rtx, ws, rootSessionID)
+		if err != nil {
+			return tree, err
+		}
+		if err := rtx.Commit(ctx); err != nil {
+			return host.InteractionTree{}, classify("end read", err)
+		}
+		return tree, nil
+	})
+}
+
+func interactionTree(ctx context.Context, q querier, ws, rootSessionID string) (host.InteractionTree, error) {
+	root, err := getSession(ctx, q, selectSession, ws, rootSessionID)
+	if err != nil {
+		return host.InteractionTree{}, err
+	}
+	if root.Provisional || root.DeletedAt != nil {
+		return host.InteractionTree{}, notFound("session " + rootSessionID)
+	}
+	tree := host.InteractionTree{WorkspaceID: ws, RootSessionID: rootSessionID, Interactions: []host.Interaction{}}
+	if t, err := latestTurn(ctx, q, ws, rootSessionID); err == nil {
+		if !t.Retracted {
+			tree.RootTurnID = t.ID
+		}
+	} else if !errors.Is(err, host.ErrNotFound) {
+		return host.InteractionTree{}, err
+	}
+	// Every live session of the tree (the root and its descendants) with
+	// its latest Turn; a retracted latest Turn contributes nothing.
+	tree.Interactions, err = queryInteractions(ctx, q, `SELECT `+prefixed("i.", interactionCols)+`
+		FROM sessions s
+		CROSS JOIN LATERAL (SELECT t.id, t.retracted FROM turns t
+			WHERE t.workspace_id = s.workspace_id AND t.session_id = s.id
+			ORDER BY t.seq DESC LIMIT 1) l
+		JOIN interactions i ON i.workspace_id = s.workspace_id AND i.session_id = s.id AND i.turn_id = l.id
+		WHERE s.workspace_id = $1 AND (s.id = $2 OR s.root_id = $2)
+			AND s.deleted_at IS NULL AND NOT s.provisional AND NOT l.retracted
+		ORDER BY i.session_id, i.turn_id, i.request_id`, ws, rootSessionID)
+	if err != nil {
+		return host.InteractionTree{}, err
+	}
+	return tree, nil
+}
+
+// prefixed qualifies a comma-separated column list with a table alias.
+func prefixed(alias, cols string) string {
+	out := []byte{}
+	start := true
+	for i := 0; i < len(cols); i++ {
+		c := cols[i]
+		if start && c != ' ' && c != '\t' && c != '\n' {
+			out = append(out, alias...)
+			start = false
+		}
+		out = append(out, c)
+		if c == ',' {
+			start = true
+		}
+	}
+	return string(out)
+}
+
+// ---- runtime operations ----
+
+const operationCols = `workspace_id, id, kind, session_id, turn_id, request_id, response_json,
+	responded_by, responded_by_name, state, attempts, next_attempt_at, lease_replica, lease_epoch,
+	lease_expires_at, result, reason, followup_json, followup_turn_id, last_error, created_at,
+	updated_at`
+
+// QuarantineKindOperation is the Quarantined.Kind of a runtime operation.
+const QuarantineKindOperation = host.QuarantineKindOperation
+
+func scanOperation(row pgx.Row) (host.RuntimeOperation, error) {
+	var (
+		op                      host.RuntimeOperation
+		response, state, result string
+		followUp                *string
+	)
+	err := row.Scan(&op.WorkspaceID, &op.ID, &op.Kind, &op.SessionID, &op.TurnID, &op.RequestID,
+		&response, &op.RespondedBy, &op.RespondedByName, &state, &op.Attempts, &op.NextAttemptAt,
+		&op.LeaseReplica, &op.LeaseEpoch, &op.LeaseExpiresAt, &result, &op.Reason, &followUp,
+		&op.FollowUpTurnID, &op.LastError, &op.CreatedAt, &op.UpdatedAt)
+	if err != nil {
+		return host.RuntimeOperation{}, err
+	}
+	op.State, op.Result = host.OperationState(state), host.DeliveryResult(result)
+	op.NextAttemptAt, op.LeaseExpiresAt = utc(op.NextAttemptAt), utcPtr(op.LeaseExpiresAt)
+	op.CreatedAt, op.UpdatedAt = utc(op.CreatedAt), utc(op.UpdatedAt)
+	what := "runtime operation " + op.WorkspaceID + "/" + op.ID
+	if err := json.Unmarshal([]byte(response), &op.Response); err != nil {
+		return op, &decodeError{what: what, err: fmt.Errorf("response: %w", err)}
+	}
+	if followUp != nil {
+		op.FollowUp = new(host.MessageContent)
+		if err := json.Unmarshal([]byte(*followUp), op.FollowUp); err != nil {
+			return op, &decodeError{what: what, err: fmt.Errorf("follow-up: %w", err)}
+		}
+	}
+	switch op.State {
+	case host.OperationPrepared, host.OperationLeased, host.OperationCompleted, host.OperationFailed:
+	default:
+		return op, &decodeError{what: what, err: fmt.Errorf("invalid state %q", op.State)}
+	}
+	return op, nil
+}
+
+func getOperation(ctx context.Context, q querier, ws, id string) (host.RuntimeOperation, error) {
+	op, err := scanOperation(q.QueryRow(ctx, `SELECT `+operationCols+` FROM runtime_operations
+		WHERE workspace_id = $1 AND id = $2`, ws, id))
+	if isNoRows(err) {
+		return host.RuntimeOperation{}, notFound("runtime operation " + id)
+	}
+	if err != nil {
+		return host.RuntimeOperation{}, classify("get runtime operation", err)
+	}
+	return op, nil
+}
+
+// GetRuntimeOperation reads one operation.
+func (s *Store) GetRuntimeOperation(ctx context.Context, ws, id string) (host.RuntimeOperation, error) {
+	return withPool(ctx, s, func(q querier) (host.RuntimeOperation, error) { return getOperation(ctx, q, ws, id) })
+}
+
+// RuntimeOperation reads an operation after locking its session, so a
+// delivery takes its locks in the same order as the session's commands.
+func (t *tx) RuntimeOperation(ctx context.Context, ws, id string) (host.RuntimeOperation, error) {
+	if t.failed != nil {
+		return host.RuntimeOperation{}, t.failed
+	}
+	var sid string
+	err := t.tx.QueryRow(ctx, `SELECT session_id FROM runtime_operations WHERE workspace_id = $1 AND id = $2`, ws, id).Scan(&sid)
+	if isNoRows(err) {
+		return host.RuntimeOperation{}, notFound("runtime operation " + id)
+	}
+	if err != nil {
+		return host.RuntimeOperation{}, t.fail(classify("get runtime operation", err))
+	}
+	if err := t.lockSession(ctx, ws, sid); err != nil {
+		return host.RuntimeOperation{}, err
+	}
+	op, err := getOperation(ctx, t.tx, ws, id)
+	return op, t.result(err)
+}
+
+func operationArgs(op host.RuntimeOperation) (response string, followUp *string, err error) {
+	if response, err = encodeJSON(op.Response); err != nil {
+		return "", nil, fmt.Errorf("pg: runtime operation %s: %w", op.ID, err)
+	}
+	if followUp, err = nullJSON(op.FollowUp); err != nil {
+		return "", nil, fmt.Errorf("pg: runtime operation %s: %w", op.ID, err)
+	}
+	return response, followUp, nil
+}
+
+func (t *tx) InsertRuntimeOperation(ctx context.Context, op host.RuntimeOperation) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	response, followUp, err := operationArgs(op)
+	if err != nil {
+		return err
+	}
+	tag, err := t.tx.Exec(ctx, `INSERT INTO runtime_operations (`+operationCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
+		ON CONFLICT DO NOTHING`,
+		op.WorkspaceID, op.ID, op.Kind, op.SessionID, op.TurnID, op.RequestID, response,
+		op.RespondedBy, op.RespondedByName, string(op.State), op.Attempts, op.NextAttemptAt,
+		op.LeaseReplica, op.LeaseEpoch, op.LeaseExpiresAt, string(op.Result), op.Reason,
+		followUp, op.FollowUpTurnID, op.LastError, op.CreatedAt, op.UpdatedAt)
+	if err != nil {
+		return t.fail(classify("insert runtime operation", err))
+	}
+	if tag.RowsAffected() == 0 {
+		return duplicate("insert runtime operation " + op.ID)
+	}
+	return nil
+}
+
+// UpdateRuntimeOperation rewrites the mutable columns; the identity tuple,
+// kind, response, responders and creation time stay as inserted.
+func (t *tx) UpdateRuntimeOperation(ctx context.Context, op host.RuntimeOperation) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	_, followUp, err := operationArgs(op)
+	if err != nil {
+		return err
+	}
+	tag, err := t.tx.Exec(ctx, `UPDATE runtime_operations SET state = $1, attempts = $2,
+		next_attempt_at = $3, lease_replica = $4, lease_epoch = $5, lease_expires_at = $6, result = $7,
+		reason = $8, followup_json = $9, followup_turn_id = $10, last_error = $11, updated_at = $12
+		WHERE workspace_id = $13 AND id = $14`,
+		string(op.State), op.Attempts, op.NextAttemptAt, op.LeaseReplica, op.LeaseEpoch,
+		op.LeaseExpiresAt, string(op.Result), op.Reason, followUp, op.FollowUpTurnID,
+		op.LastError, op.UpdatedAt, op.WorkspaceID, op.ID)
+	return t.affectedOne("update runtime operation "+op.ID, tag, err)
+}
+
+// DueRuntimeOperations returns prepared operations whose next attempt is
+// due and leased ones whose lease expired, in every workspace.
+func (s *Store) DueRuntimeOperations(ctx context.Context, now time.Time, limit int) ([]host.RuntimeOperation, []host.Quarantined, error) {
+	limit = clampLimit(limit, 64, 1000)
+	type result struct {
+		ops []host.RuntimeOperation
+		bad []host.Quarantined
+	}
+	r, err := withPool(ctx, s, func(q querier) (result, error) {
+		rows, err := q.Query(ctx, `SELECT `+operationCols+` FROM runtime_operations o
+			WHERE ((o.state = 'prepared' AND o.next_attempt_at <= $1)
+				OR (o.state = 'leased' AND o.lease_expires_at <= $1))
+			AND NOT EXISTS (SELECT 1 FROM quarantine q
+				WHERE q.kind = $2 AND q.key = o.workspace_id || '/' || o.id)
+			ORDER BY o.next_attempt_at, o.workspace_id, o.id LIMIT $3`,
+			now, QuarantineKindOperation, limit)
+		if err != nil {
+			return result{}, classify("due runtime operations", err)
+		}
+		defer rows.Close()
+		var out result
+		for rows.Next() {
+			op, err := scanOperation(rows)
+			var de *decodeError
+			if errors.As(err, &de) {
+				out.bad = append(out.bad, host.Quarantined{WorkspaceID: op.WorkspaceID, Kind: QuarantineKindOperation,
+					Key: op.WorkspaceID + "/" + op.ID, Reason: err.Error(), At: time.Now().UTC()})
+				continue
+			}
+			if err != nil {
+				return result{}, classify("due runtime operations", err)
+			}
+			out.ops = append(out.ops, op)
+		}
+		if err := rows.Err(); err != nil {
+			return result{}, classify("due runtime operations", err)
+		}
+		return out, nil
+	})
+	return r.ops, r.bad, err
+}
+
+// RequeueRuntimeOperations returns to prepared every leased operation of
+// this replica's earlier processes and every expired lease.
+func (s *Store) RequeueRuntimeOperations(ctx context.Context, replica string, now time.Time) (int, error) {
+	return withPool(ctx, s, func(q querier) (int, error) {
+		tag, err := q.Exec(ctx, `UPDATE runtime_operations SET state = 'prepared',
+			next_attempt_at = $1, lease_replica = '', lease_epoch = '', lease_expires_at = NULL, updated_at = $1
+			WHERE state = 'leased' AND (lease_replica = $2 OR lease_expires_at <= $1)`,
+			now, replica)
+		if err != nil {
+			return 0, classify("requeue runtime operations", err)
+		}
+		return int(tag.RowsAffected()), nil
+	})
+}
