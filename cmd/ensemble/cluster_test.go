@@ -4,7 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +17,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ensemble-dev/ensemble/host"
@@ -50,10 +56,47 @@ type cluster struct {
 	replicas []*serverProc
 }
 
+// clusterPostgres creates a schema of its own on the test PostgreSQL (or
+// skips) and returns a database URL whose connections use it; the schema
+// is dropped when the test ends.
+func clusterPostgres(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, testenv.PostgresURL())
+	if err != nil {
+		testenv.Missing(t, "PostgreSQL", err)
+	}
+	defer admin.Close(context.Background())
+	schema := strings.ToLower(strings.ReplaceAll(host.RandomID("ens_cluster"), "-", "_"))
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, testenv.PostgresURL())
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	})
+	u, err := url.Parse(testenv.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 func newCluster(t *testing.T, redisURL string, n int, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dataDir: t.TempDir(), ws: strings.ToLower(host.RandomID("ws"))}
-	c.args = append([]string{"--redis-url", redisURL, "--workspace", c.ws, "--sim-rate", "5ms"}, extra...)
+	c.args = append([]string{"--redis-url", redisURL, "--database-url", clusterPostgres(t),
+		"--workspace", c.ws, "--sim-rate", "5ms"}, extra...)
 	for range n {
 		c.replicas = append(c.replicas, c.start())
 	}
@@ -476,8 +519,7 @@ func (c *cluster) waitSettled(p *serverProc, sid, turnID string) clusterTurn {
 // third stream in live, gap-free, each delta in place, ending with exactly
 // the canonical transcript.
 func TestClusterWatchersOnOtherReplicasSeeTheAnswerLive(t *testing.T) {
-	url := clusterRedis(t)
-	c := newCluster(t, url, 3)
+	c := newCluster(t, clusterRedis(t), 3)
 	a, b, cc := c.replicas[0], c.replicas[1], c.replicas[2]
 	sid := c.createSession(a)
 	wb, wc := c.watch(b, sid), c.watch(cc, sid)
@@ -500,4 +542,263 @@ func TestClusterWatchersOnOtherReplicasSeeTheAnswerLive(t *testing.T) {
 			t.Fatalf("watcher on %s saw only %d streaming events", name, streamed)
 		}
 	}
+}
+
+// submitRetrying sends one submit and retries it unchanged (same
+// clientSubmitId) while the answer is retryable, as a careful client does.
+func (c *cluster) submitRetrying(p *serverProc, sid, clientSubmitID, text string) (clusterTurn, bool, error) {
+	var res struct {
+		Turn     clusterTurn `json:"turn"`
+		Replayed bool        `json:"replayed"`
+		Error    struct {
+			Code      string `json:"code"`
+			Retryable bool   `json:"retryable"`
+		} `json:"error"`
+	}
+	for attempt := 0; ; attempt++ {
+		res.Error.Code, res.Error.Retryable = "", false
+		code, err := c.rest(p, http.MethodPost, "/sessions/"+sid+"/messages", map[string]any{
+			"clientSubmitId": clientSubmitID, "content": map[string]any{"text": text},
+		}, &res)
+		if err == nil && code == http.StatusOK {
+			return res.Turn, res.Replayed, nil
+		}
+		if attempt >= 50 || (err == nil && !res.Error.Retryable) {
+			return clusterTurn{}, false, fmt.Errorf("submit on %s: %d %s %v", p.addr, code, res.Error.Code, err)
+		}
+		time.Sleep(time.Duration(10+attempt*10) * time.Millisecond)
+	}
+}
+
+// 1,000 concurrent submits of one clientSubmitId spread over three
+// replicas: one turn, one provider dispatch, everyone gets that turn.
+func TestClusterOneClientSubmitIDThousandSubmitsOneTurn(t *testing.T) {
+	c := newCluster(t, clusterRedis(t), 3)
+	sid := c.createSession(c.replicas[0])
+	const n = 1000
+	type result struct {
+		turn     clusterTurn
+		replayed bool
+		err      error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			tr, rep, err := c.submitRetrying(c.replicas[i%3], sid, "one-id", "/sim words=40\nsame prompt")
+			results[i] = result{tr, rep, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	fresh := 0
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("submit %d: %v", i, r.err)
+		}
+		if r.turn.ID == "" || r.turn.ID != results[0].turn.ID {
+			t.Fatalf("submit %d got turn %q, submit 0 got %q", i, r.turn.ID, results[0].turn.ID)
+		}
+		if !r.replayed {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("%d submits admitted fresh, want exactly 1", fresh)
+	}
+	tr := c.waitSettled(c.replicas[1], sid, results[0].turn.ID)
+	if tr.Outcome != "completed" {
+		t.Fatalf("turn: %+v", tr)
+	}
+	var turns struct {
+		Turns []clusterTurn `json:"turns"`
+	}
+	c.mustRest(c.replicas[2], http.MethodGet, "/sessions/"+sid+"/turns?limit=200", nil, &turns, http.StatusOK)
+	if len(turns.Turns) != 1 {
+		t.Fatalf("%d turns, want 1", len(turns.Turns))
+	}
+	// One dispatch: the agent answered once (the sim answers every prompt
+	// it receives; a second dispatch would be a second answer).
+	var page struct {
+		Messages []clusterMessage `json:"messages"`
+	}
+	c.mustRest(c.replicas[2], http.MethodGet, "/sessions/"+sid+"/messages?limit=1000", nil, &page, http.StatusOK)
+	users, agents := 0, 0
+	for _, m := range page.Messages {
+		switch {
+		case m.Role == "user":
+			users++
+		case m.Role == "agent" && m.Kind == "text":
+			agents++
+		}
+	}
+	if users != 1 || agents != 1 {
+		t.Fatalf("%d prompts and %d answers in the transcript, want 1 and 1", users, agents)
+	}
+}
+
+// SIGKILL the replica that runs a streaming turn: another replica takes
+// the session over and settles the turn failed/execution_status_unknown,
+// watchers reconnect to survivors, and every watcher ends with the same
+// canonical state, with no gap and no duplicate along the way.
+func TestClusterOwnerKilledMidTurn(t *testing.T) {
+	c := newCluster(t, clusterRedis(t), 3, "--session-lease", "2s")
+	a, b, cc := c.replicas[0], c.replicas[1], c.replicas[2]
+	sid := c.createSession(a)
+	wa, wb := c.watch(a, sid), c.watch(b, sid)
+	turnID := c.submit(a, sid, "doomed", "/sim words=100000 rate=10ms")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		wb.mu.Lock()
+		d := wb.deltas
+		wb.mu.Unlock()
+		if d >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the answer never streamed to B")
+		}
+	}
+	a.kill()
+	<-a.done
+	// A's watcher lost its connection; it reconnects to a survivor.
+	for deadline := time.Now().Add(10 * time.Second); !wa.disconnected(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher on the killed replica stayed connected")
+		}
+	}
+	if err := wa.connect(cc); err != nil {
+		t.Fatal(err)
+	}
+	tr := c.waitSettled(b, sid, turnID)
+	if tr.Outcome != "failed" || tr.FailureReason != "execution_status_unknown" {
+		t.Fatalf("the dead owner's turn settled as %+v", tr)
+	}
+	want, _ := c.canonical(cc, sid)
+	wa.waitTurn(turnID, want)
+	wb.waitTurn(turnID, want)
+	// The session is usable again, from any replica.
+	next := c.submit(cc, sid, "after", "/sim words=5")
+	if tr := c.waitSettled(b, sid, next); tr.Outcome != "completed" {
+		t.Fatalf("prompt after the takeover: %+v", tr)
+	}
+	want, _ = c.canonical(b, sid)
+	wa.waitTurn(next, want)
+	wb.waitTurn(next, want)
+}
+
+// ownRedis runs a private redis-server on a loopback port, so restarting
+// it never disturbs the shared one.
+type ownRedis struct {
+	port int
+	dir  string
+	cmd  *exec.Cmd
+}
+
+func startOwnRedis(t *testing.T, port int, dir string) *ownRedis {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		testenv.Missing(t, "redis-server", err)
+	}
+	if port == 0 {
+		_, p, _ := net.SplitHostPort(freeAddr(t))
+		port, _ = strconv.Atoi(p)
+	}
+	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
+		"--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &ownRedis{port: port, dir: dir, cmd: cmd}
+	t.Cleanup(r.stop)
+	cl := redis.NewClient(&redis.Options{Addr: r.addr()})
+	defer cl.Close()
+	for deadline := time.Now().Add(15 * time.Second); cl.Ping(context.Background()).Err() != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("own redis-server on %d never answered", port)
+		}
+	}
+	return r
+}
+
+func (r *ownRedis) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
+func (r *ownRedis) url() string  { return "redis://" + r.addr() + "/0" }
+
+func (r *ownRedis) stop() {
+	if r.cmd.ProcessState == nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+	}
+}
+
+// Redis restarts while an answer streams: nothing canonical is lost, the
+// watcher on the other replica is resynced once Redis is back and ends
+// with exactly the canonical transcript, gap-free.
+func TestClusterRedisRestartMidTurn(t *testing.T) {
+	dir := t.TempDir()
+	rs := startOwnRedis(t, 0, dir)
+	c := newCluster(t, rs.url(), 2)
+	a, b := c.replicas[0], c.replicas[1]
+	sid := c.createSession(a)
+	wb := c.watch(b, sid)
+	turnID := c.submit(a, sid, "through-restart", "/sim words=1500 rate=5ms")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		wb.mu.Lock()
+		d := wb.deltas
+		wb.mu.Unlock()
+		if d >= 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the answer never streamed to B")
+		}
+	}
+	rs.stop()
+	// While Redis is gone the turn goes on committing on A.
+	before, _ := c.canonical(a, sid)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		now, _ := c.canonical(a, sid)
+		if agentLen(now) > agentLen(before) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing committed while Redis was down")
+		}
+	}
+	startOwnRedis(t, rs.port, dir)
+	back := time.Now()
+	// Resynced: the watcher catches up with everything committed while
+	// Redis was away (the stream is still going, so it only grows).
+	atReturn, _ := c.canonical(a, sid)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		wb.mu.Lock()
+		have, err := agentLen(wb.textsLocked()), wb.err
+		wb.mu.Unlock()
+		if err != nil {
+			t.Fatalf("watcher: %v", err)
+		}
+		if have >= agentLen(atReturn) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher on B was never resynced after Redis returned")
+		}
+	}
+	t.Logf("watcher on B resynced %s after Redis returned", time.Since(back).Round(time.Millisecond))
+	tr := c.waitSettled(a, sid, turnID)
+	if tr.Outcome != "completed" {
+		t.Fatalf("turn: %+v", tr)
+	}
+	want, _ := c.canonical(b, sid)
+	wb.waitTurn(turnID, want)
+}
+
+func agentLen(texts map[string]string) int {
+	n := 0
+	for _, s := range texts {
+		n += len(s)
+	}
+	return n
 }
