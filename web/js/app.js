@@ -113,10 +113,13 @@ function start(token, claimsPrincipal) {
       state.pending.delete(id);
       update();
     },
-    onRespond: async ({ sessionId, turnId, requestId, optionId }) => {
-      await conn.request('interaction.respond', {
-        workspace: state.workspace, sessionId, turnId, requestId, response: { optionId },
+    onRespond: async ({ sessionId, turnId, requestId, optionId, payload }) => {
+      const response = payload ? { optionId, payload } : { optionId };
+      const res = await conn.request('interaction.respond', {
+        workspace: state.workspace, sessionId, turnId, requestId, response,
       });
+      update();
+      return res;
     },
     onHint: (cmd) => composer.insert(cmd),
     onLoadEarlier: loadEarlier,

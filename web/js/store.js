@@ -27,7 +27,7 @@ export function openSession(state, sessionId) {
     session: state.sessions.get(sessionId) || null,
     turns: new Map(),
     messages: new Map(),
-    interactions: new Map(), // turnId -> [interaction]
+    interactions: new Map(), // root turn id -> [interaction] (the tree's latest-turn interactions)
     queue: null,
     presence: [],
     goal: null,
@@ -136,7 +136,7 @@ export function applySessionSnapshot(state, snap) {
   open.maxOrdinal = 0;
   for (const m of arrayOf(snap, 'messages')) putMessage(open, m);
   open.interactions = new Map();
-  for (const i of arrayOf(snap, 'interactions')) addInteraction(open, i);
+  if (snap && snap.interactionTree) setInteractions(open, snap.interactionTree);
   if (snap && snap.queue) open.queue = snap.queue;
   if (snap && snap.goal) open.goal = snap.goal;
   if (snap && Array.isArray(snap.presence)) open.presence = snap.presence;
@@ -322,30 +322,77 @@ export function applyMessageDelta(open, d) {
 
 // ---------- interactions ----------
 
-function addInteraction(open, i) {
-  if (!i) return;
-  const turnId = i.turnId || '';
-  const list = open.interactions.get(turnId) || [];
-  list.push(i);
-  open.interactions.set(turnId, list);
-}
-
-// setInteractions replaces the complete list for one root turn; an empty
-// list clears it.
-function setInteractions(open, p) {
+// setInteractions applies one interaction_snapshot: the complete list for
+// the exact root turn it names (root turn plus sub-agent sessions' latest
+// turns). An empty list clears that root turn only; other root turns are
+// never inferred from the contents.
+export function setInteractions(open, p) {
+  if (!open || !p) return;
   const turnId = p.turnId || '';
-  const list = arrayOf(p, 'interactions', 'items');
+  const list = arrayOf(p, 'interactions', 'items').slice().sort((a, b) => {
+    const ca = a.createdAt || '';
+    const cb = b.createdAt || '';
+    if (ca !== cb) return ca < cb ? -1 : 1;
+    return (a.requestId || '') < (b.requestId || '') ? -1 : 1;
+  });
   if (list.length === 0) open.interactions.delete(turnId);
   else open.interactions.set(turnId, list);
+}
+
+// actionable: still waiting for an answer and its root turn is running.
+export function actionable(open, rootTurnId, i) {
+  if (!i || (i.state && i.state !== 'pending')) return false;
+  const t = open && open.turns.get(rootTurnId);
+  return !(t && t.phase === 'settled');
 }
 
 export function pendingInteractions(open) {
   if (!open) return [];
   const out = [];
-  for (const list of open.interactions.values()) {
-    for (const i of list) if (!i.state || i.state === 'pending') out.push(i);
+  for (const [rootTurnId, list] of open.interactions) {
+    for (const i of list) if (actionable(open, rootTurnId, i)) out.push(i);
   }
   return out;
+}
+
+function optionName(i, id) {
+  const o = (i.options || []).find((x) => (x.optionId || x.id) === id);
+  return o ? (o.name || id) : id;
+}
+
+// interactionStatus is the line under an interaction card: who answered
+// what and what became of it. Superseded is explained, never an error.
+export function interactionStatus(i, rootTurnSettled) {
+  const who = i.answeredByName || i.answeredBy || 'Someone';
+  const chose = i.response ? `“${optionName(i, i.response.optionId)}”` : '';
+  switch (i.state || 'pending') {
+    case 'pending':
+      return rootTurnSettled ? { text: 'The turn ended before anyone answered.', tone: 'muted' } : null;
+    case 'answered':
+      if (i.resolution === 'delivered') return { text: `Answered by ${who}: ${chose} — the agent has it.`, tone: 'ok' };
+      return { text: `Answered by ${who}: ${chose} — delivering to the agent…`, tone: 'ok' };
+    case 'canceled':
+      return { text: 'The turn was stopped, so the agent was told “cancelled”.', tone: 'muted' };
+    case 'superseded':
+      if (i.response) {
+        const why = i.resolution === 'delivery_failed' ? 'it could not be delivered' : 'the agent had already stopped waiting for it';
+        return { text: `Answered by ${who}: ${chose} — but ${why}.`, tone: 'muted' };
+      }
+      if (i.resolution === 'withdrawn') return { text: 'The agent withdrew this request.', tone: 'muted' };
+      return { text: 'No longer needed: the turn ended before anyone answered.', tone: 'muted' };
+    default:
+      return { text: i.state, tone: 'muted' };
+  }
+}
+
+// respondNote explains a response that did not win.
+export function respondNote(res, mineOption) {
+  if (!res || res.disposition !== 'superseded') return '';
+  const i = res.interaction || {};
+  if (i.response && i.response.optionId !== mineOption) {
+    return `${i.answeredByName || i.answeredBy || 'Someone'} answered first (${optionName(i, i.response.optionId)}); your answer was not used.`;
+  }
+  return 'This request was no longer waiting for an answer; your answer was not used.';
 }
 
 // ---------- derived views ----------

@@ -101,12 +101,36 @@ test('pending submissions disappear once reflected', () => {
   assert.equal(S.visiblePending(st, 's1').length, 0);
 });
 
-test('interaction snapshots replace per turn; empty clears', () => {
+test('interaction snapshots replace per root turn; empty clears only that root', () => {
   const st = openState();
-  S.applySessionEvent(st, 'interaction_snapshot', { sessionId: 's1', turnId: 't1', interactions: [{ requestId: 'r1', turnId: 't1', state: 'pending' }] });
+  S.applySessionEvent(st, 'interaction_snapshot', { rootSessionId: 's1', turnId: 't1', interactions: [{ requestId: 'r1', turnId: 't1', state: 'pending' }] });
   assert.equal(S.pendingInteractions(st.open).length, 1);
-  S.applySessionEvent(st, 'interaction_snapshot', { sessionId: 's1', turnId: 't1', interactions: [] });
+  // A sub-agent's interaction is listed under the root turn, not its own.
+  S.applySessionEvent(st, 'interaction_snapshot', { rootSessionId: 's1', turnId: 't2', interactions: [{ requestId: 'c1', sessionId: 'child', turnId: 'ct1', state: 'pending' }] });
+  assert.equal(S.pendingInteractions(st.open).length, 2);
+  assert.equal(st.open.interactions.get('t2')[0].requestId, 'c1');
+  S.applySessionEvent(st, 'interaction_snapshot', { rootSessionId: 's1', turnId: 't1', interactions: [] });
+  assert.equal(S.pendingInteractions(st.open).length, 1);
+  assert.ok(!st.open.interactions.has('t1'));
+  // A settled root turn's pending rows are not actionable.
+  st.open.turns.set('t2', { id: 't2', phase: 'settled', outcome: 'completed' });
   assert.equal(S.pendingInteractions(st.open).length, 0);
+});
+
+test('session snapshot carries the interaction tree', () => {
+  const st = openState();
+  S.applySessionSnapshot(st, { session: { id: 's1' }, turns: [], messages: [],
+    interactionTree: { rootSessionId: 's1', turnId: 't9', interactions: [{ requestId: 'r', turnId: 't9', state: 'answered', answeredByName: 'Bob', response: { optionId: 'allow' }, options: [{ optionId: 'allow', name: 'Allow' }], resolution: 'delivered' }] } });
+  const [i] = st.open.interactions.get('t9');
+  assert.equal(S.interactionStatus(i, false).text, 'Answered by Bob: “Allow” — the agent has it.');
+});
+
+test('a superseded answer is explained, not an error', () => {
+  const res = { disposition: 'superseded', interaction: { answeredByName: 'Alice', response: { optionId: 'reject' }, options: [{ optionId: 'reject', name: 'Skip' }] } };
+  assert.equal(S.respondNote(res, 'allow'), 'Alice answered first (Skip); your answer was not used.');
+  assert.equal(S.respondNote({ disposition: 'answered' }, 'allow'), '');
+  const gone = { state: 'superseded', response: { optionId: 'allow' }, answeredByName: 'Al', resolution: 'provider_gone', options: [] };
+  assert.match(S.interactionStatus(gone, true).text, /already stopped waiting/);
 });
 
 test('fenced code splitting', () => {

@@ -6,6 +6,7 @@
 import { h, icon, setText, setAttr, reconcile, initials } from '../dom.js';
 import {
   sortedMessages, messageText, turnStatus, visiblePending, clockTime, splitFences,
+  actionable, interactionStatus, respondNote,
 } from '../store.js';
 
 export const SIM_HINTS = [
@@ -13,6 +14,7 @@ export const SIM_HINTS = [
   { cmd: '/sim tool', what: 'run a tool call' },
   { cmd: '/sim think', what: 'show the agent thinking first' },
   { cmd: '/sim hang', what: 'a turn that never ends — try Stop' },
+  { cmd: '/sim permission', what: 'the agent asks for approval — anyone can answer' },
 ];
 
 export function createTranscript(root, handlers) {
@@ -105,9 +107,10 @@ export function createTranscript(root, handlers) {
         nodes.push(v.el);
         const next = msgs[i + 1];
         if (!next || next.turnId !== m.turnId) {
+          const rootTurn = open.turns.get(m.turnId);
           for (const it of open.interactions.get(m.turnId) || []) {
-            const iv = view(`i:${it.turnId}:${it.requestId || it.id}`, () => interactionView(handlers));
-            iv.update(it, open.id);
+            const iv = view(`i:${it.sessionId}:${it.turnId}:${it.requestId || it.id}`, () => interactionView(handlers));
+            iv.update(it, { open, rootTurnId: m.turnId, rootSettled: !!(rootTurn && rootTurn.phase === 'settled'), ctx });
             nodes.push(iv.el);
           }
           const t = open.turns.get(m.turnId);
@@ -371,51 +374,111 @@ function turnStatusView() {
 
 // ---------- interactions (approval / question / plan) ----------
 
+const KIND_TITLE = {
+  approval: 'The agent asks for permission',
+  question: 'The agent has a question',
+  plan: 'The agent proposes a plan',
+};
+
+// interactionView is one request the agent waits on. Every watcher of the
+// tree sees the same card; the first answer wins and everyone sees who
+// gave it. A response that lost the race is explained, not an error.
 function interactionView(handlers) {
+  const kind = h('span', { class: 'interaction-kind' });
+  const from = h('span', { class: 'interaction-from' });
   const title = h('div', { class: 'interaction-title' });
-  const body = richText();
+  const prompt = richText();
+  const toolLine = h('div', { class: 'interaction-tool' });
+  const inPre = h('pre', { class: 'tool-input-text' });
+  const input = h('details', { class: 'tool-input' }, h('summary', null, 'Details'), inPre);
   const options = h('div', { class: 'interaction-options' });
-  const status = h('div', { class: 'interaction-status' });
+  const note = h('input', { class: 'interaction-note', type: 'text', maxlength: '2000',
+    placeholder: 'Optional note for the agent (sent with a decline)', 'aria-label': 'Note for the agent' });
+  const status = h('div', { class: 'interaction-status', role: 'status' });
+  const mine = h('div', { class: 'interaction-mine' });
   const err = h('div', { class: 'inline-error', role: 'alert' });
-  const el = h('div', { class: 'interaction' }, h('div', { class: 'interaction-head' }, icon('key'), title), body.el, options, status, err);
+  const el = h('div', { class: 'interaction' },
+    h('div', { class: 'interaction-head' }, icon('key'), kind, from), title, prompt.el, toolLine, input, options, note, status, mine, err);
   let lastKey = '';
+  let current = null;
+  let busy = false;
   return {
     el,
-    update(it, sessionId) {
+    update(it, { open, rootTurnId, rootSettled }) {
+      current = it;
       const requestId = it.requestId || it.id;
+      const state = it.state || 'pending';
+      const canAnswer = actionable(open, rootTurnId, it);
       setAttr(el, 'data-request-id', requestId);
       setAttr(el, 'data-turn-id', it.turnId || '');
-      const state = it.state || 'pending';
+      setAttr(el, 'data-session-id', it.sessionId || '');
+      setAttr(el, 'data-kind', it.kind || 'approval');
       setAttr(el, 'data-state', state);
-      const kindTitle = { approval: 'The agent asks for permission', question: 'The agent has a question', plan: 'The agent proposes a plan' }[it.kind] || 'The agent needs an answer';
-      setText(title, it.title || kindTitle);
-      body.set(it.prompt || it.message || it.text || (it.title ? '' : ''));
+      setAttr(el, 'data-actionable', canAnswer ? 'true' : 'false');
+      setAttr(el, 'data-answered-by', it.answeredByName || it.answeredBy || null);
+      setText(kind, KIND_TITLE[it.kind] || 'The agent needs an answer');
+      const sub = it.sessionId && open && it.sessionId !== open.id;
+      setText(from, sub ? 'sub-agent' : '');
+      from.hidden = !sub;
+      setText(title, it.title || '');
+      title.hidden = !it.title || it.title === it.prompt;
+      prompt.set(it.prompt || '');
+      prompt.el.hidden = !it.prompt;
+      const t = it.tool || {};
+      const toolText = [t.kind, t.title && t.title !== it.title ? t.title : '', t.status].filter(Boolean).join(' · ');
+      setText(toolLine, toolText ? `Tool call: ${toolText}` : '');
+      toolLine.hidden = !toolText;
+      const inputText = t.input == null ? '' : (typeof t.input === 'string' ? t.input : JSON.stringify(t.input, null, 2));
+      setText(inPre, inputText);
+      input.hidden = !inputText || inputText === '{}' || inputText === 'null';
       const opts = it.options || [];
-      const key = JSON.stringify([state, opts]);
+      const key = JSON.stringify([canAnswer, opts, it.response || null]);
       if (key !== lastKey) {
         lastKey = key;
         options.replaceChildren(...opts.map((o) => {
           const id = o.optionId || o.id;
-          const b = h('button', { type: 'button', class: `btn ${/reject|deny/i.test(o.kind || '') ? 'btn-ghost' : 'btn-secondary'}`, dataset: { optionId: id }, text: o.name || o.label || id });
-          b.disabled = state !== 'pending';
-          b.addEventListener('click', async () => {
-            for (const x of options.querySelectorAll('button')) x.disabled = true;
-            setText(err, '');
-            try {
-              await handlers.onRespond({ sessionId, turnId: it.turnId, requestId, optionId: id });
-            } catch (e) {
-              setText(err, `${e.code || 'error'}: ${e.message}`);
-              for (const x of options.querySelectorAll('button')) x.disabled = false;
-            }
+          const chosen = it.response && it.response.optionId === id;
+          const b = h('button', {
+            type: 'button',
+            class: `btn btn-small ${/^reject/.test(o.kind || '') ? 'btn-ghost' : 'btn-secondary'}${chosen ? ' chosen' : ''}`,
+            dataset: { optionId: id, optionKind: o.kind || '' }, text: o.name || id,
           });
+          b.disabled = !canAnswer || busy;
+          b.addEventListener('click', () => answer(id, /^reject/.test(o.kind || '')));
           return b;
         }));
       }
-      const answered = state === 'answered' ? `Answered${it.answeredBy ? ` by ${it.answeredBy}` : ''}` : state === 'superseded' ? 'No longer needed' : '';
-      setText(status, answered);
-      status.hidden = !answered;
+      note.hidden = !canAnswer || !opts.some((o) => /^reject/.test(o.kind || ''));
+      const st = interactionStatus(it, rootSettled);
+      setText(status, st ? st.text : '');
+      setAttr(status, 'data-tone', st ? st.tone : null);
+      status.hidden = !st;
+      mine.hidden = !mine.textContent;
     },
   };
+
+  async function answer(optionId, denial) {
+    if (!current || busy) return;
+    const it = current;
+    busy = true;
+    for (const x of options.querySelectorAll('button')) x.disabled = true;
+    setText(err, '');
+    setText(mine, '');
+    const payload = denial && note.value.trim() ? { message: note.value.trim() } : undefined;
+    try {
+      const res = await handlers.onRespond({
+        sessionId: it.sessionId, turnId: it.turnId, requestId: it.requestId || it.id, optionId, payload,
+      });
+      setText(mine, respondNote(res, optionId));
+    } catch (e) {
+      setText(err, `${e.code || 'error'}: ${e.message}`);
+    } finally {
+      busy = false;
+      lastKey = '';
+      mine.hidden = !mine.textContent;
+      for (const x of options.querySelectorAll('button')) x.disabled = !(current && (current.state || 'pending') === 'pending');
+    }
+  }
 }
 
 // ---------- pending submissions ----------
