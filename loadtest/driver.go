@@ -139,6 +139,7 @@ func (d *driver) messages(ctx context.Context, ws, sid string) ([]wireMessage, e
 type wireMessage struct {
 	ID        string    `json:"id"`
 	Role      string    `json:"role"`
+	TurnID    string    `json:"turnId"`
 	Version   int64     `json:"version"`
 	UpdatedAt time.Time `json:"updatedAt"`
 	Content   struct {

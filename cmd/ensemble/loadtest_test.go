@@ -79,9 +79,6 @@ func TestLoadtestEndToEnd(t *testing.T) {
 				counts[c.Name] = v
 			}
 		}
-		if s.Name == "approve" {
-			continue // runs only once the server supports interaction.respond
-		}
 		if s.Skipped != "" {
 			t.Errorf("%s skipped: %s", s.Name, s.Skipped)
 			continue
@@ -114,6 +111,12 @@ func TestLoadtestEndToEnd(t *testing.T) {
 		case "submit":
 			if counts["c=1 submits"] == 0 || counts["c=2 submits"] == 0 || counts["c=1 errors"] != 0 || counts["c=2 errors"] != 0 {
 				t.Errorf("submit counts: %v", counts)
+			}
+		case "approve":
+			if counts["interactions"] == 0 || counts["interactions with a winner"] != counts["interactions"] ||
+				counts["answered (won, or identical to the winner)"]+counts["superseded"] != counts["responses"] ||
+				counts["responses"] != counts["interactions"]*3 || counts["failed"] != 0 {
+				t.Errorf("approve counts do not add up: %v", counts)
 			}
 		case "reconnect":
 			if counts["resynced"] != 40 || counts["gaps"] != 0 || counts["duplicates"] != 0 ||
