@@ -122,7 +122,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeBus()
-	h := host.New(host.Config{Store: store, Runtime: runtime, Observer: bus, Logger: log.With("component", "host")})
+	h := host.New(host.Config{Store: store, Runtime: runtime, Observer: bus, Logger: log.With("component", "host"),
+		ReplicaID: c.replicaID})
 	stopCluster, err := startCluster(ctx, c, bus, h, log)
 	if err != nil {
 		return err
