@@ -144,6 +144,13 @@ func (h *Host) ownSession(ctx context.Context, ws, sid, keepTurn string) (owner 
 	case err != nil && !errors.Is(err, ErrNotFound):
 		return "", false, storeErr(err, "session lease")
 	}
+	// No lease for a session that does not exist: the command itself
+	// answers not_found.
+	if _, err := h.store.GetSession(ctx, ws, sid); errors.Is(err, ErrNotFound) {
+		return h.epoch, true, nil
+	} else if err != nil {
+		return "", false, storeErr(err, "session %s", sid)
+	}
 	l, err := ls.AcquireLease(ctx, ws, sid, h.epoch, ttl)
 	if err != nil {
 		return "", false, storeErr(err, "session lease")

@@ -141,6 +141,14 @@ func TestNonOwnerForwardsToOwner(t *testing.T) {
 	if again := submit(t, b, sid, "c2", "/sim words=3"); !again.Replayed || again.Turn.ID != r2.Turn.ID {
 		t.Fatalf("replay: %+v", again)
 	}
+	// A command for a session that does not exist takes no lease.
+	if _, err := b.SendInput(ctx, host.SendInput{WorkspaceID: "w", SessionID: "ses_none", ClientSubmitID: "c9",
+		Content: host.MessageContent{Text: "x"}, SubmittedBy: "u"}); host.CodeOf(err) != host.CodeNotFound {
+		t.Fatalf("submit to a missing session: %v", err)
+	}
+	if _, err := st.GetLease(ctx, "w", "ses_none"); !errors.Is(err, host.ErrNotFound) {
+		t.Fatalf("a missing session got a lease: %v", err)
+	}
 	// A conflict found by the owner comes back typed.
 	_, err = b.SendInput(ctx, host.SendInput{WorkspaceID: "w", SessionID: sid, ClientSubmitID: "c3",
 		Content: host.MessageContent{Text: "x"}, Placement: host.PlacementCurrentTurn, TurnID: "nope", SubmittedBy: "u"})
