@@ -309,3 +309,10 @@ func (h *Host) releaseAll(ls LeaseStore) {
 		h.own.drop(l.ws, l.sid, l.gen)
 	}
 }
+
+// HeldLeases reports how many session leases this Host holds (metrics).
+func (h *Host) HeldLeases() int {
+	h.own.mu.Lock()
+	defer h.own.mu.Unlock()
+	return len(h.own.held)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -542,6 +543,35 @@ func TestClusterWatchersOnOtherReplicasSeeTheAnswerLive(t *testing.T) {
 			t.Fatalf("watcher on %s saw only %d streaming events", name, streamed)
 		}
 	}
+	// The facts reached B through Redis, and A owns the session.
+	if v := metric(t, b, "ensemble_bus_received_total"); v <= 0 {
+		t.Fatalf("B received %v fact messages from Redis", v)
+	}
+	if v := metric(t, a, "ensemble_session_leases_held"); v != 1 {
+		t.Fatalf("A holds %v session leases, want 1", v)
+	}
+}
+
+// metric reads one unlabelled sample from a replica's /metrics.
+func metric(t *testing.T, p *serverProc, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s not in /metrics", name)
+	return 0
 }
 
 // submitRetrying sends one submit and retries it unchanged (same

@@ -137,7 +137,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	hb := hub.New(hub.Config{Reader: h, Bus: bus, Logger: log.With("component", "hub")})
 	defer hb.Close()
-	srv := server.New(server.Config{Host: h, Hub: hb, Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server")})
+	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(bus, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server")})
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
