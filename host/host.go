@@ -85,7 +85,7 @@ func New(cfg Config) *Host {
 	if h.responder == nil {
 		h.responder, _ = cfg.Runtime.(InteractionResponder)
 	}
-	h.istore, _ = cfg.Store.(InteractionStore)
+	h.istore = cfg.Store
 	if h.replica == "" {
 		h.replica = "local"
 	}

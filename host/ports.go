@@ -38,6 +38,9 @@ type Store interface {
 	Ping(ctx context.Context) error
 
 	Close() error
+
+	// Interactions and durable runtime operations (ports_interactions.go).
+	InteractionStore
 }
 
 // Tx is the narrow transaction writer the Host composes commands from.
@@ -62,6 +65,9 @@ type Tx interface {
 	DeleteProvisionalSession(ctx context.Context, ws, id string) error
 	// AppendFacts writes outbox rows in this transaction.
 	AppendFacts(ctx context.Context, facts ...Fact) ([]int64, error)
+
+	// Interactions and durable runtime operations (ports_interactions.go).
+	InteractionTx
 }
 
 // SessionQuery pages sessions newest first.

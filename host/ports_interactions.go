@@ -2,11 +2,7 @@ package host
 
 // Store and Tx methods for interactions and durable runtime operations.
 //
-// A Store implements InteractionStore and its Tx implements InteractionTx
-// (the Host checks with a type assertion, so a store without them still
-// builds: interaction commands then answer `unsupported` and the runtime is
-// told "cancelled"). Once every store implements them they become part of
-// Store and Tx.
+// Store embeds InteractionStore and Tx embeds InteractionTx.
 //
 // Notes for store adapters (sqlite is the reference implementation; see
 // sqlite/interactions.go and sqlite/migrations/00002_interactions.sql):
@@ -83,17 +79,11 @@ type InteractionTx interface {
 	UpdateRuntimeOperation(ctx context.Context, op RuntimeOperation) error
 }
 
-// errNoInteractions: the store does not implement the interaction ports.
-var errNoInteractions = &Error{Code: CodeUnsupported, Reason: "store_without_interactions",
-	Message: "this server's store does not keep interactions yet"}
+// errNoInteractions: the Host was built without a store.
+var errNoInteractions = &Error{Code: CodeUnavailable, Reason: "no_store", Message: "no canonical store"}
 
-// itx is tx's interaction writer, or errNoInteractions.
-func itx(tx Tx) (InteractionTx, error) {
-	if i, ok := tx.(InteractionTx); ok {
-		return i, nil
-	}
-	return nil, errNoInteractions
-}
+// itx is tx's interaction writer.
+func itx(tx Tx) (InteractionTx, error) { return tx, nil }
 
 // InteractionResponder is the narrow runtime port that delivers a decided
 // answer to the provider request waiting for it. runtime/acp implements it

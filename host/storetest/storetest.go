@@ -47,6 +47,12 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"Outbox", testOutbox},
 		{"DeleteProvisionalSession", testDeleteProvisionalSession},
 		{"ConcurrentUpdateNoLostUpdate", testConcurrentUpdate},
+		{"InteractionRoundTrip", testInteractionRoundTrip},
+		{"LatestTurn", testLatestTurn},
+		{"InteractionTree", testInteractionTree},
+		{"RuntimeOperations", testRuntimeOperations},
+		{"DueAndRequeueRuntimeOperations", testDueAndRequeue},
+		{"DeleteProvisionalRemovesInteractions", testDeleteProvisionalRemovesInteractions},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {
