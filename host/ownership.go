@@ -316,3 +316,20 @@ func (h *Host) HeldLeases() int {
 	defer h.own.mu.Unlock()
 	return len(h.own.held)
 }
+
+// runsElsewhere reports, in cluster mode, that a live replica other than
+// this one owns the session's runtime: work that needs that runtime (such
+// as delivering an interaction answer) is left to the owner's worker. When
+// the lease cannot be read it also says yes, so the work waits a round
+// rather than going to a runtime that may not hold the session.
+func (h *Host) runsElsewhere(ctx context.Context, ws, sid string) bool {
+	ls := h.leases()
+	if ls == nil {
+		return false
+	}
+	l, err := ls.GetLease(ctx, ws, sid)
+	if errors.Is(err, ErrNotFound) {
+		return false
+	}
+	return err != nil || (l.Live && l.Owner != h.epoch)
+}

@@ -46,12 +46,18 @@ func (f *memForwarder) Forward(ctx context.Context, owner string, req host.Forwa
 // countingRuntime counts provider dispatches.
 type countingRuntime struct {
 	host.Runtime
-	dispatches atomic.Int64
+	dispatches, responses atomic.Int64
 }
 
 func (r *countingRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
 	r.dispatches.Add(1)
 	return r.Runtime.Dispatch(ctx, req, sink)
+}
+
+// RespondInteraction counts answers delivered to this runtime.
+func (r *countingRuntime) RespondInteraction(ctx context.Context, d host.InteractionDelivery) (host.DeliveryReport, error) {
+	r.responses.Add(1)
+	return r.Runtime.(host.InteractionResponder).RespondInteraction(ctx, d)
 }
 
 func newReplica(t *testing.T, store host.Store, fwd *memForwarder, ttl time.Duration) (*host.Host, *countingRuntime) {
@@ -277,5 +283,51 @@ func TestNoForwarderNoLeases(t *testing.T) {
 	waitTurn(t, h, "w", cr.Session.ID, r.Turn.ID, settled)
 	if _, err := st.GetLease(context.Background(), "w", cr.Session.ID); !errors.Is(err, host.ErrNotFound) {
 		t.Fatalf("a lease was taken without cluster mode: %v", err)
+	}
+}
+
+// An answer to the agent's permission request given on a replica that does
+// not own the session is delivered by the owner, whose runtime holds the
+// request, and the turn goes on there.
+func TestInteractionAnswerOnNonOwnerIsDeliveredByOwner(t *testing.T) {
+	st := openStore(t)
+	fwd := &memForwarder{}
+	a, rtA := newReplica(t, st, fwd, time.Hour)
+	b, rtB := newReplica(t, st, fwd, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, h := range []*host.Host{a, b} {
+		wg.Go(func() { _ = h.Run(ctx) })
+	}
+	defer func() { cancel(); wg.Wait() }()
+
+	cr, err := a.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := cr.Session.ID
+	r := submit(t, a, sid, "ask", "/sim permission")
+	var pending host.Interaction
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		tree, err := b.GetSessionInteractionTreeSnapshot(ctx, "w", sid)
+		if err == nil && len(tree.Pending()) == 1 {
+			pending = tree.Pending()[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pending interaction: %+v %v", tree, err)
+		}
+	}
+	ref := host.InteractionRef{WorkspaceID: "w", SessionID: sid, TurnID: pending.TurnID, RequestID: pending.RequestID}
+	res, err := b.RespondInteraction(ctx, host.RespondInput{Ref: ref, Response: host.InteractionResponse{OptionID: "allow"}, RespondedBy: "u"})
+	if err != nil || res.Disposition != host.DispositionAnswered {
+		t.Fatalf("respond on B: %+v %v", res, err)
+	}
+	tr := waitTurn(t, a, "w", sid, r.Turn.ID, settled)
+	if tr.Outcome != host.OutcomeCompleted {
+		t.Fatalf("turn: %+v", tr)
+	}
+	if rtA.responses.Load() != 1 || rtB.responses.Load() != 0 {
+		t.Fatalf("answers delivered: owner %d, other replica %d", rtA.responses.Load(), rtB.responses.Load())
 	}
 }

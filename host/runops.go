@@ -159,6 +159,9 @@ func (h *Host) dueOperations(ctx context.Context) ([]RuntimeOperation, []Quarant
 
 // runOperation leases one operation and runs its next step.
 func (h *Host) runOperation(ctx context.Context, op RuntimeOperation, followUps bool) {
+	if h.runsElsewhere(ctx, op.WorkspaceID, op.SessionID) {
+		return // the owner's runtime holds the request: its worker delivers
+	}
 	op, ok, err := h.leaseOperation(ctx, op)
 	if err != nil {
 		if ctx.Err() == nil {
