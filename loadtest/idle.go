@@ -48,7 +48,7 @@ func (r *runner) idle(ctx context.Context) *Result {
 	d.c.Close()
 	settle := min(3*time.Second, max(500*time.Millisecond, c.IdleWindow/2))
 	time.Sleep(settle) // let the driver's connection go
-	before, err := ScrapeMetrics(ctx, addr)
+	before, err := quietMetrics(ctx, addr)
 	if err != nil {
 		res.Skipped = "cannot read /metrics: " + err.Error()
 		return res
@@ -215,4 +215,29 @@ func fetchTo(ctx context.Context, u, file string) error {
 	defer f.Close()
 	_, err = f.ReadFrom(resp.Body)
 	return err
+}
+
+// quietMetrics scrapes until the server's connection count has stopped
+// moving (connections closed just before, by this or an earlier scenario,
+// may still be counted for a moment), for at most 10 s.
+func quietMetrics(ctx context.Context, addr string) (Metrics, error) {
+	m, err := ScrapeMetrics(ctx, addr)
+	if err != nil {
+		return m, err
+	}
+	same := 0
+	for end := time.Now().Add(10 * time.Second); same < 3 && time.Now().Before(end); {
+		time.Sleep(200 * time.Millisecond)
+		n, err := ScrapeMetrics(ctx, addr)
+		if err != nil {
+			return m, err
+		}
+		if n.Conns == m.Conns {
+			same++
+		} else {
+			same = 0
+		}
+		m = n
+	}
+	return m, nil
 }
