@@ -260,11 +260,11 @@ func (r *Router) serve() {
 			r.log.Warn("redisbus: undecodable forwarded request", "err", err)
 			continue
 		}
-		r.answer(req.From, answer{ID: req.ID, Taken: true})
 		running.Add(1)
 		go func() {
 			defer running.Done()
 			defer func() { <-r.sem }()
+			r.answer(req.From, answer{ID: req.ID, Taken: true})
 			ctx, cancel := context.WithDeadline(context.WithoutCancel(r.ctx), time.UnixMilli(req.Deadline))
 			defer cancel()
 			rep := r.handler(ctx, req.Req)
