@@ -46,5 +46,6 @@ func newSimRuntime(t testing.TB, rate time.Duration) *acp.Runtime {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel() // waits on WAL flushes mostly; overlaps with the other parallel tests
 	conformance.Run(t, conformanceDriver{})
 }

@@ -94,6 +94,7 @@ func waitSettled(t *testing.T, h *host.Host, tu host.Turn) host.Turn {
 // with the retryable unavailable code, nothing of it is stored, and the
 // same request retried on the same Host (nothing restarted) succeeds.
 func TestConnectionLossDuringAdmissionIsUnavailableAndWritesNothing(t *testing.T) {
+	t.Parallel() // waits on WAL flushes mostly; overlaps with the other parallel tests
 	h, ks, st := lossFixture(t)
 	ws := "ws-loss"
 	sid := createSession(t, h, ws)
@@ -134,6 +135,7 @@ func TestConnectionLossDuringAdmissionIsUnavailableAndWritesNothing(t *testing.T
 // connection without binding an identity or keeping output, the claim stays
 // prepared, and the session takes the next prompt.
 func TestConnectionLossAtAcceptanceIsOutcomeUnknown(t *testing.T) {
+	t.Parallel() // waits on WAL flushes mostly; overlaps with the other parallel tests
 	h, ks, st := lossFixture(t)
 	ws := "ws-loss-accept"
 	sid := createSession(t, h, ws)
@@ -169,6 +171,7 @@ func TestConnectionLossAtAcceptanceIsOutcomeUnknown(t *testing.T) {
 // same request get exactly one turn for it, the store and Host recover by
 // themselves, and the canonical records are consistent afterwards.
 func TestBackendsTerminatedWhileRequestsAreInFlight(t *testing.T) {
+	t.Parallel() // waits on WAL flushes mostly; overlaps with the other parallel tests
 	url, schema := testSchema(t)
 	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "12"}), Options{Logger: quietLogger()})
 	h := host.New(host.Config{Store: st, Runtime: newSimRuntime(t, -1), Logger: quietLogger()})

@@ -16,6 +16,7 @@ import (
 // the newest schema's behaviour works on old rows (published outbox rows
 // older than an hour are pruned when the relay marks newer ones).
 func TestUpgradeFromFirstMigration(t *testing.T) {
+	t.Parallel() // waits on WAL flushes mostly; overlaps with the other parallel tests
 	ctx := t.Context()
 	url, _ := testSchema(t)
 	pool, err := openForMigrations(ctx, url)

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +104,12 @@ func poolConfig(url string) (*pgxpool.Config, error) {
 	if err != nil {
 		// The parse error may quote the URL, password included.
 		return nil, fmt.Errorf("pg: invalid database URL %s", Redact(url))
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgxpool's default (max(4, CPUs)) is too small here: one submit is
+		// several short transactions from different goroutines, and the
+		// more of them commit together, the more share one WAL flush.
+		cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0)))
 	}
 	rp := cfg.ConnConfig.RuntimeParams
 	if _, ok := rp["lock_timeout"]; !ok {

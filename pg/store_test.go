@@ -18,6 +18,7 @@ import (
 )
 
 func TestStoreContract(t *testing.T) {
+	t.Parallel() // waits on WAL flushes mostly; overlaps with the other parallel tests
 	url, _ := testSchema(t)
 	storetest.Run(t, func(t *testing.T) host.Store { return openTest(t, url, Options{}) })
 }

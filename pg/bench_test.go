@@ -1,0 +1,228 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/runtime/acp"
+	"github.com/ensemble-dev/ensemble/runtime/sim"
+)
+
+// BenchmarkDurableSubmit measures durable submits per second on PostgreSQL
+// through the real Host: each client owns a session and submits one prompt
+// after another; a submit counts once the provider identity is durably
+// bound (SendInput returned) and the sim agent's instant answer is settled,
+// so the session takes the next prompt. scripts/bench-pg.sh runs it next to
+// pgbench on the same server and prints the ratio.
+//
+// Reported per submit: statements (every one a round trip: the Host issues
+// them one at a time), transactions, and where the statement time went:
+// commits (WAL flush), session row locks (FOR UPDATE: includes any lock
+// wait), other reads and writes.
+func BenchmarkDurableSubmit(b *testing.B) {
+	for _, clients := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchSubmits(b, clients) })
+	}
+}
+
+func benchSubmits(b *testing.B, clients int) {
+	url, _ := testSchema(b)
+	tr := &statTracer{}
+	st := openTest(b, url, Options{Tracer: tr, Logger: quietLogger()})
+	rt := &settleProbe{Runtime: acp.New(acp.Config{Name: sim.Name, Simulated: true, Logger: quietLogger(),
+		// One answer chunk: the turn's canonical work is admission, the
+		// acceptance barrier, one agent message and settlement.
+		Dial: sim.Dial(sim.Options{Rate: -1, ChunkWords: 1 << 20, Logger: quietLogger()})})}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Runtime.(*acp.Runtime).Shutdown(ctx)
+	})
+	h := host.New(host.Config{Store: st, Runtime: rt, Logger: quietLogger()})
+	ctx := context.Background()
+	if _, err := h.Recover(ctx); err != nil {
+		b.Fatal(err)
+	}
+	ws := "ws-bench"
+	sids := make([]string, clients)
+	for i := range sids {
+		r, err := h.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: ws, CreatedBy: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sids[i] = r.Session.ID
+		// Warm up: the first prompt of a session starts its provider session.
+		submitAndSettle(b, h, rt, ws, sids[i], fmt.Sprintf("warm-%d", i))
+	}
+
+	tr.reset()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := range clients {
+		wg.Go(func() {
+			for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
+				submitAndSettle(b, h, rt, ws, sids[c], fmt.Sprintf("b-%d", n))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+
+	s := tr.snapshot()
+	per := func(v float64) float64 { return v / float64(b.N) }
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "submits/s")
+	b.ReportMetric(per(float64(s.count[kindAll])), "stmts/submit")
+	b.ReportMetric(per(float64(s.count[kindCommit])), "tx/submit")
+	b.ReportMetric(per(float64(s.count[kindLock])), "locks/submit")
+	for _, k := range []stmtKind{kindCommit, kindLock, kindRead, kindWrite} {
+		b.ReportMetric(per(s.dur[k].Seconds()*1000), k.String()+"-ms/submit")
+	}
+}
+
+// submitAndSettle submits one prompt and waits until its turn settled.
+func submitAndSettle(b *testing.B, h *host.Host, rt *settleProbe, ws, sid, id string) {
+	r, err := h.SendInput(context.Background(), host.SendInput{WorkspaceID: ws, SessionID: sid, ClientSubmitID: id,
+		Content: host.MessageContent{Text: "benchmark prompt"}, SubmittedBy: "bench"})
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	select {
+	case <-rt.settled(r.Turn.ID):
+		rt.forget(r.Turn.ID)
+	case <-time.After(30 * time.Second):
+		b.Errorf("turn %s did not settle", r.Turn.ID)
+	}
+}
+
+// settleProbe signals when a Turn's terminal is recorded, so a client knows
+// its session is idle again without polling the store.
+type settleProbe struct {
+	host.Runtime
+	mu   sync.Mutex
+	done map[string]chan struct{}
+}
+
+func (p *settleProbe) settled(turnID string) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		p.done = map[string]chan struct{}{}
+	}
+	ch := p.done[turnID]
+	if ch == nil {
+		ch = make(chan struct{})
+		p.done[turnID] = ch
+	}
+	return ch
+}
+
+func (p *settleProbe) forget(turnID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.done, turnID)
+}
+
+func (p *settleProbe) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
+	return p.Runtime.Dispatch(ctx, req, &settleSink{TurnSink: sink, done: p.settled(req.Ref.TurnID)})
+}
+
+type settleSink struct {
+	host.TurnSink
+	done chan struct{}
+	once sync.Once
+}
+
+func (s *settleSink) Terminal(ctx context.Context, t host.Terminal) error {
+	err := s.TurnSink.Terminal(ctx, t)
+	if err == nil {
+		s.once.Do(func() { close(s.done) })
+	}
+	return err
+}
+
+type stmtKind int
+
+const (
+	kindAll stmtKind = iota
+	kindCommit
+	kindLock
+	kindRead
+	kindWrite
+	kinds
+)
+
+func (k stmtKind) String() string {
+	return [...]string{"all", "commit", "lock", "read", "write"}[k]
+}
+
+func classifyStmt(sql string) stmtKind {
+	s := strings.ToLower(strings.TrimSpace(sql))
+	switch {
+	case s == "commit" || s == "begin" || s == "rollback" || strings.HasPrefix(s, "begin "):
+		if s == "commit" {
+			return kindCommit
+		}
+		return kindWrite
+	case strings.Contains(s, "for update"):
+		return kindLock
+	case strings.HasPrefix(s, "select"):
+		return kindRead
+	}
+	return kindWrite
+}
+
+// statTracer counts statements and their durations by kind.
+type statTracer struct {
+	mu    sync.Mutex
+	count [kinds]int64
+	dur   [kinds]time.Duration
+}
+
+type traceStart struct {
+	kind stmtKind
+	at   time.Time
+}
+
+type traceKey struct{}
+
+func (t *statTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, traceKey{}, traceStart{kind: classifyStmt(d.SQL), at: time.Now()})
+}
+
+func (t *statTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	s, ok := ctx.Value(traceKey{}).(traceStart)
+	if !ok {
+		return
+	}
+	d := time.Since(s.at)
+	t.mu.Lock()
+	t.count[kindAll]++
+	t.count[s.kind]++
+	t.dur[kindAll] += d
+	t.dur[s.kind] += d
+	t.mu.Unlock()
+}
+
+func (t *statTracer) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.count, t.dur = [kinds]int64{}, [kinds]time.Duration{}
+}
+
+func (t *statTracer) snapshot() statTracer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return statTracer{count: t.count, dur: t.dur}
+}
