@@ -152,9 +152,10 @@ function start(token, claimsPrincipal) {
     renderSessionBar();
     const active = S.activeTurn(open);
     const role = (principal.workspaces.find((w) => w.id === state.workspace) || {}).role || '';
-    const readOnly = role === 'viewer';
-    $('#new-session').disabled = readOnly || !state.workspace;
-    $('#new-session').title = readOnly ? 'Viewers can watch sessions but not start them' : '';
+    const subagent = !!(open && open.session && open.session.parentId);
+    const readOnly = role === 'viewer' || subagent;
+    $('#new-session').disabled = role === 'viewer' || !state.workspace;
+    $('#new-session').title = role === 'viewer' ? 'Viewers can watch sessions but not start them' : '';
     // "A turn is running" stops being true once the turn we saw ends.
     if (composerErrorCode === 'session_busy') {
       if (active) busyTurnSeen = active.id;
@@ -164,7 +165,8 @@ function start(token, claimsPrincipal) {
       busy: !!active && !readOnly,
       stopping: !!(active && (stopping.has(active.id) || active.cancelRequested)),
       disabled: !!(open && open.deleted) || !state.workspace || readOnly,
-      placeholder: readOnly ? 'You are a viewer in this workspace: you can watch, not prompt.' : !open
+      placeholder: subagent ? 'A sub-agent session is driven by its parent session’s agent; prompt the parent.'
+        : readOnly ? 'You are a viewer in this workspace: you can watch, not prompt.' : !open
         ? 'What should the agent do? Enter starts a new session…'
         : active ? 'The agent is working. Type your next message…' : 'Message the agent…',
       sendLabel: open ? 'Send' : 'Start',

@@ -26,13 +26,14 @@ export function createSessionList(root, { onOpen, onLoadMore }) {
       const title = h('span', { class: 'session-title' });
       const agent = h('span', { class: 'session-agent' });
       const badge = h('span', { class: 'badge badge-sim', text: 'simulated', title: 'The built-in sim agent: scripted output, no model' });
+      const sub = h('span', { class: 'badge badge-sub', text: 'sub-agent', title: 'Started by the agent of another session; its approvals show there too' });
       const time = h('time', { class: 'session-time' });
       const pin = h('span', { class: 'session-pin', title: 'Pinned', text: '•' });
       const a = h('a', { class: 'session-link', href: `#session=${encodeURIComponent(s.id)}` },
         h('span', { class: 'session-row' }, dot, title, pin),
-        h('span', { class: 'session-meta' }, agent, badge, time));
+        h('span', { class: 'session-meta' }, agent, badge, sub, time));
       const li = h('li', { class: 'session-item', dataset: { sessionId: s.id } }, a);
-      it = { li, a, title, time, dot, agent, badge, pin };
+      it = { li, a, title, time, dot, agent, badge, pin, sub };
       items.set(s.id, it);
     }
     return it;
@@ -50,6 +51,8 @@ export function createSessionList(root, { onOpen, onLoadMore }) {
       it.title.classList.toggle('untitled', !(s.title && s.title.trim()));
       setText(it.agent, s.agent || 'agent');
       it.badge.hidden = !s.simulated;
+      it.sub.hidden = !s.parentId;
+      setAttr(it.li, 'data-parent-id', s.parentId || null);
       it.pin.hidden = !s.pinned;
       setText(it.time, relativeTime(s.updatedAt || s.createdAt, state.now));
       setAttr(it.time, 'datetime', s.updatedAt || s.createdAt || null);
