@@ -41,6 +41,11 @@ func (c MessageContent) Normalize() (MessageContent, error) {
 	if !utf8.ValidString(c.Text) || !utf8.ValidString(c.DisplayText) {
 		return MessageContent{}, Errorf(CodeInvalidInput, "content must be valid UTF-8")
 	}
+	// PostgreSQL text cannot hold NUL; refusing it everywhere keeps both
+	// stores answering the same request the same way.
+	if strings.ContainsRune(c.Text, 0) || strings.ContainsRune(c.DisplayText, 0) {
+		return MessageContent{}, Errorf(CodeInvalidInput, "content must not contain NUL characters")
+	}
 	if strings.TrimSpace(c.Text) == "" && len(c.Attachments) == 0 {
 		return MessageContent{}, Errorf(CodeInvalidInput, "content.text must not be empty")
 	}
@@ -58,7 +63,7 @@ func (c MessageContent) Normalize() (MessageContent, error) {
 		out.Attachments = append(out.Attachments, a)
 	}
 	for i, q := range c.Quotes {
-		if !utf8.ValidString(q.Text) || q.Text == "" {
+		if !utf8.ValidString(q.Text) || q.Text == "" || strings.ContainsRune(q.Text, 0) {
 			return MessageContent{}, Errorf(CodeInvalidInput, "quotes[%d].text is required", i)
 		}
 		out.Quotes = append(out.Quotes, q)

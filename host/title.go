@@ -40,8 +40,8 @@ func applyDerivedTitle(s *Session, c MessageContent) {
 
 func normalizeTitle(t string) (string, error) {
 	t = strings.Join(strings.Fields(t), " ")
-	if !utf8.ValidString(t) {
-		return "", Errorf(CodeInvalidInput, "title must be valid UTF-8")
+	if !utf8.ValidString(t) || strings.ContainsRune(t, 0) {
+		return "", Errorf(CodeInvalidInput, "title must be valid UTF-8 without NUL characters")
 	}
 	if utf8.RuneCountInString(t) > 200 {
 		return "", Errorf(CodeInvalidInput, "title is longer than 200 characters")

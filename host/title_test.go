@@ -60,11 +60,20 @@ func TestContentNormalizeAndDigest(t *testing.T) {
 		{Text: strings.Repeat("x", MaxContentBytes+1)},
 		{Text: "x", Attachments: []AttachmentRef{{Name: "no id"}}},
 		{Text: "x", Quotes: []Quote{{MessageID: "m"}}},
+		{Text: "nul\x00inside"},
+		{Text: "x", DisplayText: "nul\x00"},
+		{Text: "x", Quotes: []Quote{{Text: "q\x00"}}},
 	}
 	for i, m := range bad {
 		if _, err := m.Normalize(); CodeOf(err) != CodeInvalidInput {
 			t.Errorf("case %d: want invalid_input, got %v", i, err)
 		}
+	}
+}
+
+func TestTitleRejectsNUL(t *testing.T) {
+	if _, err := normalizeTitle("a\x00b"); CodeOf(err) != CodeInvalidInput {
+		t.Fatalf("want invalid_input, got %v", err)
 	}
 }
 
