@@ -45,12 +45,22 @@ type env struct {
 
 type envOpts struct {
 	hub hub.Config
+	// Security settings (security_test.go); zero values: the HS256 test
+	// secret, default limits, same-origin only, a discarded log.
+	verifier auth.Verifier
+	limits   Limits
+	origins  []string
+	leeway   time.Duration
+	logger   *slog.Logger
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
+	if o.logger != nil {
+		log = o.logger
+	}
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ensemble.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -68,7 +78,12 @@ func newEnv(t *testing.T, o envOpts) *env {
 	hc := o.hub
 	hc.Reader, hc.Bus, hc.Logger = h, bus, log
 	hb := hub.New(hc)
-	srv := New(Config{Host: h, Hub: hb, Verifier: auth.NewHMAC(testSecret, auth.Options{}), Logger: log})
+	verifier := o.verifier
+	if verifier == nil {
+		verifier = auth.NewHMAC(testSecret, auth.Options{})
+	}
+	srv := New(Config{Host: h, Hub: hb, Verifier: verifier, Logger: log, Limits: o.limits, OriginPatterns: o.origins,
+		TokenLeeway: o.leeway})
 	ts := httptest.NewServer(srv)
 	e := &env{t: t, host: h, hub: hb, srv: srv, ts: ts}
 	e.member = e.token("alice", auth.RoleMember, time.Hour)

@@ -8,15 +8,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/gorilla/mux"
 
+	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
 )
-
-// maxBody bounds an HTTP request body: the largest content (256 KiB of text
-// plus display text) with room for JSON escaping.
-const maxBody = 2 << 20
 
 // restRoute maps one HTTP route onto an operation.
 type restRoute struct {
@@ -60,20 +58,27 @@ func (s *Server) rest(op string, okStatus int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		tok, _ := bearerToken(r)
-		if tok == "" {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			s.metrics.request("http", op, string(host.CodeUnauthenticated))
-			writeHTTPError(w, http.StatusUnauthorized, unauthenticated(nil))
-			return
+		var p auth.Principal
+		err := errNoToken
+		if tok != "" {
+			p, _, err = s.cfg.Verifier.Verify(tok)
 		}
-		p, _, err := s.cfg.Verifier.Verify(tok)
 		if err != nil {
+			s.authFailed("http", r.RemoteAddr, err)
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			s.metrics.request("http", op, string(host.CodeUnauthenticated))
 			writeHTTPError(w, http.StatusUnauthorized, unauthenticated(err))
 			return
 		}
-		raw, err := restInput(r)
+		if !s.httpLimiters.allow(p.UserID) {
+			s.metrics.limit("http_rate")
+			s.metrics.request("http", op, string(host.CodeRateLimited))
+			retryAfter(w)
+			writeHTTPError(w, http.StatusTooManyRequests, wireError{Code: host.CodeRateLimited, Retryable: true,
+				Reason: "request_rate", Message: "too many requests from this user; slow down"})
+			return
+		}
+		raw, err := restInput(r, s.limits.MaxBodyBytes)
 		var res any
 		if err == nil {
 			res, err = s.dispatch(r.Context(), caller{p: p}, op, raw)
@@ -92,13 +97,14 @@ func (s *Server) rest(op string, okStatus int) http.HandlerFunc {
 // restInput merges the JSON body, the path variables and (for GET) the
 // query into one operation input. A body field that contradicts the path
 // is invalid input.
-func restInput(r *http.Request) (json.RawMessage, error) {
+func restInput(r *http.Request, maxBody int64) (json.RawMessage, error) {
 	in := map[string]json.RawMessage{}
 	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, errorf(host.CodeInvalidInput, "body exceeds %d bytes", maxBody)
+			return nil, &host.Error{Code: host.CodeInvalidInput, Reason: "body_too_large",
+				Message: "body exceeds " + strconv.FormatInt(maxBody, 10) + " bytes"}
 		}
 		if err != nil {
 			return nil, errorf(host.CodeInvalidInput, "could not read the body")
@@ -115,12 +121,12 @@ func restInput(r *http.Request) (json.RawMessage, error) {
 	}
 	for k, vs := range q {
 		if len(vs) != 1 {
-			return nil, errorf(host.CodeInvalidInput, "query parameter %s given more than once", k)
+			return nil, errorf(host.CodeInvalidInput, "query parameter %s given more than once", paramName(k))
 		}
 		if numericQuery[k] {
 			n, err := strconv.ParseInt(vs[0], 10, 64)
 			if err != nil {
-				return nil, errorf(host.CodeInvalidInput, "query parameter %s must be an integer", k)
+				return nil, errorf(host.CodeInvalidInput, "query parameter %s must be an integer", paramName(k))
 			}
 			in[k] = json.RawMessage(strconv.FormatInt(n, 10))
 			continue
@@ -141,6 +147,10 @@ func restInput(r *http.Request) (json.RawMessage, error) {
 	}
 	return json.Marshal(in)
 }
+
+// paramName is a client-chosen name made safe to echo: valid UTF-8,
+// bounded.
+func paramName(k string) string { return truncate(strings.ToValidUTF8(k, "?"), 64) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)

@@ -11,9 +11,11 @@ import (
 )
 
 type metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec
-	wsOpened prometheus.Counter
+	reg          *prometheus.Registry
+	requests     *prometheus.CounterVec
+	wsOpened     prometheus.Counter
+	authFailures *prometheus.CounterVec
+	limited      *prometheus.CounterVec
 }
 
 // newMetrics registers the server's metrics; runtime collectors only on a
@@ -29,10 +31,18 @@ func newMetrics(reg *prometheus.Registry, own bool, h *hub.Hub) *metrics {
 			Name: "ensemble_ws_connections_opened_total",
 			Help: "Authenticated WebSocket connections opened.",
 		}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ensemble_auth_failures_total",
+			Help: "Refused tokens, by transport and reason (missing, invalid, expired, no_hello).",
+		}, []string{"transport", "reason"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ensemble_limit_rejections_total",
+			Help: "Requests or connections refused by a limit, by limit (docs/security.md).",
+		}, []string{"limit"}),
 	}
 	stat := func() hub.Stats { return h.Stats() }
 	reg.MustRegister(
-		m.requests, m.wsOpened,
+		m.requests, m.wsOpened, m.authFailures, m.limited,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ensemble_ws_connections",
 			Help: "Open WebSocket connections."}, func() float64 { return float64(stat().Connections) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ensemble_hub_topics",
@@ -60,3 +70,9 @@ func (m *metrics) handler() http.Handler {
 func (m *metrics) request(transport, op, code string) {
 	m.requests.WithLabelValues(transport, opLabel(op), code).Inc()
 }
+
+func (m *metrics) authFailure(transport, reason string) {
+	m.authFailures.WithLabelValues(transport, reason).Inc()
+}
+
+func (m *metrics) limit(name string) { m.limited.WithLabelValues(name).Inc() }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"time"
 
 	"github.com/ensemble-dev/ensemble/auth"
@@ -25,7 +26,14 @@ type caller struct {
 // errReplied: the handler already sent its response.
 var errReplied = errors.New("replied")
 
-type opFunc func(ctx context.Context, s *Server, c caller, raw json.RawMessage) (any, error)
+// opFunc is one operation: its input decoder (strict JSON, no Host
+// access) and its body. dispatch runs decode, authorize, the limits check
+// and run, in that order, for every operation.
+type opFunc struct {
+	name   string
+	decode func(raw json.RawMessage) (input, error)
+	run    func(ctx context.Context, s *Server, c caller, in input) (any, error)
+}
 
 // input is what every operation input has: the workspace it is scoped to.
 type input interface{ workspaceID() string }
@@ -36,20 +44,41 @@ type wsField struct {
 
 func (w wsField) workspaceID() string { return w.Workspace }
 
+// limited is an input with size limits beyond what decoding enforces.
+type limited interface{ checkLimits(Limits) error }
+
 // op builds an operation that decodes its input strictly, authorizes the
-// caller in the input's workspace, then runs. No operation can skip the
-// authorization step.
+// caller in the input's workspace, checks the input's limits, then runs.
+// No operation can skip the authorization step.
 func op[T input](name string, run func(ctx context.Context, s *Server, c caller, in T) (any, error)) opFunc {
-	return func(ctx context.Context, s *Server, c caller, raw json.RawMessage) (any, error) {
-		var in T
-		if err := decodeStrict(raw, &in); err != nil {
-			return nil, err
-		}
-		if err := authorize(c.p, in.workspaceID(), name); err != nil {
-			return nil, err
-		}
-		return run(ctx, s, c, in)
+	return opFunc{
+		name: name,
+		decode: func(raw json.RawMessage) (input, error) {
+			var in T
+			if err := decodeStrict(raw, &in); err != nil {
+				return nil, err
+			}
+			return in, nil
+		},
+		run: func(ctx context.Context, s *Server, c caller, in input) (any, error) { return run(ctx, s, c, in.(T)) },
 	}
+}
+
+// call runs one operation for a caller: decode, authorize, limits, run.
+func (fn opFunc) call(ctx context.Context, s *Server, c caller, raw json.RawMessage) (any, error) {
+	in, err := fn.decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := authorize(c.p, in.workspaceID(), fn.name); err != nil {
+		return nil, err
+	}
+	if l, ok := in.(limited); ok {
+		if err := l.checkLimits(s.limits); err != nil {
+			return nil, err
+		}
+	}
+	return fn.run(ctx, s, c, in)
 }
 
 func authorize(p auth.Principal, ws, op string) error {
@@ -58,7 +87,7 @@ func authorize(p auth.Principal, ws, op string) error {
 	}
 	role, ok := p.RoleIn(ws)
 	if !ok {
-		return errorf(host.CodeForbidden, "not a member of workspace %s", ws)
+		return errorf(host.CodeForbidden, "not a member of this workspace")
 	}
 	if !auth.Allowed(role, op) {
 		return errorf(host.CodeForbidden, "role %s may not %s", role, op)
@@ -77,7 +106,7 @@ func decodeStrict(raw json.RawMessage, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return errorf(host.CodeInvalidInput, "input: trailing data after the object")
 	}
-	return nil
+	return exactKeys(orEmpty(raw), reflect.TypeOf(v))
 }
 
 func orEmpty(raw json.RawMessage) json.RawMessage {
@@ -102,8 +131,9 @@ func jsonProblem(err error) string {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "truncated JSON"
 	}
-	// DisallowUnknownFields: `json: unknown field "x"` names only the field.
-	return err.Error()
+	// DisallowUnknownFields: `json: unknown field "x"` names only the
+	// field, which the client chose: bounded so it is not echoed at length.
+	return truncate(err.Error(), 100)
 }
 
 // Operations whose names the protocol defines but this server does not
@@ -126,7 +156,7 @@ var ops = map[string]opFunc{
 func (s *Server) dispatch(ctx context.Context, c caller, name string, raw json.RawMessage) (any, error) {
 	fn, ok := ops[name]
 	if ok {
-		return fn(ctx, s, c, raw)
+		return fn.call(ctx, s, c, raw)
 	}
 	if !auth.KnownOperation(name) {
 		return nil, errorf(host.CodeInvalidInput, "unknown operation")
@@ -145,7 +175,7 @@ func (s *Server) dispatch(ctx context.Context, c caller, name string, raw json.R
 
 // opLabel keeps metric labels to the closed operation list.
 func opLabel(name string) string {
-	if auth.KnownOperation(name) {
+	if auth.KnownOperation(name) || name == opAuthRefresh {
 		return name
 	}
 	return "unknown"
@@ -158,6 +188,13 @@ type sessionCreateIn struct {
 	Title          string               `json:"title"`
 	Agent          string               `json:"agent"`
 	Settings       map[string]string    `json:"settings"`
+}
+
+func (in sessionCreateIn) checkLimits(l Limits) error {
+	if err := checkContent(in.Content, l); err != nil {
+		return err
+	}
+	return checkSettings(in.Settings)
 }
 
 func sessionCreate(ctx context.Context, s *Server, c caller, in sessionCreateIn) (any, error) {
@@ -229,6 +266,8 @@ type submitIn struct {
 	Placement      host.Placement      `json:"placement"`
 	TurnID         string              `json:"turnId"`
 }
+
+func (in submitIn) checkLimits(l Limits) error { return checkContent(&in.Content, l) }
 
 func turnSubmit(ctx context.Context, s *Server, c caller, in submitIn) (any, error) {
 	return s.cfg.Host.SendInput(ctx, host.SendInput{

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,9 +41,18 @@ type Config struct {
 	// Registry receives the metrics; a new one by default. /metrics serves
 	// exactly this registry.
 	Registry *prometheus.Registry
-	// OriginPatterns are extra browser origins allowed to open the
-	// WebSocket (same-origin is always allowed).
+	// OriginPatterns are the browser origins allowed to open the
+	// WebSocket besides the server's own (same-origin is always allowed; a
+	// request without Origin is not from a browser). A pattern is a host
+	// ("app.example.com", "*.example.com") or, with "://", a scheme and
+	// host ("https://app.example.com"), matched with path.Match.
 	OriginPatterns []string
+	// Limits bound each client (zero fields: DefaultLimits).
+	Limits Limits
+	// TokenLeeway is how long a WebSocket stays open past its token's exp:
+	// the verifier's leeway, so a token Verify still accepts is not
+	// refused by the close (default auth.DefaultLeeway).
+	TokenLeeway time.Duration
 }
 
 // Server is the http.Handler for the whole API.
@@ -55,6 +65,15 @@ type Server struct {
 	mu       sync.Mutex
 	draining atomic.Bool
 	active   sync.WaitGroup // WebSocket handlers
+
+	limits       Limits
+	conns        *connCounter  // open WebSocket connections per user
+	httpLimiters *userLimiters // HTTP request rate per user
+	pendingHello atomic.Int64  // upgraded connections still waiting for hello
+
+	// onRequest, when set (tests only), runs at the start of every
+	// WebSocket request handler.
+	onRequest atomic.Pointer[func(op string)]
 }
 
 // New builds the handler and its routes.
@@ -66,7 +85,9 @@ func New(cfg Config) *Server {
 	if own {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, limits: cfg.Limits.withDefaults()}
+	s.conns = &connCounter{max: s.limits.MaxConnsPerUser}
+	s.httpLimiters = &userLimiters{limit: limitOf(s.limits.HTTPRate), burst: s.limits.HTTPBurst}
 	if s.cfg.Ready == nil {
 		s.cfg.Ready = s.hostReady
 	}

@@ -6,11 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
+	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
+	"golang.org/x/time/rate"
 
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
@@ -26,13 +31,13 @@ var expiryGrace = auth.DefaultLeeway
 // has to send its hello frame (a variable so tests can shorten it).
 var helloTimeout = 5 * time.Second
 
-const (
-	// readLimit bounds one client frame. Larger content (up to the Host's
-	// 256 KiB) is submitted over HTTP.
-	readLimit = 64 << 10
-	// maxInFlight requests per connection; more answer rate_limited.
-	maxInFlight = 16
-)
+// opAuthRefresh is the in-band token refresh. It is a request on the
+// connection, not a workspace operation: the token it carries is its
+// authorization, so it is not in the permission table.
+const opAuthRefresh = "auth.refresh"
+
+// maxIDBytes bounds a request id: 128 characters plus the JSON quotes.
+const maxIDBytes = 130
 
 // clientFrame is every frame a client may send.
 type clientFrame struct {
@@ -57,8 +62,16 @@ type readyFrame struct {
 	ServerEpoch  string         `json:"serverEpoch"`
 	ConnectionID string         `json:"connectionId"`
 	Principal    auth.Principal `json:"principal"`
+	// ExpiresAt is the token's exp: refresh before it (auth.refresh).
+	ExpiresAt time.Time `json:"expiresAt"`
 	// OffsetUnit names the unit of message_delta offsets.
 	OffsetUnit string `json:"offsetUnit"`
+}
+
+// refreshResult answers auth.refresh.
+type refreshResult struct {
+	Principal auth.Principal `json:"principal"`
+	ExpiresAt time.Time      `json:"expiresAt"`
 }
 
 type errorFrame struct {
@@ -102,14 +115,44 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.active.Done()
+	if !s.originAllowed(r) {
+		s.log.Info("websocket origin refused", "origin", truncate(r.Header.Get("Origin"), 200), "remote", r.RemoteAddr)
+		s.metrics.limit("origin")
+		writeHTTPError(w, http.StatusForbidden, wireError{Code: host.CodeForbidden,
+			Message: "this origin may not open a WebSocket here", Reason: "origin_not_allowed"})
+		return
+	}
 	var p auth.Principal
 	var exp time.Time
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	tok, hasHeader := bearerToken(r)
 	if hasHeader {
 		var err error
 		if p, exp, err = s.cfg.Verifier.Verify(tok); err != nil {
+			s.authFailed("ws", r.RemoteAddr, err)
 			w.Header().Set("WWW-Authenticate", `Bearer`)
 			writeHTTPError(w, http.StatusUnauthorized, unauthenticated(err))
+			return
+		}
+		var ok bool
+		if release, ok = s.conns.acquire(p.UserID); !ok {
+			s.tooManyConns(p.UserID)
+			retryAfter(w)
+			writeHTTPError(w, http.StatusTooManyRequests, tooManyConnsError(s.limits.MaxConnsPerUser))
+			return
+		}
+	} else {
+		if s.pendingHello.Add(1) > int64(s.limits.MaxPendingHello) {
+			s.pendingHello.Add(-1)
+			s.log.Warn("websocket refused: too many connections waiting for hello", "limit", s.limits.MaxPendingHello)
+			s.metrics.limit("pending_hello")
+			writeHTTPError(w, http.StatusServiceUnavailable, wireError{Code: host.CodeUnavailable,
+				Message: "too many connections are authenticating; retry", Retryable: true, Reason: "pending_hello"})
 			return
 		}
 	}
@@ -119,15 +162,29 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		OriginPatterns:  s.cfg.OriginPatterns,
 	})
 	if err != nil {
+		if !hasHeader {
+			s.pendingHello.Add(-1)
+		}
 		return // Accept answered the HTTP request
 	}
 	if ws.Subprotocol() != Subprotocol {
+		if !hasHeader {
+			s.pendingHello.Add(-1)
+		}
 		_ = ws.Close(hub.CloseProtocol, "subprotocol ensemble.v1 required")
 		return
 	}
-	ws.SetReadLimit(readLimit)
+	ws.SetReadLimit(s.limits.MaxFrameBytes)
 	if !hasHeader {
-		if p, exp, err = s.hello(ws); err != nil {
+		p, exp, err = s.hello(ws, r.RemoteAddr)
+		s.pendingHello.Add(-1)
+		if err != nil {
+			return
+		}
+		var ok bool
+		if release, ok = s.conns.acquire(p.UserID); !ok {
+			s.tooManyConns(p.UserID)
+			closeWithError(ws, CloseTooManyConnections, "too many connections", tooManyConnsError(s.limits.MaxConnsPerUser))
 			return
 		}
 	}
@@ -141,7 +198,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		conn.Close(hub.CloseShutdown, "server shutting down")
 	}
 	s.metrics.wsOpened.Inc()
-	sess := &wsSession{s: s, conn: conn, p: p, sem: make(chan struct{}, maxInFlight)}
+	sess := &wsSession{s: s, conn: conn, remote: r.RemoteAddr, p: p, exp: exp, sem: make(chan struct{}, s.limits.MaxInFlight),
+		limiter: rate.NewLimiter(limitOf(s.limits.RequestRate), s.limits.RequestBurst)}
 	sess.sendReady()
 	sess.armExpiry(exp)
 	conn.Run(sess.handleFrame)
@@ -149,9 +207,28 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	sess.wg.Wait()
 }
 
+func tooManyConnsError(limit int) wireError {
+	return wireError{Code: host.CodeRateLimited, Retryable: true, Reason: "too_many_connections",
+		Message: "this user already has " + strconv.Itoa(limit) + " connections open"}
+}
+
+func (s *Server) tooManyConns(user string) {
+	s.log.Info("websocket refused: connection limit per user", "user", truncate(user, 64), "limit", s.limits.MaxConnsPerUser)
+	s.metrics.limit("connections_per_user")
+}
+
+// closeWithError tells the client why, then closes.
+func closeWithError(ws *websocket.Conn, code websocket.StatusCode, reason string, we wireError) {
+	b, _ := json.Marshal(errorFrame{Type: "error", Error: we})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = ws.Write(ctx, websocket.MessageText, b)
+	cancel()
+	_ = ws.Close(code, reason)
+}
+
 // hello waits for the first frame, which must be a hello with a valid
 // token. On failure it tells the client why and closes the connection.
-func (s *Server) hello(ws *websocket.Conn) (auth.Principal, time.Time, error) {
+func (s *Server) hello(ws *websocket.Conn, remote string) (auth.Principal, time.Time, error) {
 	type read struct {
 		typ  websocket.MessageType
 		data []byte
@@ -163,11 +240,7 @@ func (s *Server) hello(ws *websocket.Conn) (auth.Principal, time.Time, error) {
 		ch <- read{typ, data, err}
 	}()
 	fail := func(code websocket.StatusCode, reason string, we wireError) error {
-		b, _ := json.Marshal(errorFrame{Type: "error", Error: we})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = ws.Write(ctx, websocket.MessageText, b)
-		cancel()
-		_ = ws.Close(code, reason)
+		closeWithError(ws, code, reason, we)
 		return errors.New(reason)
 	}
 	timer := time.NewTimer(helloTimeout)
@@ -176,13 +249,14 @@ func (s *Server) hello(ws *websocket.Conn) (auth.Principal, time.Time, error) {
 	select {
 	case rd = <-ch:
 	case <-timer.C:
+		s.authFailed("ws", remote, errNoHello)
 		err := fail(hub.CloseUnauthenticated, "authentication timeout",
 			wireError{Code: host.CodeUnauthenticated, Message: "no hello within 5 s"})
 		<-ch
 		return auth.Principal{}, time.Time{}, err
 	}
 	if rd.err != nil {
-		_ = ws.CloseNow()
+		_ = ws.CloseNow() // includes a first frame over the size limit: the library closed with 1009
 		return auth.Principal{}, time.Time{}, rd.err
 	}
 	var f clientFrame
@@ -192,20 +266,83 @@ func (s *Server) hello(ws *websocket.Conn) (auth.Principal, time.Time, error) {
 	}
 	p, exp, err := s.cfg.Verifier.Verify(f.Token)
 	if err != nil {
+		s.authFailed("ws", remote, err)
 		return auth.Principal{}, time.Time{}, fail(hub.CloseUnauthenticated, "unauthenticated", unauthenticated(err))
 	}
 	return p, exp, nil
 }
 
+var errNoHello = errors.New("no hello frame in time")
+
+// authFailed logs and counts a refused token. The log carries the
+// verifier's reason, never the token.
+func (s *Server) authFailed(transport, remote string, err error) {
+	reason := "invalid"
+	switch {
+	case errors.Is(err, errNoToken):
+		reason = "missing"
+	case errors.Is(err, errNoHello):
+		reason = "no_hello"
+	case errors.Is(err, auth.ErrExpired):
+		reason = "expired"
+	}
+	s.metrics.authFailure(transport, reason)
+	s.log.Info("authentication failed", "transport", transport, "reason", reason,
+		"detail", truncate(err.Error(), 200), "remote", remote)
+}
+
+var errNoToken = errors.New("no bearer token")
+
+// truncate cuts s to at most n bytes at a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// originAllowed applies the browser Origin allowlist: same-origin, a
+// configured pattern, or no Origin at all (not a browser). The same
+// patterns are given to websocket.Accept, which checks again.
+func (s *Server) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, p := range s.cfg.OriginPatterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // wsSession is one authenticated connection's request side.
 type wsSession struct {
-	s    *Server
-	conn *hub.Conn
-	sem  chan struct{}
-	wg   sync.WaitGroup // request handlers
+	s       *Server
+	conn    *hub.Conn
+	remote  string
+	sem     chan struct{}
+	limiter *rate.Limiter  // frames from the client
+	wg      sync.WaitGroup // request handlers
 
 	mu     sync.Mutex
 	p      auth.Principal
+	exp    time.Time
 	expiry *time.Timer
 }
 
@@ -216,19 +353,26 @@ func (ws *wsSession) principal() auth.Principal {
 }
 
 func (ws *wsSession) sendReady() {
+	ws.mu.Lock()
+	p, exp := ws.p, ws.exp
+	ws.mu.Unlock()
 	ws.conn.SendJSON(readyFrame{Type: "ready", Protocol: ProtocolVersion, ServerEpoch: ws.s.cfg.Host.Epoch(),
-		ConnectionID: ws.conn.ID(), Principal: ws.principal(), OffsetUnit: "utf16"})
+		ConnectionID: ws.conn.ID(), Principal: p, ExpiresAt: exp.UTC(), OffsetUnit: "utf16"})
 }
 
-// armExpiry closes the connection with 4010 when the token expires, unless
-// a hello frame refreshes it first.
+// armExpiry closes the connection with 4010 when the token expires (plus
+// the verifier's leeway), unless a refresh re-arms it first.
 func (ws *wsSession) armExpiry(exp time.Time) {
+	grace := ws.s.cfg.TokenLeeway
+	if grace <= 0 {
+		grace = expiryGrace
+	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.expiry != nil {
 		ws.expiry.Stop()
 	}
-	ws.expiry = time.AfterFunc(time.Until(exp)+expiryGrace, func() {
+	ws.expiry = time.AfterFunc(time.Until(exp)+grace, func() {
 		ws.conn.SendJSON(errorFrame{Type: "error", Error: wireError{Code: host.CodeUnauthenticated,
 			Message: "token expired", Reason: "token_expired"}})
 		ws.conn.Close(hub.CloseTokenExpired, "token expired")
@@ -254,27 +398,60 @@ func (ws *wsSession) respond(id json.RawMessage, op string, result any, err erro
 	ws.conn.SendJSON(responseFrame{Type: "response", ID: id, OK: true, Result: result})
 }
 
-// handleFrame runs on the connection's reader goroutine: it decodes and
-// starts request handlers, which run concurrently (responses may come back
-// in any order; match them by id).
-func (ws *wsSession) handleFrame(data []byte) {
+// parseFrame is the frame decoder: one JSON object with no unknown
+// fields, a known type, and for requests a string id of at most 128
+// characters. On error it returns the id to echo (null when unreadable).
+func parseFrame(data []byte) (clientFrame, json.RawMessage, error) {
 	var f clientFrame
 	if err := decodeStrict(data, &f); err != nil {
-		ws.respond(salvageID(data), "", nil, err)
+		return clientFrame{}, salvageID(data), err
+	}
+	switch f.Type {
+	case "request":
+		id := bytes.TrimSpace(f.ID)
+		if len(id) < 2 || id[0] != '"' || len(id) > maxIDBytes {
+			return f, nullOr(id), errorf(host.CodeInvalidInput, "id must be a string of at most 128 characters")
+		}
+		if f.Token != "" {
+			return f, id, errorf(host.CodeInvalidInput, "a request carries no token; refresh with the auth.refresh operation")
+		}
+		return f, id, nil
+	case "hello", "ping", "pong":
+		if len(f.ID) > 0 || f.Op != "" || len(f.Input) > 0 {
+			return f, nullOr(f.ID), errorf(host.CodeInvalidInput, "a %s frame has no id, op or input", f.Type)
+		}
+		return f, nullID, nil
+	}
+	return f, nullOr(f.ID), errorf(host.CodeInvalidInput, "unknown frame type")
+}
+
+// handleFrame runs on the connection's reader goroutine: it decodes,
+// applies the rate limit, and starts request handlers, which run
+// concurrently (responses may come back in any order; match them by id).
+// auth.refresh and hello run here, in order, so a request sent after a
+// refresh runs with the refreshed principal.
+func (ws *wsSession) handleFrame(data []byte) {
+	f, id, err := parseFrame(data)
+	if !ws.limiter.Allow() {
+		ws.s.metrics.limit("request_rate")
+		ws.respond(id, f.Op, nil, rateLimited("request_rate", "too many frames on this connection; slow down"))
+		return
+	}
+	if err != nil {
+		ws.respond(id, f.Op, nil, err)
 		return
 	}
 	switch f.Type {
 	case "request":
-		id := f.ID
-		if len(id) == 0 || id[0] != '"' || len(id) > 130 {
-			ws.respond(nullOr(id), f.Op, nil, errorf(host.CodeInvalidInput, "id must be a string of at most 128 characters"))
+		if f.Op == opAuthRefresh {
+			ws.authRefresh(id, f.Input)
 			return
 		}
 		select {
 		case ws.sem <- struct{}{}:
 		default:
-			ws.respond(id, f.Op, nil, &host.Error{Code: host.CodeRateLimited,
-				Message: "too many requests in flight on this connection"})
+			ws.s.metrics.limit("in_flight")
+			ws.respond(id, f.Op, nil, rateLimited("in_flight", "too many requests in flight on this connection"))
 			return
 		}
 		ws.wg.Add(1)
@@ -288,8 +465,6 @@ func (ws *wsSession) handleFrame(data []byte) {
 		ws.conn.Send([]byte(`{"type":"pong"}`))
 	case "hello":
 		ws.refresh(f.Token)
-	default:
-		ws.respond(nullOr(f.ID), "", nil, errorf(host.CodeInvalidInput, "unknown frame type"))
 	}
 }
 
@@ -300,6 +475,9 @@ func (ws *wsSession) runRequest(id json.RawMessage, op string, input json.RawMes
 			ws.respond(id, op, nil, &host.Error{Code: host.CodeInternal, Message: "internal error"})
 		}
 	}()
+	if hook := ws.s.onRequest.Load(); hook != nil {
+		(*hook)(op)
+	}
 	c := caller{p: ws.principal(), ws: ws}
 	c.reply = func(result any) { ws.respond(id, op, result, nil) }
 	res, err := ws.s.dispatch(ws.conn.Context(), c, op, input)
@@ -309,26 +487,47 @@ func (ws *wsSession) runRequest(id json.RawMessage, op string, input json.RawMes
 	ws.respond(id, op, res, err)
 }
 
-// refresh swaps in a new token for the same user (a hello after ready).
-// Subscriptions in workspaces the new token no longer grants are dropped.
-func (ws *wsSession) refresh(token string) {
-	p, exp, err := ws.s.cfg.Verifier.Verify(token)
-	if err != nil {
-		ws.conn.SendJSON(errorFrame{Type: "error", Error: unauthenticated(err)})
-		ws.conn.Close(hub.CloseUnauthenticated, "unauthenticated")
+type refreshIn struct {
+	Token string `json:"token"`
+}
+
+// authRefresh is the auth.refresh request: a new token for the same user
+// replaces the connection's principal and expiry. A token that does not
+// verify, or names another user, is answered with an error and changes
+// nothing: the connection keeps its current token until that expires.
+func (ws *wsSession) authRefresh(id json.RawMessage, raw json.RawMessage) {
+	var in refreshIn
+	if err := decodeStrict(raw, &in); err != nil {
+		ws.respond(id, opAuthRefresh, nil, err)
 		return
 	}
+	p, exp, err := ws.s.cfg.Verifier.Verify(in.Token)
+	if err != nil {
+		ws.s.authFailed("ws", ws.remote, err)
+		we := unauthenticated(err)
+		ws.respond(id, opAuthRefresh, nil, &host.Error{Code: we.Code, Message: we.Message, Reason: we.Reason})
+		return
+	}
+	if !ws.swapPrincipal(p, exp) {
+		ws.respond(id, opAuthRefresh, nil, &host.Error{Code: host.CodeInvalidInput, Reason: "different_user",
+			Message: "a refreshed token must be for the same user"})
+		return
+	}
+	ws.respond(id, opAuthRefresh, refreshResult{Principal: p, ExpiresAt: exp.UTC()}, nil)
+}
+
+// swapPrincipal installs a refreshed token for the same user, re-arms the
+// expiry, and drops subscriptions in workspaces the new token no longer
+// grants. It reports false (and changes nothing) for another user.
+func (ws *wsSession) swapPrincipal(p auth.Principal, exp time.Time) bool {
 	ws.mu.Lock()
 	same := p.UserID == ws.p.UserID
 	if same {
-		ws.p = p
+		ws.p, ws.exp = p, exp
 	}
 	ws.mu.Unlock()
 	if !same {
-		ws.conn.SendJSON(errorFrame{Type: "error", Error: wireError{Code: host.CodeInvalidInput,
-			Message: "a refreshed token must be for the same user"}})
-		ws.conn.Close(hub.CloseProtocol, "token is for another user")
-		return
+		return false
 	}
 	ws.armExpiry(exp)
 	for _, sub := range ws.conn.Subscriptions() {
@@ -337,6 +536,26 @@ func (ws *wsSession) refresh(token string) {
 				ws.conn.SendJSON(unsubscribedFrame{Type: "unsubscribed", Sub: sub.Sub, Reason: "forbidden"})
 			}
 		}
+	}
+	return true
+}
+
+// refresh is the older refresh by a hello frame after ready: an invalid
+// token closes with 4501, another user's with 4500, a valid one answers
+// with a fresh ready.
+func (ws *wsSession) refresh(token string) {
+	p, exp, err := ws.s.cfg.Verifier.Verify(token)
+	if err != nil {
+		ws.s.authFailed("ws", ws.remote, err)
+		ws.conn.SendJSON(errorFrame{Type: "error", Error: unauthenticated(err)})
+		ws.conn.Close(hub.CloseUnauthenticated, "unauthenticated")
+		return
+	}
+	if !ws.swapPrincipal(p, exp) {
+		ws.conn.SendJSON(errorFrame{Type: "error", Error: wireError{Code: host.CodeInvalidInput,
+			Message: "a refreshed token must be for the same user", Reason: "different_user"}})
+		ws.conn.Close(hub.CloseProtocol, "token is for another user")
+		return
 	}
 	ws.sendReady()
 }
@@ -355,7 +574,7 @@ func salvageID(data []byte) json.RawMessage {
 
 func nullOr(id json.RawMessage) json.RawMessage {
 	id = bytes.TrimSpace(id)
-	if len(id) == 0 || len(id) > 130 {
+	if len(id) == 0 || len(id) > maxIDBytes || !json.Valid(id) {
 		return nullID
 	}
 	return id

@@ -124,8 +124,8 @@ func AlgNone(claims jwt.MapClaims) string {
 	return s
 }
 
-// Tamper flips the payload of a signed token so its signature no longer
-// matches.
+// Tamper adds a claim to the payload of a signed token, keeping the
+// original signature, which then no longer matches.
 func Tamper(token string) string {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
@@ -139,7 +139,7 @@ func Tamper(token string) string {
 	if err := json.Unmarshal(b, &m); err != nil {
 		panic(err)
 	}
-	m["sub"] = "mallory"
+	m["tampered"] = true
 	b, _ = json.Marshal(m)
 	parts[1] = base64.RawURLEncoding.EncodeToString(b)
 	return strings.Join(parts, ".")
