@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
 	"github.com/ensemble-dev/ensemble/runtime/acp"
@@ -33,7 +32,8 @@ type serveConfig struct {
 	simScenario, logLevel, workspace                 string
 	shutdownGrace                                    time.Duration
 	pprofAddr                                        string
-	sessionLease                                     time.Duration // cluster mode (cluster.go)
+	sessionLease                                     time.Duration  // cluster mode (cluster.go)
+	security                                         securityConfig // tokens, origins, limits (security.go)
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -56,6 +56,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	grace := f.duration("shutdown-grace", "ENSEMBLE_SHUTDOWN_GRACE", 10*time.Second, "how long a graceful shutdown may take")
 	pprofAddr := pprofFlag(f)
 	lease := f.duration("session-lease", "ENSEMBLE_SESSION_LEASE", host.DefaultLeaseTTL, "cluster mode: session ownership lease; a dead replica's sessions are taken over after it")
+	security := securityFlags(f)
 	if err := f.parse(args); err != nil {
 		return c, err
 	}
@@ -64,6 +65,10 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		noMigrate: *noMigrate, simRate: *rate, simScenario: *scenario, logLevel: *level,
 		workspace: *ws, shutdownGrace: *grace}
 	c.sessionLease = *lease
+	var err error
+	if c.security, err = security(); err != nil {
+		return c, err
+	}
 	c.pprofAddr = *pprofAddr
 	if c.replicaID == "" {
 		c.replicaID, _ = os.Hostname()
@@ -101,11 +106,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer store.Close()
 	log.Info("canonical store", "store", storeChoice)
 
-	key, err := signingSecret(c.jwtSecret, c.dataDir)
+	verifier, key, err := newVerifier(ctx, c, log)
 	if err != nil {
 		return err
 	}
-	verifier := auth.NewHMAC(key, auth.Options{Issuer: c.jwtIssuer, Audience: c.jwtAudience})
 
 	runtime, err := newRuntime(c, log)
 	if err != nil {
@@ -137,15 +141,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	hb := hub.New(hub.Config{Reader: h, Bus: bus, Logger: log.With("component", "hub")})
 	defer hb.Close()
-	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(bus, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server")})
+	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(bus, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server"),
+		OriginPatterns: c.security.origins, Limits: c.security.limits, TokenLeeway: c.security.leeway})
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
 	}
 	addr := ln.Addr().String()
-	tok, err := auth.Mint(key, auth.Claims{Sub: "local", Name: "Local user", TTL: 30 * 24 * time.Hour,
-		Workspaces: map[string]auth.Role{c.workspace: auth.RoleAdmin}, Issuer: c.jwtIssuer, Audience: c.jwtAudience})
+	signIn, err := signInLine(c, key, addr)
 	if err != nil {
 		ln.Close()
 		return err
@@ -158,7 +162,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	go func() { defer close(relayDone); _ = h.Run(workers) }()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
-	fmt.Fprintf(stdout, "Ensemble is listening on http://%s (agent: %s)\nSign in: %s\n", addr, describeAgent(h.Agent()), signInLink(addr, tok))
+	fmt.Fprintf(stdout, "Ensemble is listening on http://%s (agent: %s)\n%s\n", addr, describeAgent(h.Agent()), signIn)
 
 	select {
 	case err = <-serveErr:
