@@ -90,7 +90,11 @@ func spawnOne(ctx context.Context, o SpawnOptions, i int) (*Replica, error) {
 		return nil, err
 	}
 	args := []string{"serve", "--addr", addr, "--data-dir", dir, "--replica-id", fmt.Sprintf("loadtest-%d", i+1),
-		"--log-level", "warn", "--workspace", "loadtest"}
+		"--log-level", "warn", "--workspace", "loadtest",
+		// Scenarios open many connections and send many requests as one
+		// user; the per-client limits (docs/security.md) would measure
+		// themselves instead of the server.
+		"--max-conns-per-user", "-1", "--ws-request-rate", "-1", "--http-request-rate", "-1"}
 	if o.DatabaseURL != "" {
 		args = append(args, "--database-url", o.DatabaseURL)
 	}
