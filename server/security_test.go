@@ -376,7 +376,7 @@ func TestEveryOperationRefusesHostileCallers(t *testing.T) {
 	// 2. Authenticated callers without the right: a viewer of A trying
 	// every mutation in A (and reading, which it may), members and admins
 	// of A naming B's ids under A, and a member of A naming B.
-	type caller struct {
+	type hostileCaller struct {
 		name   string
 		token  string
 		role   auth.Role
@@ -404,7 +404,7 @@ func TestEveryOperationRefusesHostileCallers(t *testing.T) {
 		}
 		return want{host.CodeNotFound, ""}
 	}
-	callers := []caller{
+	callers := []hostileCaller{
 		{"viewer of A", i.token("victor", map[string]string{wsA: "viewer"}), auth.RoleViewer, wsA, A, inOwn},
 		{"member of A naming B's ids", i.token("mia", map[string]string{wsA: "member"}), auth.RoleMember, wsA, B, crossTenant},
 		{"admin of A naming B's ids", i.token("adam", map[string]string{wsA: "admin"}), auth.RoleAdmin, wsA, B, crossTenant},
