@@ -97,7 +97,10 @@ func newCluster(t *testing.T, redisURL string, n int, extra ...string) *cluster 
 	t.Helper()
 	c := &cluster{t: t, dataDir: t.TempDir(), ws: strings.ToLower(host.RandomID("ws"))}
 	c.args = append([]string{"--redis-url", redisURL, "--database-url", clusterPostgres(t),
-		"--workspace", c.ws, "--sim-rate", "5ms"}, extra...)
+		"--workspace", c.ws, "--sim-rate", "5ms",
+		// The tests act as one user with many clients; the per-user limits
+		// would spread their deliberate bursts out.
+		"--http-request-rate", "-1", "--ws-request-rate", "-1", "--max-conns-per-user", "-1"}, extra...)
 	for range n {
 		c.replicas = append(c.replicas, c.start())
 	}
