@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 )
 
 // Interactions and durable runtime operations (host/ports_interactions.go
@@ -272,7 +273,7 @@ func interactionTree(ctx context.Context, q querier, ws, rootSessionID string) (
 	}
 	// Every live session of the tree (the root and its descendants) with
 	// its latest Turn; a retracted latest Turn contributes nothing.
-	tree.Interactions, err = queryInteractions(ctx, q, `SELECT `+prefixed("i.", interactionCols)+`
+	tree.Interactions, err = queryInteractions(ctx, q, `SELECT `+sqlcols.Prefixed("i.", interactionCols)+`
 		FROM sessions s
 		CROSS JOIN LATERAL (SELECT t.id, t.retracted FROM turns t
 			WHERE t.workspace_id = s.workspace_id AND t.session_id = s.id
@@ -285,24 +286,6 @@ func interactionTree(ctx context.Context, q querier, ws, rootSessionID string) (
 		return host.InteractionTree{}, err
 	}
 	return tree, nil
-}
-
-// prefixed qualifies a comma-separated column list with a table alias.
-func prefixed(alias, cols string) string {
-	out := []byte{}
-	start := true
-	for i := 0; i < len(cols); i++ {
-		c := cols[i]
-		if start && c != ' ' && c != '\t' && c != '\n' {
-			out = append(out, alias...)
-			start = false
-		}
-		out = append(out, c)
-		if c == ',' {
-			start = true
-		}
-	}
-	return string(out)
 }
 
 // ---- runtime operations ----

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 )
 
 // Interactions and durable runtime operations (host/ports_interactions.go
@@ -231,7 +232,7 @@ func (s *Store) InteractionTree(ctx context.Context, ws, rootSessionID string) (
 			WHERE s.workspace_id = ? AND (s.id = ? OR s.root_id = ?)
 				AND s.deleted_at IS NULL AND s.provisional = 0
 		)
-		SELECT `+prefixed("i.", interactionCols)+` FROM interactions i
+		SELECT `+sqlcols.Prefixed("i.", interactionCols)+` FROM interactions i
 		JOIN latest l ON i.session_id = l.sid AND i.turn_id = l.tid
 		WHERE i.workspace_id = ? AND l.retracted = 0
 		ORDER BY i.session_id, i.turn_id, i.request_id`, ws, rootSessionID, rootSessionID, ws)
@@ -239,24 +240,6 @@ func (s *Store) InteractionTree(ctx context.Context, ws, rootSessionID string) (
 		return host.InteractionTree{}, err
 	}
 	return tree, nil
-}
-
-// prefixed qualifies a comma-separated column list with a table alias.
-func prefixed(alias, cols string) string {
-	out := []byte{}
-	start := true
-	for i := 0; i < len(cols); i++ {
-		c := cols[i]
-		if start && c != ' ' && c != '\t' && c != '\n' {
-			out = append(out, alias...)
-			start = false
-		}
-		out = append(out, c)
-		if c == ',' {
-			start = true
-		}
-	}
-	return string(out)
 }
 
 // ---- runtime operations ----
