@@ -66,6 +66,10 @@ func phaseRank(p TurnPhase) int {
 	return -1
 }
 
+// Valid reports whether p is one of the known phases; stores use it to
+// refuse a row they cannot decode.
+func (p TurnPhase) Valid() bool { return phaseRank(p) >= 0 }
+
 // TurnOutcome is the canonical result of a settled Turn.
 type TurnOutcome string
 
@@ -75,6 +79,15 @@ const (
 	OutcomeFailed      TurnOutcome = "failed"
 	OutcomeInterrupted TurnOutcome = "interrupted"
 )
+
+// Valid reports whether o is empty (unsettled) or a known outcome.
+func (o TurnOutcome) Valid() bool {
+	switch o {
+	case "", OutcomeCompleted, OutcomeCanceled, OutcomeFailed, OutcomeInterrupted:
+		return true
+	}
+	return false
+}
 
 // Failure reasons: stable, content-free.
 const (

@@ -156,6 +156,9 @@ type TurnRef struct {
 	TurnID      string
 }
 
+// Key is the Turn's quarantine key: "workspace/session/turn".
+func (r TurnRef) Key() string { return r.WorkspaceID + "/" + r.SessionID + "/" + r.TurnID }
+
 // StartRequest asks for a live provider session.
 type StartRequest struct {
 	WorkspaceID       string

@@ -60,7 +60,7 @@ func (h *Host) Recover(ctx context.Context) (RecoveryReport, error) {
 				return rep, fmt.Errorf("recovery settle %s: %w", t.ID, err)
 			}
 			if qerr := quarantine(Quarantined{WorkspaceID: t.WorkspaceID, Kind: "turn",
-				Key: t.WorkspaceID + "/" + t.SessionID + "/" + t.ID, Reason: err.Error()}); qerr != nil {
+				Key: ref.Key(), Reason: err.Error()}); qerr != nil {
 				return rep, qerr
 			}
 			continue

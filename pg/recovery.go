@@ -39,7 +39,7 @@ func (s *Store) UnsettledTurns(ctx context.Context) ([]host.Turn, []host.Quarant
 				out.bad = append(out.bad, host.Quarantined{
 					WorkspaceID: t.WorkspaceID,
 					Kind:        QuarantineKindTurn,
-					Key:         turnKey(t.WorkspaceID, t.SessionID, t.ID),
+					Key:         turnRef(t).Key(),
 					Reason:      err.Error(),
 					At:          now,
 				})

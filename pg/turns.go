@@ -34,10 +34,10 @@ func scanTurn(row pgx.Row) (host.Turn, error) {
 	t.Phase, t.Outcome = host.TurnPhase(phase), host.TurnOutcome(outcome)
 	t.CreatedAt, t.UpdatedAt, t.SettledAt = utc(t.CreatedAt), utc(t.UpdatedAt), utcPtr(t.SettledAt)
 	switch {
-	case !validPhase(t.Phase):
-		return t, &decodeError{what: "turn " + turnKey(t.WorkspaceID, t.SessionID, t.ID), err: fmt.Errorf("invalid phase %q", phase)}
-	case !validOutcome(t.Outcome):
-		return t, &decodeError{what: "turn " + turnKey(t.WorkspaceID, t.SessionID, t.ID), err: fmt.Errorf("invalid outcome %q", outcome)}
+	case !t.Phase.Valid():
+		return t, &decodeError{what: "turn " + turnRef(t).Key(), err: fmt.Errorf("invalid phase %q", phase)}
+	case !t.Outcome.Valid():
+		return t, &decodeError{what: "turn " + turnRef(t).Key(), err: fmt.Errorf("invalid outcome %q", outcome)}
 	}
 	return t, nil
 }
@@ -51,28 +51,6 @@ type decodeError struct {
 
 func (e *decodeError) Error() string { return e.what + ": " + e.err.Error() }
 func (e *decodeError) Unwrap() error { return e.err }
-
-func validPhase(p host.TurnPhase) bool {
-	switch p {
-	case host.PhaseQueued, host.PhaseDispatched, host.PhaseProviderObserved,
-		host.PhaseResolvingIdentity, host.PhaseDurablyAccepted, host.PhaseSettled:
-		return true
-	}
-	return false
-}
-
-func validOutcome(o host.TurnOutcome) bool {
-	switch o {
-	case "", host.OutcomeCompleted, host.OutcomeCanceled, host.OutcomeFailed, host.OutcomeInterrupted:
-		return true
-	}
-	return false
-}
-
-// turnKey is the quarantine key of a Turn.
-func turnKey(ws, sessionID, turnID string) string {
-	return ws + "/" + sessionID + "/" + turnID
-}
 
 const selectTurn = `SELECT ` + turnCols + ` FROM turns
 	WHERE workspace_id = $1 AND session_id = $2 AND id = $3`
@@ -187,4 +165,9 @@ func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.Turn
 		}
 		return page, nil
 	})
+}
+
+// turnRef names a decoded turn, for keys and messages.
+func turnRef(t host.Turn) host.TurnRef {
+	return host.TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
 }

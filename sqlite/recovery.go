@@ -41,7 +41,7 @@ func (s *Store) UnsettledTurns(ctx context.Context) ([]host.Turn, []host.Quarant
 			bad = append(bad, host.Quarantined{
 				WorkspaceID: t.WorkspaceID,
 				Kind:        QuarantineKindTurn,
-				Key:         turnKey(t.WorkspaceID, t.SessionID, t.ID),
+				Key:         turnRef(t).Key(),
 				Reason:      err.Error(),
 				At:          now,
 			})

@@ -60,14 +60,14 @@ func decodeTurn(v []any) (host.Turn, error) {
 		at := fromMS(d.int(18, "settled_at"))
 		t.SettledAt = &at
 	}
-	if d.err == nil && !validPhase(t.Phase) {
+	if d.err == nil && !t.Phase.Valid() {
 		d.err = fmt.Errorf("invalid phase %q", t.Phase)
 	}
-	if d.err == nil && !validOutcome(t.Outcome) {
+	if d.err == nil && !t.Outcome.Valid() {
 		d.err = fmt.Errorf("invalid outcome %q", t.Outcome)
 	}
 	if d.err != nil {
-		return t, &decodeError{what: "turn " + turnKey(t.WorkspaceID, t.SessionID, t.ID), err: d.err}
+		return t, &decodeError{what: "turn " + turnRef(t).Key(), err: d.err}
 	}
 	return t, nil
 }
@@ -81,28 +81,6 @@ type decodeError struct {
 
 func (e *decodeError) Error() string { return e.what + ": " + e.err.Error() }
 func (e *decodeError) Unwrap() error { return e.err }
-
-func validPhase(p host.TurnPhase) bool {
-	switch p {
-	case host.PhaseQueued, host.PhaseDispatched, host.PhaseProviderObserved,
-		host.PhaseResolvingIdentity, host.PhaseDurablyAccepted, host.PhaseSettled:
-		return true
-	}
-	return false
-}
-
-func validOutcome(o host.TurnOutcome) bool {
-	switch o {
-	case "", host.OutcomeCompleted, host.OutcomeCanceled, host.OutcomeFailed, host.OutcomeInterrupted:
-		return true
-	}
-	return false
-}
-
-// turnKey is the quarantine key of a Turn.
-func turnKey(ws, sessionID, turnID string) string {
-	return ws + "/" + sessionID + "/" + turnID
-}
 
 // decoder converts untyped column values, keeping the first error.
 type decoder struct {
@@ -240,4 +218,9 @@ func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.Turn
 		page.NextCursor = page.Turns[limit-1].Seq
 	}
 	return page, nil
+}
+
+// turnRef names a decoded turn, for keys and messages.
+func turnRef(t host.Turn) host.TurnRef {
+	return host.TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
 }
