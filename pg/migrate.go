@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
+
+	"github.com/ensemble-dev/ensemble/internal/migrations"
 	"github.com/pressly/goose/v3/lock"
 )
 
@@ -133,30 +135,13 @@ func MigrateStatus(ctx context.Context, url string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Status would create goose's version table; a never-migrated database
-	// is reported as all pending without writing to it.
 	migrated, err := hasVersionTable(ctx, pool)
 	if err != nil {
 		return err
 	}
-	var status []*goose.MigrationStatus
-	if migrated {
-		if status, err = p.Status(ctx); err != nil {
-			return classify("migration status", err)
-		}
-	} else {
-		for _, src := range p.ListSources() {
-			status = append(status, &goose.MigrationStatus{Source: src, State: goose.StatePending})
-		}
+	status, err := migrations.Status(ctx, p, migrated)
+	if err != nil {
+		return classify("migration status", err)
 	}
-	for _, st := range status {
-		applied := "pending"
-		if st.State == goose.StateApplied {
-			applied = "applied " + st.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
-		}
-		if _, err := fmt.Fprintf(w, "%05d  %-24s %s\n", st.Source.Version, st.Source.Path, applied); err != nil {
-			return err
-		}
-	}
-	return nil
+	return migrations.Write(w, status)
 }
