@@ -210,15 +210,18 @@ type SubmitClaim struct {
 	UpdatedAt      time.Time      `json:"updatedAt"`
 }
 
-// Fact is a post-commit wake-up hint. Consumers reread canonical state; they
-// never patch state from a fact. Version is the session message version at
-// commit, so duplicates and reorderings are harmless.
+// Fact is a committed change published after its transaction. Untyped kinds
+// are wake-up hints (consumers reread canonical state); a
+// FactTranscriptAppended fact carries the committed TranscriptDelta itself
+// (delta.go). Version is the session message version at commit, so
+// duplicates and reorderings are harmless.
 type Fact struct {
-	WorkspaceID string `json:"workspace"`
-	Kind        string `json:"kind"`
-	SessionID   string `json:"sessionId,omitempty"`
-	TurnID      string `json:"turnId,omitempty"`
-	Version     int64  `json:"version,omitempty"`
+	WorkspaceID string           `json:"workspace"`
+	Kind        string           `json:"kind"`
+	SessionID   string           `json:"sessionId,omitempty"`
+	TurnID      string           `json:"turnId,omitempty"`
+	Version     int64            `json:"version,omitempty"`
+	Delta       *TranscriptDelta `json:"delta,omitempty"`
 }
 
 // Fact kinds.
