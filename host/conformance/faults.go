@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,10 @@ type faultStore struct {
 	mu sync.Mutex
 	// failTurnWrite, when set, is asked before every turn update.
 	failTurnWrite func(t host.Turn) error
+	// loseAck, when set, is asked after every committed transaction; true
+	// reports the commit as unavailable although it is durable (a
+	// connection lost during COMMIT).
+	loseAck func() bool
 	// calls records the store calls whose order recovery must keep.
 	calls []string
 }
@@ -26,13 +31,26 @@ func (s *faultStore) onTurnWrite(fn func(t host.Turn) error) {
 	s.failTurnWrite = fn
 }
 
+// onCommitted makes fn decide, after each successful commit, whether its
+// acknowledgement is lost: the Host then sees ErrUnavailable for a write
+// that is durable, the ambiguous commit every retried write must survive.
+func (s *faultStore) onCommitted(fn func() bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loseAck = fn
+}
+
 func (s *faultStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 	s.mu.Lock()
-	hook := s.failTurnWrite
+	hook, loseAck := s.failTurnWrite, s.loseAck
 	s.mu.Unlock()
-	return s.Store.Update(ctx, func(tx host.Tx) error {
+	err := s.Store.Update(ctx, func(tx host.Tx) error {
 		return fn(&faultTx{Tx: tx, hook: hook})
 	})
+	if err == nil && loseAck != nil && loseAck() {
+		return fmt.Errorf("conformance: acknowledgement lost after commit: %w", host.ErrUnavailable)
+	}
+	return err
 }
 
 type faultTx struct {
