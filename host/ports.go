@@ -41,6 +41,8 @@ type Store interface {
 
 	// Interactions and durable runtime operations (ports_interactions.go).
 	InteractionStore
+	// One-transaction catch-up reads for hubs (changes.go).
+	ChangesStore
 }
 
 // Tx is the narrow transaction writer the Host composes commands from.

@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"RuntimeOperations", testRuntimeOperations},
 		{"DueAndRequeueRuntimeOperations", testDueAndRequeue},
 		{"DeleteProvisionalRemovesInteractions", testDeleteProvisionalRemovesInteractions},
+		{"Changes", testChanges},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {

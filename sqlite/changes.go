@@ -1,0 +1,113 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+var _ host.ChangesStore = (*Store)(nil)
+
+// Changes reads a session, its newest turns and its messages after a
+// version in one read transaction: under WAL a deferred transaction reads
+// one snapshot from its first statement to its end.
+func (s *Store) Changes(ctx context.Context, ws, sessionID string, q host.ChangesQuery) (host.Changes, error) {
+	r, err := s.reader()
+	if err != nil {
+		return host.Changes{}, err
+	}
+	rtx, err := r.BeginTx(ctx, nil)
+	if err != nil {
+		return host.Changes{}, classify("begin read", err)
+	}
+	defer rtx.Rollback() //nolint:errcheck // read-only: nothing to keep
+	var c host.Changes
+	if c.Session, err = getSession(ctx, rtx, ws, sessionID); err != nil {
+		return host.Changes{}, err
+	}
+	if c.Turns, c.TurnsHasMore, err = changedTurns(ctx, rtx, ws, sessionID, clampLimit(q.Turns, 50, 200)); err != nil {
+		return host.Changes{}, err
+	}
+	for _, id := range q.TurnIDs {
+		if slices.ContainsFunc(c.Turns, func(t host.Turn) bool { return t.ID == id }) {
+			continue
+		}
+		t, err := getTurn(ctx, rtx, ws, sessionID, id)
+		if errors.Is(err, host.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return host.Changes{}, err
+		}
+		c.Extra = append(c.Extra, t)
+	}
+	c.Messages, c.MessagesHasMore, err = changedMessages(ctx, rtx, ws, sessionID, q)
+	if err != nil {
+		return host.Changes{}, err
+	}
+	return c, nil
+}
+
+func changedTurns(ctx context.Context, q querier, ws, sessionID string, limit int) ([]host.Turn, bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+turnCols+` FROM turns
+		WHERE workspace_id = ? AND session_id = ? ORDER BY seq DESC LIMIT ?`, ws, sessionID, limit+1)
+	if err != nil {
+		return nil, false, classify("changes: turns", err)
+	}
+	defer rows.Close()
+	out := []host.Turn{}
+	for rows.Next() {
+		t, err := scanTurn(rows)
+		if err != nil {
+			return nil, false, classify("changes: turns", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, classify("changes: turns", err)
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
+func changedMessages(ctx context.Context, q querier, ws, sessionID string, cq host.ChangesQuery) ([]host.Message, bool, error) {
+	limit := clampLimit(cq.Messages, 200, 1000)
+	order := "ASC"
+	if cq.Newest {
+		order = "DESC"
+	}
+	rows, err := q.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+		WHERE workspace_id = ? AND session_id = ? AND version > ?
+		ORDER BY version `+order+` LIMIT ?`, ws, sessionID, cq.AfterVersion, limit+1)
+	if err != nil {
+		return nil, false, classify("changes: messages", err)
+	}
+	defer rows.Close()
+	out := []host.Message{}
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, false, classify("changes: messages", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, classify("changes: messages", err)
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	if cq.Newest {
+		slices.Reverse(out)
+	}
+	return out, more, nil
+}
+
+// querier is satisfied by *sql.Tx too.
+var _ querier = (*sql.Tx)(nil)
