@@ -1,8 +1,11 @@
-// Package hub multiplexes WebSocket watchers onto topics. A fact from the bus
-// only marks a topic dirty; a small worker pool rereads canonical state once
-// per dirty topic, however many watchers it has, diffs it against what the
-// topic last emitted, encodes each event once and writes the same bytes to
-// every watcher.
+// Package hub multiplexes WebSocket watchers onto topics. A typed transcript
+// delta from the bus is applied to its session topic at once (it is the
+// committed change itself); any other fact, and a delta that does not follow
+// exactly the version a topic holds, only marks the topic dirty, and a small
+// worker pool rereads canonical state once per dirty topic in one read
+// transaction, however many watchers it has, diffs it against what the topic
+// last emitted, encodes each event once and writes the same bytes to every
+// watcher.
 package hub
 
 import (
@@ -18,11 +21,11 @@ import (
 // Reader is the part of the Host the hub rereads canonical state through.
 // *host.Host implements it.
 type Reader interface {
+	// SessionChanges is a session topic's one read: the session, its
+	// newest turns and its messages after a version, in one transaction.
+	SessionChanges(ctx context.Context, ws, sessionID string, q host.ChangesQuery) (host.Changes, error)
 	GetSession(ctx context.Context, ws, id string) (host.Session, error)
 	ListSessions(ctx context.Context, ws string, q host.SessionQuery) (host.SessionPage, error)
-	GetTurn(ctx context.Context, ws, sessionID, turnID string) (host.Turn, error)
-	ListSessionTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error)
-	ListSessionMessages(ctx context.Context, ws, sessionID string, q host.MessageQuery) (host.MessagePage, error)
 	GetSessionInteractionTreeSnapshot(ctx context.Context, ws, rootSessionID string) (host.InteractionTree, error)
 }
 
@@ -196,13 +199,24 @@ func (h *Hub) release(t *topic) {
 	h.mu.Unlock()
 }
 
-// onFact is the bus callback: it only marks topics dirty.
+// onFact is the bus callback. A typed transcript delta is applied at once
+// to its session topic (the delta is the committed change itself); every
+// other fact only marks topics dirty for a reread.
 func (h *Hub) onFact(f host.Fact) {
+	if t := h.markFact(f); t != nil && !t.applyDelta(f.Delta) {
+		h.stats.deltaGaps.Add(1)
+		h.markDirty(t, dirtyMark{})
+	}
+}
+
+// markFact marks the topics a fact dirties and returns the session topic a
+// typed delta should be applied to, if any.
+func (h *Hub) markFact(f host.Fact) *topic {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e := h.workspaces[f.WorkspaceID]
 	if e == nil {
-		return
+		return nil
 	}
 	if f.SessionID == "" {
 		if e.ws != nil {
@@ -211,7 +225,7 @@ func (h *Hub) onFact(f host.Fact) {
 		for _, t := range e.sessions {
 			h.markDirty(t, dirtyAll())
 		}
-		return
+		return nil
 	}
 	if f.Kind == host.FactInteractionTreeDirty {
 		// One tree: every watched session of it rereads the tree once.
@@ -220,16 +234,23 @@ func (h *Hub) onFact(f host.Fact) {
 				h.markDirty(t, dirtyTree())
 			}
 		}
-		return
+		return nil
 	}
 	// A transcript-only fact moves just messageVersion/updatedAt, which
 	// session summaries ignore, so the workspace topic need not reread.
-	if e.ws != nil && f.Kind != host.FactTranscriptAdvanced {
+	transcript := f.Kind == host.FactTranscriptAdvanced || f.Kind == host.FactTranscriptAppended
+	if e.ws != nil && !transcript {
 		h.markDirty(e.ws, dirtySession(f.SessionID))
 	}
-	if t := e.sessions[f.SessionID]; t != nil {
-		h.markDirty(t, dirtyTurn(f.TurnID))
+	t := e.sessions[f.SessionID]
+	if t == nil {
+		return nil
 	}
+	if f.Kind == host.FactTranscriptAppended && f.Delta != nil {
+		return t
+	}
+	h.markDirty(t, dirtyTurn(f.TurnID))
+	return nil
 }
 
 // markDirty records what changed and queues the topic once. A topic being
@@ -425,10 +446,15 @@ type Stats struct {
 	Events        int64
 	FramesFanned  int64
 	SlowConsumers int64
+	// Deltas applied, dropped as duplicates, and refused (gap → reread).
+	DeltasApplied   int64
+	DeltaDuplicates int64
+	DeltaGapRereads int64
 }
 
 type stats struct {
 	conns, topics, rereads, events, fanned, slow atomic.Int64
+	deltas, deltaDups, deltaGaps                 atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -437,5 +463,7 @@ func (h *Hub) Stats() Stats {
 		Connections: h.stats.conns.Load(), Topics: h.stats.topics.Load(),
 		Rereads: h.stats.rereads.Load(), Events: h.stats.events.Load(),
 		FramesFanned: h.stats.fanned.Load(), SlowConsumers: h.stats.slow.Load(),
+		DeltasApplied: h.stats.deltas.Load(), DeltaDuplicates: h.stats.deltaDups.Load(),
+		DeltaGapRereads: h.stats.deltaGaps.Load(),
 	}
 }

@@ -44,17 +44,13 @@ func (f *fakeReader) GetSession(_ context.Context, ws, id string) (host.Session,
 	return s, nil
 }
 
+func (f *fakeReader) SessionChanges(ctx context.Context, ws, id string, _ host.ChangesQuery) (host.Changes, error) {
+	s, err := f.GetSession(ctx, ws, id)
+	return host.Changes{Session: s, Turns: []host.Turn{}, Messages: []host.Message{}}, err
+}
+
 func (f *fakeReader) ListSessions(context.Context, string, host.SessionQuery) (host.SessionPage, error) {
 	return host.SessionPage{}, nil
-}
-func (f *fakeReader) GetTurn(context.Context, string, string, string) (host.Turn, error) {
-	return host.Turn{}, host.Errorf(host.CodeNotFound, "no")
-}
-func (f *fakeReader) ListSessionTurns(context.Context, string, string, host.TurnQuery) (host.TurnPage, error) {
-	return host.TurnPage{}, nil
-}
-func (f *fakeReader) ListSessionMessages(context.Context, string, string, host.MessageQuery) (host.MessagePage, error) {
-	return host.MessagePage{}, nil
 }
 func (f *fakeReader) GetSessionInteractionTreeSnapshot(context.Context, string, string) (host.InteractionTree, error) {
 	return host.InteractionTree{}, host.Errorf(host.CodeUnsupported, "no interactions")
@@ -162,17 +158,17 @@ func TestMessageDeltaOffsetsAreUTF16(t *testing.T) {
 	h := New(Config{Reader: &fakeReader{}, Bus: NewLocalBus()})
 	defer h.Close()
 	tp := newTopic(h, kindSession, "w", "s", 1)
-	tp.sv.msgs = map[string]host.Message{}
+	tp.sv.msgs = map[string]*viewMsg{}
 	msg := func(v int64, text string, streaming bool) host.Message {
 		return host.Message{WorkspaceID: "w", SessionID: "s", ID: "m", TurnID: "t", Role: host.RoleAgent,
 			Kind: host.KindText, Version: v, Ordinal: 1, Content: host.MessageContent{Text: text}, Streaming: streaming}
 	}
 	tp.mu.Lock()
-	tp.applyMessagesLocked([]host.Message{msg(1, "héllo 👋", true)})
-	tp.applyMessagesLocked([]host.Message{msg(2, "héllo 👋 wörld", true)})
-	tp.applyMessagesLocked([]host.Message{msg(2, "héllo 👋 wörld", true)}) // duplicate read: nothing
-	tp.applyMessagesLocked([]host.Message{msg(3, "héllo 👋 wörld!", false)})
-	tp.applyMessagesLocked([]host.Message{msg(4, "rewritten", false)})
+	tp.applyMessagesLocked([]host.Message{msg(1, "héllo 👋", true)}, 1, true)
+	tp.applyMessagesLocked([]host.Message{msg(2, "héllo 👋 wörld", true)}, 2, true)
+	tp.applyMessagesLocked([]host.Message{msg(2, "héllo 👋 wörld", true)}, 2, true) // duplicate read: nothing
+	tp.applyMessagesLocked([]host.Message{msg(3, "héllo 👋 wörld!", false)}, 3, true)
+	tp.applyMessagesLocked([]host.Message{msg(4, "rewritten", false)}, 4, true)
 	tp.mu.Unlock()
 	var kinds []string
 	var delta MessageDelta

@@ -4,32 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
-	"strings"
 	"time"
-	"unicode/utf16"
 
 	"github.com/ensemble-dev/ensemble/host"
 )
-
-// sessionView is what a session topic last emitted: enough to diff the next
-// reread and to answer a snapshot without touching the store.
-type sessionView struct {
-	session    *host.Session // nil: not visible (deleted)
-	sessionKey string
-	turns      []host.Turn // newest first
-	turnsMore  bool
-	turnKeys   map[string]string
-	// msgs is a window of the newest changes: every message whose version
-	// is above the window floor. Older ones are paged with message.list.
-	msgs     map[string]host.Message
-	msgBytes int
-	msgsMore bool
-	lastVer  int64
-	// tree is the interaction tree last emitted (nil: none read, or the
-	// store keeps no interactions); treeKey its encoding.
-	tree    *InteractionSnapshot
-	treeKey string
-}
 
 // workspaceView maps session id → the summary key last emitted.
 type workspaceView struct {
@@ -38,12 +16,9 @@ type workspaceView struct {
 
 const maxWorkspaceView = 10000
 
-// msgPage is how many messages one reread asks for at a time; maxMsgPages
-// bounds one reread (the topic is queued again if more remain).
-const (
-	msgPage     = 500
-	maxMsgPages = 8
-)
+// msgPage is how many messages one reread reads at most; the topic is
+// queued again if more remain.
+const msgPage = 1000
 
 // refresh rereads canonical state and emits what changed.
 func (t *topic) refresh(ctx context.Context, d dirtySet) error {
@@ -66,33 +41,29 @@ func (t *topic) loadLocked(ctx context.Context) error {
 	if loaded {
 		return nil
 	}
-	r, cfg := t.h.cfg.Reader, t.h.cfg
-	s, err := r.GetSession(ctx, t.ws, t.sid)
+	cfg := t.h.cfg
+	c, err := cfg.Reader.SessionChanges(ctx, t.ws, t.sid, host.ChangesQuery{
+		Newest: true, Messages: cfg.MessageWindow, Turns: cfg.TurnWindow})
 	if err != nil {
 		return err
 	}
-	tp, err := r.ListSessionTurns(ctx, t.ws, t.sid, host.TurnQuery{Limit: cfg.TurnWindow})
-	if err != nil {
-		return err
-	}
-	// Only messages at or below the session's version: anything newer is
-	// picked up by the first reread (AfterVersion = that version).
-	mp, err := r.ListSessionMessages(ctx, t.ws, t.sid, host.MessageQuery{BeforeVersion: s.MessageVersion + 1, Limit: cfg.MessageWindow})
-	if err != nil {
-		return err
-	}
+	s := c.Session
 	t.mu.Lock()
 	sv := &t.sv
 	sv.session, sv.sessionKey = &s, sessionKey(s)
-	sv.turns, sv.turnsMore, sv.turnKeys = tp.Turns, tp.HasMore, map[string]string{}
-	for _, tr := range tp.Turns {
+	sv.turns, sv.turnsMore, sv.turnKeys = c.Turns, c.TurnsHasMore, map[string]string{}
+	for _, tr := range c.Turns {
 		sv.turnKeys[tr.ID] = jsonKey(tr)
 	}
-	sv.msgs, sv.msgBytes, sv.msgsMore, sv.lastVer = map[string]host.Message{}, 0, mp.HasMore, s.MessageVersion
-	for _, m := range mp.Messages {
-		sv.msgs[m.ID] = m
-		sv.msgBytes += msgSize(m)
+	sv.msgs, sv.msgBytes, sv.msgsMore = map[string]*viewMsg{}, 0, c.MessagesHasMore
+	sv.lastVer, sv.clean, sv.floor = s.MessageVersion, true, 0
+	if c.MessagesHasMore && len(c.Messages) > 0 {
+		sv.floor = c.Messages[0].Version - 1
 	}
+	for _, m := range c.Messages {
+		sv.put(newViewMsg(m))
+	}
+	t.streamEpoch = streamEpochOf(s)
 	t.trimLocked()
 	t.loaded = true
 	t.mu.Unlock()
@@ -168,8 +139,17 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 	if d.treeOnly() {
 		return t.refreshTree(ctx)
 	}
-	r := t.h.cfg.Reader
-	s, err := r.GetSession(ctx, t.ws, t.sid)
+	t.mu.Lock()
+	after := t.sv.lastVer
+	t.mu.Unlock()
+	turnIDs := make([]string, 0, len(d.turns))
+	for id := range d.turns {
+		if id != "" {
+			turnIDs = append(turnIDs, id)
+		}
+	}
+	c, err := t.h.cfg.Reader.SessionChanges(ctx, t.ws, t.sid, host.ChangesQuery{
+		AfterVersion: after, Messages: msgPage, Turns: t.h.cfg.TurnWindow, TurnIDs: turnIDs})
 	if host.CodeOf(err) == host.CodeNotFound {
 		t.mu.Lock()
 		if t.sv.session != nil {
@@ -182,44 +162,14 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 	if err != nil {
 		return err
 	}
-	// Turns before messages, emitted in the other order: a turn read as
-	// settled guarantees its final messages are in the message read, so
-	// watchers see the content before the status that ends it.
-	tp, err := r.ListSessionTurns(ctx, t.ws, t.sid, host.TurnQuery{Limit: t.h.cfg.TurnWindow})
-	if err != nil {
-		return err
-	}
-	var extra []host.Turn
-	for id := range d.turns {
-		if !hasTurn(tp.Turns, id) {
-			if tr, err := r.GetTurn(ctx, t.ws, t.sid, id); err == nil {
-				extra = append(extra, tr)
-			}
-		}
-	}
-	var msgs []host.Message
-	after, more := t.sv.lastVer, false // lastVer only changes under readMu
-	for i := 0; ; i++ {
-		mp, err := r.ListSessionMessages(ctx, t.ws, t.sid, host.MessageQuery{AfterVersion: after, Limit: msgPage})
-		if err != nil {
-			return err
-		}
-		msgs = append(msgs, mp.Messages...)
-		if n := len(mp.Messages); n > 0 {
-			after = mp.Messages[n-1].Version
-		}
-		if !mp.HasMore || len(mp.Messages) == 0 {
-			break
-		}
-		if i+1 == maxMsgPages {
-			more = true
-			break
-		}
-	}
+	// One read transaction: the turns and the messages are one committed
+	// state, so a turn read as settled comes with its final messages.
+	// Messages are emitted first so watchers see the content before the
+	// status that ends it.
 	t.mu.Lock()
-	t.applyMessagesLocked(msgs)
-	t.applyTurnsLocked(tp, extra)
-	t.applySessionLocked(s)
+	t.applyMessagesLocked(c.Messages, c.Session.MessageVersion, !c.MessagesHasMore)
+	t.applyTurnsLocked(host.TurnPage{Turns: c.Turns, HasMore: c.TurnsHasMore}, c.Extra)
+	t.applySessionLocked(c.Session)
 	t.trimLocked()
 	t.mu.Unlock()
 	if d.tree || d.all {
@@ -227,7 +177,7 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 			return err
 		}
 	}
-	if more {
+	if c.MessagesHasMore {
 		t.h.markDirty(t, dirtyMark{})
 	}
 	return nil
@@ -244,6 +194,10 @@ func hasTurn(ts []host.Turn, id string) bool {
 
 func (t *topic) applySessionLocked(s host.Session) {
 	sv := &t.sv
+	if sv.session != nil && sv.session.MessageVersion > s.MessageVersion {
+		// Deltas applied while this was read moved the view further.
+		s.MessageVersion, s.UpdatedAt = sv.session.MessageVersion, sv.session.UpdatedAt
+	}
 	key := sessionKey(s)
 	changed := sv.session == nil || key != sv.sessionKey
 	sv.session, sv.sessionKey = &s, key
@@ -272,42 +226,54 @@ func (t *topic) applyTurnsLocked(tp host.TurnPage, extra []host.Turn) {
 }
 
 // applyMessagesLocked emits message_delta when a streaming message only grew
-// by appending, and message_update (the complete message) otherwise.
-func (t *topic) applyMessagesLocked(msgs []host.Message) {
+// by appending, and message_update (the complete message) otherwise. msgs
+// were read at head (complete: nothing above head is missing); what the
+// view already holds (a version at or below lastVer) is skipped.
+func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bool) {
 	sv := &t.sv
+	n := 0
 	for _, m := range msgs {
 		if m.Version > sv.lastVer {
-			sv.lastVer = m.Version
+			msgs[n] = m
+			n++
 		}
-		old, ok := sv.msgs[m.ID]
-		if ok && old.Version >= m.Version {
-			continue // already emitted
+	}
+	msgs = msgs[:n]
+	for i, m := range msgs {
+		// Only the last event of a complete read leaves the view at a
+		// committed state: before it, later changes of earlier messages
+		// are still missing.
+		var ver int64
+		if complete && i == len(msgs)-1 && m.Version == head {
+			ver = head
 		}
-		if ok && isAppend(old, m) {
-			t.emit(KindMessageDelta, "", MessageDelta{
+		old := sv.msgs[m.ID]
+		if old != nil && isAppend(old, m) {
+			t.emitAt(KindMessageDelta, "", MessageDelta{
 				SessionID: m.SessionID, TurnID: m.TurnID, MessageID: m.ID,
-				Offset: utf16Len(old.Content.Text), Text: m.Content.Text[len(old.Content.Text):],
-				Version: m.Version,
-			})
+				Offset: old.u16, Text: m.Content.Text[len(old.text):], Version: m.Version,
+			}, ver)
 		} else {
-			t.emit(KindMessageUpdate, "", MessageUpdate{Message: m})
+			t.emitAt(KindMessageUpdate, "", MessageUpdate{Message: m}, ver)
 		}
-		if ok {
-			sv.msgBytes -= msgSize(old)
-		}
-		sv.msgs[m.ID] = m
-		sv.msgBytes += msgSize(m)
+		sv.put(newViewMsg(m))
+		sv.lastVer = m.Version
+	}
+	if complete && head >= sv.lastVer {
+		sv.lastVer, sv.clean = head, true
+	} else if !complete && n > 0 {
+		sv.clean = false
 	}
 }
 
 // isAppend: both versions streaming, the new text extends the old one, and
 // nothing else a client shows changed.
-func isAppend(old, m host.Message) bool {
-	if !old.Streaming || !m.Streaming || len(m.Content.Text) <= len(old.Content.Text) ||
-		!strings.HasPrefix(m.Content.Text, old.Content.Text) {
+func isAppend(old *viewMsg, m host.Message) bool {
+	if !old.m.Streaming || !m.Streaming || len(m.Content.Text) <= len(old.text) ||
+		m.Content.Text[:len(old.text)] != string(old.text) {
 		return false
 	}
-	return shapeKey(old) == shapeKey(m)
+	return shapeKey(old.m) == shapeKey(m)
 }
 
 // shapeKey is a message without the fields an append changes.
@@ -326,61 +292,6 @@ func sessionKey(s host.Session) string {
 func jsonKey(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r) // an invalid byte decodes as U+FFFD: one unit, as in JS
-	}
-	return n
-}
-
-func msgSize(m host.Message) int {
-	n := 256 + len(m.Content.Text) + len(m.Content.DisplayText)
-	if m.Tool != nil {
-		n += len(m.Tool.Input) + len(m.Tool.Output)
-	}
-	return n
-}
-
-// trimLocked evicts the oldest changes from the message window until it
-// fits, keeping at least one message.
-func (t *topic) trimLocked() {
-	sv, cfg := &t.sv, t.h.cfg
-	if len(sv.msgs) <= cfg.MessageWindow && sv.msgBytes <= cfg.MessageWindowBytes {
-		return
-	}
-	all := sv.sortedMessages()
-	for len(all) > 1 && (len(all) > cfg.MessageWindow || sv.msgBytes > cfg.MessageWindowBytes) {
-		sv.msgBytes -= msgSize(all[0])
-		delete(sv.msgs, all[0].ID)
-		all = all[1:]
-		sv.msgsMore = true
-	}
-}
-
-func (sv *sessionView) sortedMessages() []host.Message {
-	out := make([]host.Message, 0, len(sv.msgs))
-	for _, m := range sv.msgs {
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out
-}
-
-// sessionSnapshotLocked answers a session subscribe from the view.
-func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
-	sv := &t.sv
-	if sv.session == nil {
-		return SessionSnapshot{}, host.Errorf(host.CodeNotFound, "session %s not found", t.sid)
-	}
-	turns := sv.turns
-	if turns == nil {
-		turns = []host.Turn{}
-	}
-	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
-		Messages: sv.sortedMessages(), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree}, nil
 }
 
 func (t *topic) refreshWorkspace(ctx context.Context, d dirtySet) error {

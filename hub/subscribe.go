@@ -19,6 +19,9 @@ type SubscribeRequest struct {
 	Topic     string
 	SessionID string
 	Resume    *Resume
+	// Position resumes a session topic on any replica (resume.go); Resume
+	// is tried first, and only matches the replica that served it.
+	Position *Position
 }
 
 // Resume is the position a reconnecting client last saw.
@@ -27,16 +30,19 @@ type Resume struct {
 	Seq   int64  `json:"seq"`
 }
 
-// SubscribeResult answers subscribe. Recovered: the missed events (seq
-// above the resume seq) follow this result and Seq is the resume seq.
-// Otherwise Snapshot is the complete current state and events with seq
-// above Seq follow.
+// SubscribeResult answers subscribe. Recovered: the client's state is
+// brought forward by Changes (when set) and by the events with seq above
+// Seq that follow. Otherwise Snapshot is the complete current state and
+// events with seq above Seq follow. Position (session topics) is the
+// durable stream position the result leaves the client at, when it is one.
 type SubscribeResult struct {
-	Sub       string `json:"sub"`
-	Epoch     string `json:"epoch"`
-	Seq       int64  `json:"seq"`
-	Recovered bool   `json:"recovered"`
-	Snapshot  any    `json:"snapshot,omitempty"`
+	Sub       string          `json:"sub"`
+	Epoch     string          `json:"epoch"`
+	Seq       int64           `json:"seq"`
+	Recovered bool            `json:"recovered"`
+	Position  *Position       `json:"position,omitempty"`
+	Changes   *SessionChanges `json:"changes,omitempty"`
+	Snapshot  any             `json:"snapshot,omitempty"`
 }
 
 // Subscribe registers c on a topic. reply is called under the topic's
@@ -61,6 +67,11 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 	if req.Workspace == "" {
 		return host.Errorf(host.CodeInvalidInput, "workspace is required")
 	}
+	if req.Position != nil {
+		if err := validPosition(req.Position, kind); err != nil {
+			return err
+		}
+	}
 	t, err := h.acquire(kind, req.Workspace, req.SessionID)
 	if err != nil {
 		return err
@@ -84,6 +95,13 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 		_, resumed = t.ring.since(r.Seq, t.seq)
 		t.mu.Unlock()
 	}
+	var read *host.Changes
+	byPosition := !resumed && req.Position != nil && req.Position.Epoch == t.streamEpoch
+	if byPosition {
+		if read, err = t.prepareResume(ctx, req.Position.Version); err != nil {
+			return err
+		}
+	}
 	if kind == kindWorkspace && !resumed {
 		if page, err = h.cfg.Reader.ListSessions(ctx, t.ws, host.SessionQuery{Limit: h.cfg.SessionPage}); err != nil {
 			return err
@@ -92,22 +110,29 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	res := SubscribeResult{Sub: t.name, Epoch: t.epoch}
+	var res SubscribeResult
 	var replay []*event
+	ok := false
 	if resumed {
-		// Only this topic's readers and emitters move seq, and we hold
-		// readMu, so the ring still holds what it held a moment ago.
-		replay, _ = t.ring.since(req.Resume.Seq, t.seq)
-		res.Seq, res.Recovered = req.Resume.Seq, true
-	} else if kind == kindSession {
+		// Deltas emit without readMu, so the ring may have moved on since
+		// the check above: look again under the emission lock.
+		if replay, ok = t.ring.since(req.Resume.Seq, t.seq); ok {
+			res = SubscribeResult{Sub: t.name, Epoch: t.epoch, Seq: req.Resume.Seq, Recovered: true}
+		}
+	} else if byPosition {
+		res, replay, ok = t.resumeLocked(req.Position.Version, read)
+	}
+	if !ok && kind == kindSession {
 		snap, err := t.sessionSnapshotLocked()
 		if err != nil {
 			return err
 		}
-		res.Seq, res.Snapshot = t.seq, snap
-	} else {
-		snap := t.workspaceSnapshotLocked(page)
-		res.Seq, res.Snapshot = t.seq, snap
+		res = SubscribeResult{Sub: t.name, Epoch: t.epoch, Seq: t.seq, Snapshot: snap, Position: t.positionLocked()}
+	} else if !ok {
+		if resumed { // unreachable: only rereads, under readMu, emit on workspace topics
+			return host.Errorf(host.CodeUnavailable, "resume raced with new events; subscribe again")
+		}
+		res = SubscribeResult{Sub: t.name, Epoch: t.epoch, Seq: t.seq, Snapshot: t.workspaceSnapshotLocked(page)}
 	}
 	c.subMu.Lock()
 	if c.detached {

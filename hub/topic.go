@@ -52,6 +52,9 @@ type topic struct {
 	wv     workspaceView
 	// root is the session's immutable tree root (a string), set at load.
 	root atomic.Value
+	// streamEpoch names the session's message history (streamEpochOf),
+	// set at load.
+	streamEpoch string
 }
 
 // treeRoot is the root session of a session topic's tree, "" before load.
@@ -82,30 +85,39 @@ type event struct {
 	sub, epoch string
 	seq        int64
 	data       []byte
+	// ver is the stream position after this event (a message version at
+	// which the view was exactly a committed state), 0 when it is none.
+	ver int64
 	// key makes the event latest-wins in a lagging watcher's queue: a newer
 	// event with the same key supersedes an unsent older one. Empty: never.
 	key string
 }
 
 type eventFrame struct {
-	Type    string `json:"type"`
-	Sub     string `json:"sub"`
-	Epoch   string `json:"epoch"`
-	Seq     int64  `json:"seq"`
-	Kind    string `json:"kind"`
-	Payload any    `json:"payload"`
+	Type  string `json:"type"`
+	Sub   string `json:"sub"`
+	Epoch string `json:"epoch"`
+	Seq   int64  `json:"seq"`
+	Kind  string `json:"kind"`
+	// Version is the durable stream position after this event, on the
+	// session events that end at one.
+	Version int64 `json:"version,omitempty"`
+	Payload any   `json:"payload"`
 }
 
 // emit encodes one event once, keeps it in the ring and queues the same
 // bytes on every watcher. Caller holds t.mu.
-func (t *topic) emit(kind, key string, payload any) {
-	data, err := json.Marshal(eventFrame{Type: "event", Sub: t.name, Epoch: t.epoch, Seq: t.seq + 1, Kind: kind, Payload: payload})
+func (t *topic) emit(kind, key string, payload any) { t.emitAt(kind, key, payload, 0) }
+
+// emitAt emits an event that leaves the stream at position ver (0: none).
+func (t *topic) emitAt(kind, key string, payload any, ver int64) {
+	data, err := json.Marshal(eventFrame{Type: "event", Sub: t.name, Epoch: t.epoch, Seq: t.seq + 1, Kind: kind, Version: ver, Payload: payload})
 	if err != nil {
 		t.h.log.Error("hub: encode event", "topic", t.name, "kind", kind, "err", err)
 		return
 	}
 	t.seq++
-	ev := &event{sub: t.name, epoch: t.epoch, seq: t.seq, data: data}
+	ev := &event{sub: t.name, epoch: t.epoch, seq: t.seq, data: data, ver: ver}
 	if key != "" {
 		ev.key = t.name + "\x00" + key
 	}
@@ -156,4 +168,21 @@ func (r *ring) since(seq, cur int64) ([]*event, bool) {
 	}
 	i := r.head + int(seq+1-r.evs[r.head].seq)
 	return append([]*event(nil), r.evs[i:]...), true
+}
+
+// after returns the events following the one that left the stream at
+// position ver, or false when the ring holds no such event.
+func (r *ring) after(ver int64) ([]*event, int64, bool) {
+	if ver <= 0 {
+		return nil, 0, false
+	}
+	for i := len(r.evs) - 1; i >= r.head; i-- {
+		switch ev := r.evs[i]; {
+		case ev.ver == ver:
+			return append([]*event(nil), r.evs[i+1:]...), ev.seq, true
+		case ev.ver != 0 && ev.ver < ver:
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
 }

@@ -346,6 +346,8 @@ type subscribeIn struct {
 	Topic     string      `json:"topic"`
 	SessionID string      `json:"sessionId"`
 	Resume    *hub.Resume `json:"resume"`
+	// Position resumes a session topic on any replica.
+	Position *hub.Position `json:"position"`
 }
 
 func subscribe(ctx context.Context, s *Server, c caller, in subscribeIn) (any, error) {
@@ -353,7 +355,7 @@ func subscribe(ctx context.Context, s *Server, c caller, in subscribeIn) (any, e
 		return nil, errorf(host.CodeUnsupported, "subscribe is only available over the WebSocket")
 	}
 	err := s.cfg.Hub.Subscribe(ctx, c.ws.conn, hub.SubscribeRequest{
-		Workspace: in.Workspace, Topic: in.Topic, SessionID: in.SessionID, Resume: in.Resume,
+		Workspace: in.Workspace, Topic: in.Topic, SessionID: in.SessionID, Resume: in.Resume, Position: in.Position,
 	}, func(res hub.SubscribeResult) { c.reply(res) })
 	if err != nil {
 		return nil, err

@@ -1,0 +1,122 @@
+package hub
+
+import (
+	"context"
+	"sort"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// Position is a durable session stream position: the stream epoch names
+// the session's message history and Version is a canonical message
+// version, so the same position means the same state on every replica. A
+// client resumes from it on any replica; only another epoch (history
+// rewritten) or a position older than the replica's window and the store
+// catch-up bound gives a snapshot.
+type Position struct {
+	Epoch   string `json:"epoch"`
+	Version int64  `json:"version"`
+}
+
+// SessionChanges is what a recovery from a position carries besides the
+// replayed events: the current session and turn window (latest-wins state
+// the position does not order) and, when the missed messages are not
+// replayed as events, every message changed after the position, complete.
+type SessionChanges struct {
+	Session  host.Session   `json:"session"`
+	Turns    []host.Turn    `json:"turns"`
+	Messages []host.Message `json:"messages"`
+}
+
+// maxCatchUp bounds the messages a recovery reads from the store; past it
+// the client gets a snapshot.
+const maxCatchUp = 1000
+
+// validPosition checks a position's shape (the caller checks its epoch).
+func validPosition(p *Position, kind topicKind) error {
+	switch {
+	case kind != kindSession:
+		return host.Errorf(host.CodeInvalidInput, "a position resumes session topics only")
+	case p.Epoch == "" || len(p.Epoch) > 64:
+		return host.Errorf(host.CodeInvalidInput, "position epoch must be 1 to 64 characters")
+	case p.Version < 0:
+		return host.Errorf(host.CodeInvalidInput, "position version must not be negative")
+	}
+	return nil
+}
+
+// prepareResume brings the view up to the position and reads from the store
+// what the view's window no longer holds. Caller holds readMu. A nil result
+// with a nil error means "answer with a snapshot".
+func (t *topic) prepareResume(ctx context.Context, v int64) (*host.Changes, error) {
+	t.mu.Lock()
+	lastVer, floor := t.sv.lastVer, t.sv.floor
+	_, _, inRing := t.ring.after(v)
+	t.mu.Unlock()
+	if v > lastVer {
+		// The client saw a commit this replica's bus has not delivered
+		// yet: catch up from the store, then judge again.
+		if err := t.refreshSession(ctx, dirtySet{rest: true}); err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		lastVer = t.sv.lastVer
+		t.mu.Unlock()
+		if v > lastVer {
+			return nil, host.Errorf(host.CodeInvalidInput, "position version %d is ahead of the session (at %d)", v, lastVer)
+		}
+	}
+	if inRing || v >= floor {
+		return nil, nil
+	}
+	c, err := t.h.cfg.Reader.SessionChanges(ctx, t.ws, t.sid, host.ChangesQuery{
+		AfterVersion: v, Messages: maxCatchUp, Turns: t.h.cfg.TurnWindow})
+	if err != nil || c.MessagesHasMore {
+		return nil, err // too old: a snapshot
+	}
+	return &c, nil
+}
+
+// resumeLocked answers a subscribe from position v, from the ring (the
+// exact events after it), from the window, or from a store read (read has
+// the changes after v). ok is false when none can: the caller answers with
+// a snapshot. Caller holds readMu and mu.
+func (t *topic) resumeLocked(v int64, read *host.Changes) (res SubscribeResult, replay []*event, ok bool) {
+	sv := &t.sv
+	if sv.session == nil || v > sv.lastVer {
+		return res, nil, false
+	}
+	ch := &SessionChanges{Session: *sv.session, Turns: sv.turns, Messages: []host.Message{}}
+	if ch.Turns == nil {
+		ch.Turns = []host.Turn{}
+	}
+	res = SubscribeResult{Sub: t.name, Epoch: t.epoch, Recovered: true, Changes: ch}
+	if evs, seq, found := t.ring.after(v); found {
+		res.Seq, res.Position = seq, &Position{Epoch: t.streamEpoch, Version: v}
+		return res, evs, true
+	}
+	res.Seq, res.Position = t.seq, t.positionLocked()
+	if v >= sv.floor {
+		ch.Messages = sv.messagesAfter(v)
+		return res, nil, true
+	}
+	if read == nil || read.Session.MessageVersion < sv.floor {
+		return res, nil, false
+	}
+	// Merge the store's changes with the view's newer ones by version.
+	byID := make(map[string]host.Message, len(read.Messages))
+	for _, m := range read.Messages {
+		byID[m.ID] = m
+	}
+	for _, m := range sv.messagesAfter(read.Session.MessageVersion) {
+		byID[m.ID] = m
+	}
+	for _, m := range byID {
+		ch.Messages = append(ch.Messages, m)
+	}
+	sort.Slice(ch.Messages, func(i, j int) bool { return ch.Messages[i].Version < ch.Messages[j].Version })
+	if s := read.Session.MessageVersion; s > sv.lastVer {
+		res.Position = &Position{Epoch: t.streamEpoch, Version: s}
+	}
+	return res, nil, true
+}

@@ -1,0 +1,161 @@
+package hub
+
+import (
+	"hash/fnv"
+	"sort"
+	"strconv"
+	"unicode/utf16"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// sessionView is what a session topic last emitted: enough to diff the next
+// reread, to apply the next committed delta and to answer a snapshot or a
+// resume without touching the store.
+type sessionView struct {
+	session    *host.Session // nil: not visible (deleted)
+	sessionKey string
+	turns      []host.Turn // newest first
+	turnsMore  bool
+	turnKeys   map[string]string
+	// msgs is a window of the newest changes: every message whose version
+	// is above floor. Older ones are paged with message.list.
+	msgs     map[string]*viewMsg
+	msgBytes int
+	msgsMore bool
+	floor    int64
+	// lastVer is the message version the view is complete up to; clean:
+	// the view is exactly the committed state at lastVer (false after a
+	// reread that stopped inside a commit), so lastVer is a position.
+	lastVer int64
+	clean   bool
+	// tree is the interaction tree last emitted (nil: none read, or the
+	// store keeps no interactions); treeKey its encoding.
+	tree    *InteractionSnapshot
+	treeKey string
+}
+
+// viewMsg is one message of the window. Its text lives in a growable
+// buffer so applying a streamed chunk appends in amortized O(chunk) instead
+// of copying the whole text again; m.Content.Text is kept empty.
+type viewMsg struct {
+	m    host.Message
+	text []byte
+	u16  int // UTF-16 length of text: the offset of the next append
+}
+
+func newViewMsg(m host.Message) *viewMsg {
+	v := &viewMsg{text: []byte(m.Content.Text), u16: utf16Len(m.Content.Text)}
+	m.Content.Text = ""
+	v.m = m
+	return v
+}
+
+// message is the complete message (a copy).
+func (v *viewMsg) message() host.Message {
+	m := v.m
+	m.Content.Text = string(v.text)
+	return m
+}
+
+func (v *viewMsg) size() int {
+	n := 256 + len(v.text) + len(v.m.Content.DisplayText)
+	if v.m.Tool != nil {
+		n += len(v.m.Tool.Input) + len(v.m.Tool.Output)
+	}
+	return n
+}
+
+// putLocked replaces (or adds) a message of the window.
+func (sv *sessionView) put(v *viewMsg) {
+	if old := sv.msgs[v.m.ID]; old != nil {
+		sv.msgBytes -= old.size()
+	}
+	sv.msgs[v.m.ID] = v
+	sv.msgBytes += v.size()
+}
+
+// trimLocked evicts the oldest changes from the message window until it
+// fits, keeping at least one message.
+func (t *topic) trimLocked() {
+	sv, cfg := &t.sv, t.h.cfg
+	if len(sv.msgs) <= cfg.MessageWindow && sv.msgBytes <= cfg.MessageWindowBytes {
+		return
+	}
+	all := sv.sorted()
+	for len(all) > 1 && (len(all) > cfg.MessageWindow || sv.msgBytes > cfg.MessageWindowBytes) {
+		sv.msgBytes -= all[0].size()
+		delete(sv.msgs, all[0].m.ID)
+		sv.floor = max(sv.floor, all[0].m.Version)
+		all = all[1:]
+		sv.msgsMore = true
+	}
+}
+
+func (sv *sessionView) sorted() []*viewMsg {
+	out := make([]*viewMsg, 0, len(sv.msgs))
+	for _, v := range sv.msgs {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].m.Version < out[j].m.Version })
+	return out
+}
+
+// messagesAfter returns the window's messages changed after version,
+// ascending by version.
+func (sv *sessionView) messagesAfter(version int64) []host.Message {
+	out := []host.Message{}
+	for _, v := range sv.sorted() {
+		if v.m.Version > version {
+			out = append(out, v.message())
+		}
+	}
+	return out
+}
+
+// position is the view's durable stream position, nil when the view is not
+// at a commit boundary.
+func (t *topic) positionLocked() *Position {
+	if !t.sv.clean {
+		return nil
+	}
+	return &Position{Epoch: t.streamEpoch, Version: t.sv.lastVer}
+}
+
+// sessionSnapshotLocked answers a session subscribe from the view.
+func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
+	sv := &t.sv
+	if sv.session == nil {
+		return SessionSnapshot{}, host.Errorf(host.CodeNotFound, "session %s not found", t.sid)
+	}
+	turns := sv.turns
+	if turns == nil {
+		turns = []host.Turn{}
+	}
+	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
+		Messages: sv.messagesAfter(-1), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree}, nil
+}
+
+// streamEpochOf names a session's message history. Versions are canonical
+// and never reused within one history, so a position (epoch, version) means
+// the same thing on every replica. Nothing in Ensemble rewrites a session's
+// history today, so the epoch is fixed by the session's identity and
+// creation; an operation that rewrites history must change it (and clients
+// then start from a snapshot).
+func streamEpochOf(s host.Session) string {
+	h := fnv.New64a()
+	h.Write([]byte(s.WorkspaceID))
+	h.Write([]byte{0})
+	h.Write([]byte(s.ID))
+	h.Write([]byte{0})
+	h.Write(strconv.AppendInt(nil, s.CreatedAt.UnixMicro(), 10))
+	return "h1." + strconv.FormatUint(h.Sum64(), 36)
+}
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r) // an invalid byte decodes as U+FFFD: one unit, as in JS
+	}
+	return n
+}
