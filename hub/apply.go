@@ -39,7 +39,7 @@ func (t *topic) applyDelta(d *host.TranscriptDelta) bool {
 		if ch.Message == nil && old != nil && old.m.Streaming && v.m.Streaming && ch.Tool == nil && ch.Text != "" {
 			t.emitAt(KindMessageDelta, "", MessageDelta{
 				SessionID: t.sid, TurnID: v.m.TurnID, MessageID: v.m.ID,
-				Offset: ch.Offset, Text: ch.Text, Version: v.m.Version,
+				Offset: ch.Offset, Text: ch.Text, Version: v.m.Version, UpdatedAt: v.m.UpdatedAt,
 			}, ver)
 		} else {
 			t.emitAt(KindMessageUpdate, "", MessageUpdate{Message: v.message()}, ver)

@@ -1,6 +1,10 @@
 package hub
 
-import "github.com/ensemble-dev/ensemble/host"
+import (
+	"time"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
 
 // Event kinds the hub emits.
 const (
@@ -48,14 +52,19 @@ type MessageUpdate struct {
 
 // MessageDelta is the payload of message_delta: Text was appended to the
 // message's content.text at Offset, counted in UTF-16 code units (the unit
-// JavaScript strings index by). Version is the message's new version.
+// JavaScript strings index by). Version and UpdatedAt are the message's new
+// version and change time. A client at a message version at or above
+// Version drops the event; otherwise the message text becomes its first
+// Offset units followed by Text, which is also right when the client holds
+// a longer prefix of the same streamed text (after a resume).
 type MessageDelta struct {
-	SessionID string `json:"sessionId"`
-	TurnID    string `json:"turnId"`
-	MessageID string `json:"messageId"`
-	Offset    int    `json:"offset"`
-	Text      string `json:"text"`
-	Version   int64  `json:"version"`
+	SessionID string    `json:"sessionId"`
+	TurnID    string    `json:"turnId"`
+	MessageID string    `json:"messageId"`
+	Offset    int       `json:"offset"`
+	Text      string    `json:"text"`
+	Version   int64     `json:"version"`
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 }
 
 // SessionSnapshot is the snapshot of a session topic: the session, its

@@ -193,7 +193,7 @@ func TestMessageDeltaOffsetsAreUTF16(t *testing.T) {
 }
 
 // wsPair returns the server side of a real WebSocket connection.
-func wsPair(t *testing.T) (*websocket.Conn, *websocket.Conn) {
+func wsPair(t testing.TB) (*websocket.Conn, *websocket.Conn) {
 	t.Helper()
 	ch := make(chan *websocket.Conn, 1)
 	done := make(chan struct{})

@@ -251,7 +251,7 @@ func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bo
 		if old != nil && isAppend(old, m) {
 			t.emitAt(KindMessageDelta, "", MessageDelta{
 				SessionID: m.SessionID, TurnID: m.TurnID, MessageID: m.ID,
-				Offset: old.u16, Text: m.Content.Text[len(old.text):], Version: m.Version,
+				Offset: old.u16, Text: m.Content.Text[len(old.text):], Version: m.Version, UpdatedAt: m.UpdatedAt,
 			}, ver)
 		} else {
 			t.emitAt(KindMessageUpdate, "", MessageUpdate{Message: m}, ver)

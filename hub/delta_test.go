@@ -1,0 +1,383 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	"github.com/coder/websocket"
+
+	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/sqlite"
+)
+
+// transcriptWriter commits random transcript changes to a real store and
+// builds each commit's TranscriptDelta from the values it wrote, as the
+// committing transaction does.
+type transcriptWriter struct {
+	st            host.Store
+	ws, sid, turn string
+	ver           int64
+	msgs          map[string]host.Message
+	order         []string
+	rng           *rand.Rand
+	clock         time.Time
+}
+
+func newTranscriptWriter(t testing.TB, st host.Store, seed uint64) *transcriptWriter {
+	t.Helper()
+	w := &transcriptWriter{st: st, ws: host.RandomID("ws"), sid: host.RandomID("s"), turn: host.RandomID("t"),
+		msgs: map[string]host.Message{}, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b9)),
+		clock: time.UnixMilli(1_760_000_000_000).UTC()}
+	err := st.Update(context.Background(), func(tx host.Tx) error {
+		s := host.Session{WorkspaceID: w.ws, ID: w.sid, RootID: w.sid, Title: "differential", Agent: "sim",
+			CreatedAt: w.clock, UpdatedAt: w.clock}
+		if err := tx.InsertSession(context.Background(), s); err != nil {
+			return err
+		}
+		return tx.InsertTurn(context.Background(), host.Turn{WorkspaceID: w.ws, SessionID: w.sid, ID: w.turn, Seq: 1,
+			Origin: "user", Phase: host.PhaseDurablyAccepted, CreatedAt: w.clock, UpdatedAt: w.clock})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// pieces mixes ASCII, two-byte, three-byte and surrogate-pair characters,
+// so UTF-16 offsets and byte offsets differ.
+var pieces = []string{"a", "word ", "é", "👋", "𝄞", "中文", "\n", "x", "🎉🎉"}
+
+func (w *transcriptWriter) text() string {
+	s := ""
+	for range 1 + w.rng.IntN(4) {
+		s += pieces[w.rng.IntN(len(pieces))]
+	}
+	return s
+}
+
+// commit writes one transaction touching 1–3 messages and returns its delta.
+func (w *transcriptWriter) commit(t testing.TB) host.TranscriptDelta {
+	t.Helper()
+	ctx := context.Background()
+	w.clock = w.clock.Add(time.Millisecond)
+	d := host.TranscriptDelta{FromVersion: w.ver, At: w.clock}
+	touched := map[string]bool{}
+	next := map[string]host.Message{}
+	ver := w.ver
+	for range 1 + w.rng.IntN(3) {
+		var live []string
+		for _, id := range w.order {
+			if w.msgs[id].Streaming && !touched[id] {
+				live = append(live, id)
+			}
+		}
+		ver++
+		if len(live) == 0 || w.rng.IntN(5) == 0 {
+			m := host.Message{WorkspaceID: w.ws, SessionID: w.sid, ID: fmt.Sprintf("m%d", ver), TurnID: w.turn,
+				Role: host.RoleAgent, Kind: host.KindText, Version: ver, Ordinal: ver, Streaming: true,
+				Content: host.MessageContent{Text: w.text()}, CreatedAt: w.clock, UpdatedAt: w.clock}
+			if w.rng.IntN(3) == 0 {
+				m.Kind, m.Content.Text = host.KindToolCall, ""
+				m.Tool = &host.ToolCall{ID: "tc" + m.ID, Title: "read", Kind: "read", Status: "pending", Input: json.RawMessage(`{"path":"a.go"}`)}
+			}
+			touched[m.ID], next[m.ID] = true, m
+			w.order = append(w.order, m.ID)
+			d.Messages = append(d.Messages, host.MessageChange{Message: &m})
+			continue
+		}
+		id := live[w.rng.IntN(len(live))]
+		m := w.msgs[id]
+		ch := host.MessageChange{ID: id, TurnID: m.TurnID, Version: ver, Offset: len(utf16.Encode([]rune(m.Content.Text))), UpdatedAt: w.clock}
+		switch r := w.rng.IntN(10); {
+		case m.Kind == host.KindToolCall:
+			tool := *m.Tool
+			tool.Status, tool.Output = "in_progress", tool.Output+w.text()
+			if r < 3 {
+				tool.Status = "completed"
+				m.Streaming, ch.Done = false, true
+			}
+			m.Tool, ch.Tool = &tool, &tool
+		case r == 0: // a change that is not an append: the whole message
+			m.Content.DisplayText = "edited"
+			m.Streaming = false
+		default:
+			ch.Text = w.text()
+			m.Content.Text += ch.Text
+			if r < 3 {
+				m.Streaming, ch.Done = false, true
+			}
+		}
+		m.Version, m.UpdatedAt = ver, w.clock
+		touched[id], next[id] = true, m
+		if m.Content.DisplayText == "edited" && ch.Text == "" && ch.Tool == nil && !ch.Done {
+			mm := m
+			ch = host.MessageChange{Message: &mm}
+		}
+		d.Messages = append(d.Messages, ch)
+	}
+	err := w.st.Update(ctx, func(tx host.Tx) error {
+		s, err := tx.Session(ctx, w.ws, w.sid)
+		if err != nil {
+			return err
+		}
+		for _, m := range next {
+			if err := tx.PutMessage(ctx, m); err != nil {
+				return err
+			}
+		}
+		s.MessageVersion, s.UpdatedAt = ver, w.clock
+		return tx.UpdateSession(ctx, s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, m := range next {
+		w.msgs[id] = m
+	}
+	w.ver, d.ToVersion = ver, ver
+	return d
+}
+
+// wsClient is a watcher on a real WebSocket: it applies what it receives the
+// way the protocol tells a client to.
+type wsClient struct {
+	t      testing.TB
+	c      *websocket.Conn
+	msgs   map[string]host.Message
+	pos    int64
+	frames chan []byte
+}
+
+type clientFrame struct {
+	Type     string          `json:"type"`
+	Seq      int64           `json:"seq"`
+	Kind     string          `json:"kind"`
+	Version  int64           `json:"version"`
+	Payload  json.RawMessage `json:"payload"`
+	Result   *resultFrame    `json:"result"`
+	Snapshot json.RawMessage `json:"snapshot"`
+}
+
+type resultFrame struct {
+	SubscribeResult
+	Snapshot *SessionSnapshot `json:"snapshot"`
+}
+
+func newWSClient(t testing.TB, c *websocket.Conn) *wsClient {
+	c.SetReadLimit(-1) // snapshots are larger than the default 32 KiB
+	cl := &wsClient{t: t, c: c, msgs: map[string]host.Message{}, frames: make(chan []byte, 4096)}
+	go func() {
+		defer close(cl.frames)
+		for {
+			_, data, err := c.Read(context.Background())
+			if err != nil {
+				return
+			}
+			cl.frames <- data
+		}
+	}()
+	return cl
+}
+
+// next applies one frame; it returns the frame.
+func (cl *wsClient) next(timeout time.Duration) (clientFrame, bool) {
+	select {
+	case data, ok := <-cl.frames:
+		if !ok {
+			return clientFrame{}, false
+		}
+		var f clientFrame
+		if err := json.Unmarshal(data, &f); err != nil {
+			cl.t.Fatalf("decode %s: %v", data, err)
+		}
+		cl.apply(f)
+		return f, true
+	case <-time.After(timeout):
+		return clientFrame{}, false
+	}
+}
+
+func (cl *wsClient) apply(f clientFrame) {
+	if f.Result != nil {
+		if snap := f.Result.Snapshot; snap != nil {
+			cl.msgs = map[string]host.Message{}
+			for _, m := range snap.Messages {
+				cl.msgs[m.ID] = m
+			}
+		}
+		if ch := f.Result.Changes; ch != nil {
+			for _, m := range ch.Messages {
+				cl.put(m)
+			}
+		}
+		if p := f.Result.Position; p != nil {
+			cl.pos = p.Version
+		}
+		return
+	}
+	switch f.Kind {
+	case KindMessageUpdate:
+		var u MessageUpdate
+		_ = json.Unmarshal(f.Payload, &u)
+		cl.put(u.Message)
+	case KindMessageDelta:
+		var d MessageDelta
+		_ = json.Unmarshal(f.Payload, &d)
+		m, ok := cl.msgs[d.MessageID]
+		if !ok {
+			cl.t.Fatalf("delta for unknown message %s", d.MessageID)
+		}
+		if m.Version >= d.Version {
+			return
+		}
+		u := utf16.Encode([]rune(m.Content.Text))
+		if d.Offset > len(u) {
+			cl.t.Fatalf("delta offset %d past the text (%d units) of %s", d.Offset, len(u), d.MessageID)
+		}
+		m.Content.Text = string(utf16.Decode(u[:d.Offset])) + d.Text
+		m.Version, m.UpdatedAt = d.Version, d.UpdatedAt
+		cl.msgs[d.MessageID] = m
+	}
+	if f.Version > cl.pos {
+		cl.pos = f.Version
+	}
+}
+
+func (cl *wsClient) put(m host.Message) {
+	if old, ok := cl.msgs[m.ID]; !ok || old.Version < m.Version {
+		cl.msgs[m.ID] = m
+	}
+}
+
+// transcript is the client's messages encoded ascending by version.
+func (cl *wsClient) transcript() string {
+	ms := make([]host.Message, 0, len(cl.msgs))
+	for _, m := range cl.msgs {
+		ms = append(ms, m)
+	}
+	return encodeMessages(ms)
+}
+
+func encodeMessages(ms []host.Message) string {
+	ms = slices.Clone(ms)
+	slices.SortFunc(ms, func(a, b host.Message) int { return int(a.Version - b.Version) })
+	b, _ := json.Marshal(ms)
+	return string(b)
+}
+
+// watch attaches a real WebSocket connection to h and subscribes it.
+func watch(t testing.TB, h *Hub, ws, sid string, pos *Position) *wsClient {
+	t.Helper()
+	srv, cli := wsPair(t)
+	c, err := h.Attach(srv, host.RandomID("c"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go c.Run(func([]byte) {})
+	cl := newWSClient(t, cli)
+	err = h.Subscribe(context.Background(), c, SubscribeRequest{Workspace: ws, Topic: TopicSession, SessionID: sid, Position: pos},
+		func(res SubscribeResult) { c.SendJSON(map[string]any{"type": "response", "result": res}) })
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	if f, ok := cl.next(5 * time.Second); !ok || f.Result == nil {
+		t.Fatalf("no subscribe result: %+v %v", f, ok)
+	}
+	return cl
+}
+
+// until applies frames until the client's position reaches ver.
+func (cl *wsClient) until(ver int64) {
+	cl.t.Helper()
+	for cl.pos < ver {
+		if _, ok := cl.next(10 * time.Second); !ok {
+			cl.t.Fatalf("client stuck at position %d, want %d", cl.pos, ver)
+		}
+	}
+}
+
+func openSQLite(t testing.TB) host.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hub.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func reread(t testing.TB, st host.Store, w *transcriptWriter) string {
+	t.Helper()
+	p, err := st.ListMessages(context.Background(), w.ws, w.sid, host.MessageQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return encodeMessages(p.Messages)
+}
+
+// TestDeltaApplyMatchesReread is the differential test: over random commits
+// (several messages, tool updates, done flags, whole-message changes,
+// surrogate pairs) delivered with losses, duplicates, reorderings and
+// untyped facts, a watcher that applies what the hub emits to its snapshot
+// holds exactly the bytes a reread of the store gives, and so does the
+// hub's own view.
+func TestDeltaApplyMatchesReread(t *testing.T) {
+	st := openSQLite(t)
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			w := newTranscriptWriter(t, st, seed)
+			bus := NewLocalBus()
+			h := New(Config{Reader: host.New(host.Config{Store: st}), Bus: bus, Workers: 2})
+			defer h.Close()
+			w.commit(t) // something before the snapshot
+			cl := watch(t, h, w.ws, w.sid, nil)
+			rng := rand.New(rand.NewPCG(seed, 7))
+			var held *host.Fact
+			publish := func(f host.Fact) { _ = bus.Publish(context.Background(), []host.Fact{f}) }
+			for range 300 {
+				d := w.commit(t)
+				f := host.Fact{WorkspaceID: w.ws, Kind: host.FactTranscriptAppended, SessionID: w.sid, TurnID: w.turn, Version: d.ToVersion, Delta: &d}
+				switch r := rng.IntN(20); {
+				case r == 0: // lost: the next delta is a gap
+				case r == 1:
+					publish(f)
+					publish(f) // duplicate
+				case r == 2:
+					publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactTranscriptAdvanced, SessionID: w.sid, Version: d.ToVersion})
+				case r == 3 && held == nil: // reordered after the next one
+					held = &f
+					continue
+				default:
+					publish(f)
+				}
+				if held != nil {
+					publish(*held)
+					held = nil
+				}
+			}
+			// The relay's eventual republish: an untyped fact rereads whatever
+			// a lost last delta left out.
+			publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactTranscriptAdvanced, SessionID: w.sid})
+			cl.until(w.ver)
+			want := reread(t, st, w)
+			if got := cl.transcript(); got != want {
+				t.Fatalf("watcher transcript differs from a reread\n got %s\nwant %s", got, want)
+			}
+			fresh := watch(t, h, w.ws, w.sid, nil)
+			if got := fresh.transcript(); got != want {
+				t.Fatalf("hub view differs from a reread\n got %s\nwant %s", got, want)
+			}
+			s := h.Stats()
+			if s.DeltasApplied == 0 || s.DeltaDuplicates == 0 || s.DeltaGapRereads == 0 {
+				t.Fatalf("faults not exercised: %+v", s)
+			}
+		})
+	}
+}
