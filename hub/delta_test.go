@@ -148,11 +148,12 @@ func (w *transcriptWriter) commit(t testing.TB) host.TranscriptDelta {
 // wsClient is a watcher on a real WebSocket: it applies what it receives the
 // way the protocol tells a client to.
 type wsClient struct {
-	t      testing.TB
-	c      *websocket.Conn
-	msgs   map[string]host.Message
-	pos    int64
-	frames chan []byte
+	t         testing.TB
+	c         *websocket.Conn
+	msgs      map[string]host.Message
+	pos       int64
+	recovered bool
+	frames    chan []byte
 }
 
 type clientFrame struct {
@@ -206,6 +207,7 @@ func (cl *wsClient) next(timeout time.Duration) (clientFrame, bool) {
 
 func (cl *wsClient) apply(f clientFrame) {
 	if f.Result != nil {
+		cl.recovered = f.Result.Recovered
 		if snap := f.Result.Snapshot; snap != nil {
 			cl.msgs = map[string]host.Message{}
 			for _, m := range snap.Messages {

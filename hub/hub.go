@@ -65,6 +65,10 @@ type Config struct {
 	MessageWindowBytes int
 	// SessionPage is the size of a workspace topic's snapshot (default 50).
 	SessionPage int
+	// CatchUpMessages bounds the messages a resume from a position older
+	// than the window reads from the store (default 1000, at most 1000);
+	// past it the client gets a snapshot.
+	CatchUpMessages int
 }
 
 func (c *Config) defaults() {
@@ -96,6 +100,8 @@ func (c *Config) defaults() {
 	setInt(&c.MessageWindow, 200)
 	setInt(&c.MessageWindowBytes, 1<<20)
 	setInt(&c.SessionPage, 50)
+	setInt(&c.CatchUpMessages, 1000)
+	c.CatchUpMessages = min(c.CatchUpMessages, 1000)
 }
 
 // Hub owns topics, connections and the reread workers.

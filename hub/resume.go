@@ -28,10 +28,6 @@ type SessionChanges struct {
 	Messages []host.Message `json:"messages"`
 }
 
-// maxCatchUp bounds the messages a recovery reads from the store; past it
-// the client gets a snapshot.
-const maxCatchUp = 1000
-
 // validPosition checks a position's shape (the caller checks its epoch).
 func validPosition(p *Position, kind topicKind) error {
 	switch {
@@ -70,7 +66,7 @@ func (t *topic) prepareResume(ctx context.Context, v int64) (*host.Changes, erro
 		return nil, nil
 	}
 	c, err := t.h.cfg.Reader.SessionChanges(ctx, t.ws, t.sid, host.ChangesQuery{
-		AfterVersion: v, Messages: maxCatchUp, Turns: t.h.cfg.TurnWindow})
+		AfterVersion: v, Messages: t.h.cfg.CatchUpMessages, Turns: t.h.cfg.TurnWindow})
 	if err != nil || c.MessagesHasMore {
 		return nil, err // too old: a snapshot
 	}

@@ -1,0 +1,204 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// stream commits one streamed answer chunk by chunk to a real store and
+// publishes each chunk's delta on bus.
+type stream struct {
+	w   *transcriptWriter
+	bus *LocalBus
+	id  string
+}
+
+func (s *stream) chunk(t *testing.T, text string) {
+	t.Helper()
+	w := s.w
+	w.clock = w.clock.Add(time.Millisecond)
+	ver := w.ver + 1
+	m, ok := w.msgs[s.id]
+	var ch host.MessageChange
+	if !ok {
+		m = host.Message{WorkspaceID: w.ws, SessionID: w.sid, ID: s.id, TurnID: w.turn, Role: host.RoleAgent,
+			Kind: host.KindText, Ordinal: ver, Streaming: true, CreatedAt: w.clock}
+		m.Content.Text = text
+	} else {
+		ch = host.MessageChange{ID: s.id, TurnID: w.turn, Version: ver, Offset: utf16Len(m.Content.Text), Text: text, UpdatedAt: w.clock}
+		m.Content.Text += text
+	}
+	m.Version, m.UpdatedAt = ver, w.clock
+	if !ok {
+		mm := m
+		ch = host.MessageChange{Message: &mm}
+	}
+	ctx := context.Background()
+	if err := w.st.Update(ctx, func(tx host.Tx) error {
+		sess, err := tx.Session(ctx, w.ws, w.sid)
+		if err != nil {
+			return err
+		}
+		if err := tx.PutMessage(ctx, m); err != nil {
+			return err
+		}
+		sess.MessageVersion, sess.UpdatedAt = ver, w.clock
+		return tx.UpdateSession(ctx, sess)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.msgs[s.id], w.ver = m, ver
+	d := host.TranscriptDelta{FromVersion: ver - 1, ToVersion: ver, At: w.clock, Messages: []host.MessageChange{ch}}
+	_ = s.bus.Publish(ctx, []host.Fact{{WorkspaceID: w.ws, Kind: host.FactTranscriptAppended, SessionID: w.sid, Version: ver, Delta: &d}})
+}
+
+// drain applies frames until the client's position reaches ver and returns
+// the message_delta texts it saw.
+func (cl *wsClient) drain(ver int64) string {
+	cl.t.Helper()
+	var b strings.Builder
+	for cl.pos < ver {
+		f, ok := cl.next(10 * time.Second)
+		if !ok {
+			cl.t.Fatalf("client stuck at position %d, want %d", cl.pos, ver)
+		}
+		if f.Kind == KindMessageDelta {
+			var d MessageDelta
+			_ = json.Unmarshal(f.Payload, &d)
+			b.WriteString(d.Text)
+		}
+	}
+	return b.String()
+}
+
+func subscribeErr(t *testing.T, h *Hub, req SubscribeRequest) (SubscribeResult, error) {
+	t.Helper()
+	srv, _ := wsPair(t)
+	c, err := h.Attach(srv, host.RandomID("c"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res SubscribeResult
+	err = h.Subscribe(context.Background(), c, req, func(r SubscribeResult) { res = r })
+	return res, err
+}
+
+// TestResumeFromPositionOnAnotherHub: two hubs on one store and one bus are
+// two replicas. A watcher leaves hub A mid-answer and resumes from its
+// position on hub B: from B's ring (B has a watcher) it gets recovered:true
+// and exactly the missing suffix as deltas; on hub C, which has no topic
+// yet, it gets recovered:true with the changed message complete.
+func TestResumeFromPositionOnAnotherHub(t *testing.T) {
+	st := openSQLite(t)
+	w := newTranscriptWriter(t, st, 1)
+	bus := NewLocalBus()
+	reader := host.New(host.Config{Store: st})
+	hubs := make([]*Hub, 3)
+	for i := range hubs {
+		hubs[i] = New(Config{Reader: reader, Bus: bus, Workers: 2})
+		defer hubs[i].Close()
+	}
+	s := &stream{w: w, bus: bus, id: "answer"}
+	s.chunk(t, "Once ")
+	a := watch(t, hubs[0], w.ws, w.sid, nil)
+	other := watch(t, hubs[1], w.ws, w.sid, nil) // keeps B's topic live
+	var sent strings.Builder
+	for i := range 10 {
+		c := fmt.Sprintf("chunk%d 👋 ", i)
+		sent.WriteString(c)
+		s.chunk(t, c)
+	}
+	a.drain(w.ver)
+	pos := Position{Epoch: hubs[0].streamEpochFor(t, w.ws, w.sid), Version: a.pos}
+	seen := a.msgs["answer"].Content.Text
+	_ = a.c.CloseNow() // leaves mid-answer
+	var missing strings.Builder
+	for i := range 10 {
+		c := fmt.Sprintf("more%d 𝄞 ", i)
+		missing.WriteString(c)
+		s.chunk(t, c)
+	}
+	other.drain(w.ver)
+
+	b := watch(t, hubs[1], w.ws, w.sid, &pos)
+	if !b.recovered {
+		t.Fatal("resume on hub B: recovered = false")
+	}
+	b.msgs = map[string]host.Message{"answer": {ID: "answer", Version: pos.Version, Content: host.MessageContent{Text: seen}}}
+	if got := b.drain(w.ver); got != missing.String() {
+		t.Fatalf("hub B replayed %q, want exactly the missing suffix %q", got, missing.String())
+	}
+	if got, want := b.msgs["answer"].Content.Text, w.msgs["answer"].Content.Text; got != want {
+		t.Fatalf("after resume: %q, want %q", got, want)
+	}
+
+	c := watch(t, hubs[2], w.ws, w.sid, &pos)
+	if !c.recovered {
+		t.Fatal("resume on hub C (no topic): recovered = false")
+	}
+	if got, want := c.msgs["answer"].Content.Text, w.msgs["answer"].Content.Text; got != want {
+		t.Fatalf("hub C changes: %q, want %q", got, want)
+	}
+	if c.pos != w.ver {
+		t.Fatalf("hub C position %d, want %d", c.pos, w.ver)
+	}
+}
+
+// TestResumePositionOldForeignBad: a position of another history or one too
+// old gives a snapshot; a malformed one, one ahead of the session, or one
+// on a workspace topic is invalid input.
+func TestResumePositionOldForeignBad(t *testing.T) {
+	st := openSQLite(t)
+	w := newTranscriptWriter(t, st, 2)
+	bus := NewLocalBus()
+	reader := host.New(host.Config{Store: st})
+	h := New(Config{Reader: reader, Bus: bus, Workers: 2, MessageWindow: 2, CatchUpMessages: 4})
+	defer h.Close()
+	for i := range 5 {
+		(&stream{w: w, bus: bus, id: fmt.Sprint("m", i)}).chunk(t, "x")
+	}
+	epoch := h.streamEpochFor(t, w.ws, w.sid)
+	req := func(p Position) SubscribeRequest {
+		return SubscribeRequest{Workspace: w.ws, Topic: TopicSession, SessionID: w.sid, Position: &p}
+	}
+
+	res, err := subscribeErr(t, h, req(Position{Epoch: "h1.other", Version: 3}))
+	if err != nil || res.Recovered || res.Snapshot == nil {
+		t.Fatalf("foreign epoch: recovered=%v err=%v", res.Recovered, err)
+	}
+	// Below the 2-message window: read from the store.
+	res, err = subscribeErr(t, h, req(Position{Epoch: epoch, Version: 1}))
+	if err != nil || !res.Recovered || len(res.Changes.Messages) != 4 {
+		t.Fatalf("old position within the catch-up bound: recovered=%v err=%v", res.Recovered, err)
+	}
+	// Older than the window and the catch-up bound: a snapshot.
+	res, err = subscribeErr(t, h, req(Position{Epoch: epoch, Version: 0}))
+	if err != nil || res.Recovered || res.Snapshot == nil {
+		t.Fatalf("too old: recovered=%v err=%v", res.Recovered, err)
+	}
+	for _, bad := range []Position{{Epoch: "", Version: 1}, {Epoch: epoch, Version: -1}, {Epoch: strings.Repeat("e", 65)}, {Epoch: epoch, Version: 99}} {
+		if _, err := subscribeErr(t, h, req(bad)); host.CodeOf(err) != host.CodeInvalidInput {
+			t.Fatalf("position %+v: err %v, want invalid_input", bad, err)
+		}
+	}
+	_, err = subscribeErr(t, h, SubscribeRequest{Workspace: w.ws, Topic: TopicWorkspace, Position: &Position{Epoch: epoch}})
+	if host.CodeOf(err) != host.CodeInvalidInput {
+		t.Fatalf("position on a workspace topic: %v", err)
+	}
+}
+
+// streamEpochFor reads a session's stream epoch through a fresh subscribe.
+func (h *Hub) streamEpochFor(t *testing.T, ws, sid string) string {
+	t.Helper()
+	res, err := subscribeErr(t, h, SubscribeRequest{Workspace: ws, Topic: TopicSession, SessionID: sid})
+	if err != nil || res.Position == nil {
+		t.Fatalf("subscribe: %v, position %v", err, res.Position)
+	}
+	return res.Position.Epoch
+}
