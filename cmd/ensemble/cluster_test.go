@@ -221,6 +221,18 @@ type watcher struct {
 	streamed int // events applied while the turn streamed
 	err      error
 	wake     chan struct{}
+	// pos is the durable stream position (resume on any replica);
+	// recovered and changes describe the last subscribe's answer.
+	pos       *streamPosition
+	recovered bool
+	changes   []clusterMessage
+	// record, when set, collects the message_delta texts applied.
+	record map[string]string
+}
+
+type streamPosition struct {
+	Epoch   string `json:"epoch"`
+	Version int64  `json:"version"`
 }
 
 type wsFrame struct {
@@ -233,6 +245,7 @@ type wsFrame struct {
 	Epoch   string          `json:"epoch"`
 	Seq     int64           `json:"seq"`
 	Kind    string          `json:"kind"`
+	Version int64           `json:"version"`
 	Payload json.RawMessage `json:"payload"`
 }
 
@@ -278,6 +291,9 @@ func (w *watcher) connect(p *serverProc) error {
 	if w.epoch != "" {
 		in["resume"] = map[string]any{"epoch": w.epoch, "seq": w.seq}
 	}
+	if w.pos != nil {
+		in["position"] = w.pos
+	}
 	w.mu.Unlock()
 	req, _ := json.Marshal(map[string]any{"type": "request", "id": "sub", "op": "subscribe", "input": in})
 	if err := conn.Write(dctx, websocket.MessageText, req); err != nil {
@@ -311,6 +327,10 @@ func (w *watcher) connect(p *serverProc) error {
 			Seq       int64           `json:"seq"`
 			Recovered bool            `json:"recovered"`
 			Snapshot  json.RawMessage `json:"snapshot"`
+			Position  *streamPosition `json:"position"`
+			Changes   *struct {
+				Messages []clusterMessage `json:"messages"`
+			} `json:"changes"`
 		}
 		if err := json.Unmarshal(f.Result, &res); err != nil {
 			cancel()
@@ -319,6 +339,17 @@ func (w *watcher) connect(p *serverProc) error {
 		}
 		w.mu.Lock()
 		w.sub, w.epoch, w.seq = res.Sub, res.Epoch, res.Seq
+		w.recovered, w.changes = res.Recovered, nil
+		if res.Position != nil {
+			w.pos = res.Position
+		}
+		if res.Changes != nil {
+			// Complete messages changed after the position.
+			w.changes = res.Changes.Messages
+			for _, m := range res.Changes.Messages {
+				w.texts[m.ID] = utf16.Encode([]rune(m.Content.Text))
+			}
+		}
 		if !res.Recovered {
 			var snap struct {
 				Messages []clusterMessage `json:"messages"`
@@ -385,6 +416,9 @@ func (w *watcher) applyLocked(f wsFrame) {
 		return
 	}
 	w.seq = f.Seq
+	if f.Version > 0 && w.pos != nil {
+		w.pos.Version = f.Version
+	}
 	switch f.Kind {
 	case "message_update":
 		var p struct {
@@ -408,6 +442,9 @@ func (w *watcher) applyLocked(f wsFrame) {
 			return
 		}
 		w.texts[p.MessageID] = append(cur, utf16.Encode([]rune(p.Text))...)
+		if w.record != nil {
+			w.record[p.MessageID] += p.Text
+		}
 		w.deltas++
 		w.streamed++
 	case "turn_update":
