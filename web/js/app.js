@@ -5,6 +5,7 @@
 import * as auth from './auth.js';
 import { Connection, backoffDelay } from './connection.js';
 import * as S from './store.js';
+import { applyChanges } from './position.js';
 import { createHeader } from './views/header.js';
 import { createSessionList } from './views/sessions.js';
 import { createTranscript } from './views/transcript.js';
@@ -336,6 +337,9 @@ function start(token, claimsPrincipal) {
         S.applySessionSnapshot(state, snap);
         if (!Array.isArray(snap && snap.messages)) loadHistory(id);
         update();
+      },
+      onChanges(changes) {
+        if (isMine() && applyChanges(S.applySessionEvent, state, changes)) update();
       },
       onEvent(kind, payload) {
         if (!isMine()) return;

@@ -116,3 +116,44 @@ test('requests: errors, lost connection, fatal close', async () => {
   assert.equal(FakeWS.all.length, 2, 'no reconnect after 4501');
   conn.stop();
 });
+
+test('a session subscription resumes from its durable position on another replica', async () => {
+  FakeWS.all = [];
+  const conn = new Connection({ url: 'ws://x/v1/ws', token: 'tok', WebSocketImpl: FakeWS, timeoutMs: 2000 });
+  const seen = [];
+  const changes = [];
+  conn.start();
+  await tick();
+  const ws = FakeWS.all[0];
+  conn.subscribe({ workspace: 'w1', topic: 'session', sessionId: 's1' }, {
+    onSnapshot: () => {},
+    onEvent: (kind, payload, ev) => seen.push(`${ev.epoch}/${ev.seq}`),
+    onChanges: (c) => changes.push(c),
+  });
+  ws.push({ type: 'ready', protocol: 1, serverEpoch: 'A', connectionId: 'c1', principal: {} });
+  await tick();
+  let req = ws.lastRequest('subscribe');
+  assert.equal(req.input.position, undefined);
+  ws.push({ type: 'response', id: req.id, ok: true, result: { sub: 'session:w1/s1', epoch: 'hubA.1', seq: 2, recovered: false, position: { epoch: 'h1.s', version: 10 }, snapshot: {} } });
+  await tick();
+  ws.push({ type: 'event', sub: 'session:w1/s1', epoch: 'hubA.1', seq: 3, kind: 'message_delta', version: 11, payload: {} });
+  ws.push({ type: 'event', sub: 'session:w1/s1', epoch: 'hubA.1', seq: 4, kind: 'turn_update', payload: {} });
+
+  ws.close(1006); // the load balancer sends the reconnect to replica B
+  await tick(10);
+  conn.reconnectNow();
+  await tick();
+  const ws2 = FakeWS.all[1];
+  ws2.push({ type: 'ready', protocol: 1, serverEpoch: 'B', connectionId: 'c2', principal: {} });
+  await tick();
+  req = ws2.lastRequest('subscribe');
+  assert.deepEqual(req.input.position, { epoch: 'h1.s', version: 11 });
+  assert.deepEqual(req.input.resume, { epoch: 'hubA.1', seq: 4 });
+  // B recovers from the position: its own stream epoch and seq continue.
+  ws2.push({ type: 'response', id: req.id, ok: true, result: { sub: 'session:w1/s1', epoch: 'hubB.7', seq: 40, recovered: true, position: { epoch: 'h1.s', version: 11 }, changes: { session: { id: 's1' }, turns: [], messages: [] } } });
+  await tick();
+  ws2.push({ type: 'event', sub: 'session:w1/s1', epoch: 'hubB.7', seq: 41, kind: 'message_delta', version: 12, payload: {} });
+  assert.deepEqual(seen, ['hubA.1/3', 'hubA.1/4', 'hubB.7/41']);
+  assert.equal(changes.length, 1);
+  conn.stop && conn.stop();
+});

@@ -1,8 +1,11 @@
 // The WebSocket connection to /v1/ws (subprotocol ensemble.v1): hello/ready
 // handshake, request/response by client-chosen id, server pings, managed
-// subscriptions with (epoch, seq) resume, and reconnect with full-jitter
+// subscriptions with (epoch, seq) resume on the same replica and durable
+// {epoch, version} positions on any replica (position.js), and reconnect with full-jitter
 // exponential backoff. No DOM access here beyond `navigator`/`window`
 // events, so the pure parts are testable under node.
+
+import { positionAfterEvent, positionAfterResult, withPosition } from './position.js';
 
 export const PROTOCOL = 'ensemble.v1';
 
@@ -140,9 +143,10 @@ export class Connection extends EventTarget {
   // subscribe keeps a subscription alive across reconnects. handlers:
   // onSnapshot(snapshot, result) when the server sends a complete state,
   // onEvent(kind, payload, event) for each in-order event,
+  // onChanges(changes, result) when a recovery brings changed state,
   // onError(err) when subscribing fails.
   subscribe(input, handlers) {
-    const sub = { input, handlers, name: null, epoch: null, seq: null, syncing: false, buffer: [], closed: false, retryTimer: 0 };
+    const sub = { input, handlers, name: null, epoch: null, seq: null, position: null, syncing: false, buffer: [], closed: false, retryTimer: 0 };
     this.subs.add(sub);
     if (this.ready) this._subscribeOne(sub);
     return {
@@ -277,6 +281,7 @@ export class Connection extends EventTarget {
       default:
         sub.seq = ev.seq;
         if (ev.epoch != null) sub.epoch = ev.epoch;
+        sub.position = positionAfterEvent(sub.position, ev);
         try {
           sub.handlers.onEvent && sub.handlers.onEvent(ev.kind, ev.payload || {}, ev);
         } catch (err) {
@@ -309,7 +314,7 @@ export class Connection extends EventTarget {
     // the same topic land before subscribing to it again.
     if (this.unsubscribing.size) await Promise.allSettled([...this.unsubscribing]);
     if (sub.closed || !this.ready) { sub.syncing = false; return; }
-    const input = { ...sub.input };
+    const input = withPosition({ ...sub.input }, sub.position);
     if (sub.epoch != null && sub.seq != null) input.resume = { epoch: sub.epoch, seq: sub.seq };
     const ws = this.ws;
     let res;
@@ -331,8 +336,18 @@ export class Connection extends EventTarget {
     if (sub.name && sub.name !== res.sub && this.subsByName.get(sub.name) === sub) this.subsByName.delete(sub.name);
     sub.name = res.sub;
     this.subsByName.set(res.sub, sub);
-    const recovered = res.recovered === true && sub.seq != null;
+    const recovered = res.recovered === true && (sub.seq != null || sub.position != null);
     sub.epoch = res.epoch ?? sub.epoch;
+    sub.position = positionAfterResult(sub.position, res);
+    // A recovery on another replica continues that replica's seq.
+    if (recovered && typeof res.seq === 'number') sub.seq = res.seq;
+    if (recovered && res.changes) {
+      try {
+        sub.handlers.onChanges && sub.handlers.onChanges(res.changes, res);
+      } catch (err) {
+        console.error('changes handler failed', err);
+      }
+    }
     if (!recovered) {
       sub.seq = typeof res.seq === 'number' ? res.seq : 0;
       try {

@@ -1,0 +1,38 @@
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { positionAfterResult, positionAfterEvent, withPosition, applyChanges } from './position.js';
+
+test('a subscribe answer sets, keeps or clears the position', () => {
+  const had = { epoch: 'h1.a', version: 4 };
+  assert.deepEqual(positionAfterResult(had, { position: { epoch: 'h1.a', version: 9 } }), { epoch: 'h1.a', version: 9 });
+  assert.deepEqual(positionAfterResult(had, { recovered: true }), had);
+  assert.equal(positionAfterResult(had, { recovered: false, snapshot: {} }), null);
+  assert.equal(positionAfterResult(null, { position: { epoch: '', version: 1 } }), null);
+  assert.equal(positionAfterResult(null, { position: { epoch: 'x', version: -1 } }), null);
+});
+
+test('events with a version move the position forward only', () => {
+  const p = { epoch: 'h1.a', version: 4 };
+  assert.deepEqual(positionAfterEvent(p, { kind: 'message_delta', version: 5 }), { epoch: 'h1.a', version: 5 });
+  assert.equal(positionAfterEvent(p, { kind: 'turn_update' }), p);
+  assert.equal(positionAfterEvent(p, { kind: 'message_delta', version: 3 }), p);
+  assert.equal(positionAfterEvent(null, { version: 7 }), null);
+});
+
+test('only session subscriptions carry a position', () => {
+  const pos = { epoch: 'h1.a', version: 2 };
+  assert.deepEqual(withPosition({ topic: 'session', sessionId: 's' }, pos), { topic: 'session', sessionId: 's', position: pos });
+  assert.deepEqual(withPosition({ topic: 'workspace' }, pos), { topic: 'workspace' });
+  assert.deepEqual(withPosition({ topic: 'session' }, null), { topic: 'session' });
+});
+
+test('recovered changes apply as latest-wins updates, in order', () => {
+  const seen = [];
+  const apply = (_s, kind, payload) => { seen.push([kind, payload]); return true; };
+  const ok = applyChanges(apply, {}, {
+    session: { id: 's' }, turns: [{ id: 't' }], messages: [{ id: 'm1', version: 5 }, { id: 'm2', version: 6 }],
+  });
+  assert.equal(ok, true);
+  assert.deepEqual(seen.map(([k]) => k), ['session_summary', 'turn_update', 'message_update', 'message_update']);
+  assert.equal(applyChanges(apply, {}, null), false);
+});
