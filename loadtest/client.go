@@ -30,6 +30,7 @@ type Event struct {
 	Epoch   string          `json:"epoch"`
 	Seq     int64           `json:"seq"`
 	Kind    string          `json:"kind"`
+	Version int64           `json:"version"`
 	Payload json.RawMessage `json:"payload"`
 }
 
@@ -44,6 +45,7 @@ type frame struct {
 	Epoch   string          `json:"epoch"`
 	Seq     int64           `json:"seq"`
 	Kind    string          `json:"kind"`
+	Version int64           `json:"version"`
 	Payload json.RawMessage `json:"payload"`
 	Reason  string          `json:"reason"`
 }
@@ -56,6 +58,9 @@ type SubState struct {
 	Seq       int64 // last applied
 	Active    bool
 	Recovered bool
+	// Position is the durable stream position (session topics): where a
+	// client resumes on any replica.
+	Position *Position
 }
 
 // Client is one WebSocket connection speaking the Ensemble protocol.
@@ -157,7 +162,7 @@ func (c *Client) readLoop() {
 				cl.ch <- f
 			}
 		case "event":
-			c.event(&Event{Sub: f.Sub, Epoch: f.Epoch, Seq: f.Seq, Kind: f.Kind, Payload: f.Payload}, at)
+			c.event(&Event{Sub: f.Sub, Epoch: f.Epoch, Seq: f.Seq, Kind: f.Kind, Version: f.Version, Payload: f.Payload}, at)
 		case "ping":
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -212,6 +217,9 @@ func (c *Client) event(ev *Event, at time.Time) {
 		c.Gaps.Add(1)
 	}
 	s.Seq = ev.Seq
+	if p := s.Position; p != nil && ev.Version > p.Version {
+		s.Position = &Position{Epoch: p.Epoch, Version: ev.Version}
+	}
 	c.mu.Unlock()
 	if c.onEvent != nil {
 		c.onEvent(ev, at)
@@ -275,13 +283,23 @@ type SubscribeResult struct {
 	Epoch     string          `json:"epoch"`
 	Seq       int64           `json:"seq"`
 	Recovered bool            `json:"recovered"`
+	Position  *Position       `json:"position"`
 	Snapshot  json.RawMessage `json:"snapshot"`
 }
 
-// Resume is a subscription's resume point.
+// Resume is a subscription's resume point on the replica that served it:
+// the per-subscription epoch and seq, and (session topics) the durable
+// position, which any replica recovers from.
 type Resume struct {
-	Epoch string `json:"epoch"`
-	Seq   int64  `json:"seq"`
+	Epoch    string    `json:"epoch"`
+	Seq      int64     `json:"seq"`
+	Position *Position `json:"-"`
+}
+
+// Position is a durable session stream position.
+type Position struct {
+	Epoch   string `json:"epoch"`
+	Version int64  `json:"version"`
 }
 
 // Subscribe subscribes to a session topic (sessionID != "") or the
@@ -293,7 +311,12 @@ func (c *Client) Subscribe(ctx context.Context, workspace, sessionID string, res
 		in["topic"], in["sessionId"] = "session", sessionID
 	}
 	if resume != nil {
-		in["resume"] = resume
+		if resume.Epoch != "" {
+			in["resume"] = resume
+		}
+		if resume.Position != nil && sessionID != "" {
+			in["position"] = resume.Position
+		}
 	}
 	var res SubscribeResult
 	err := c.call(ctx, "subscribe", in, &res, func(raw json.RawMessage) {
@@ -302,7 +325,7 @@ func (c *Client) Subscribe(ctx context.Context, workspace, sessionID string, res
 			return
 		}
 		c.mu.Lock()
-		c.subs[r.Sub] = &SubState{Name: r.Sub, Epoch: r.Epoch, Seq: r.Seq, Active: true, Recovered: r.Recovered}
+		c.subs[r.Sub] = &SubState{Name: r.Sub, Epoch: r.Epoch, Seq: r.Seq, Active: true, Recovered: r.Recovered, Position: r.Position}
 		c.mu.Unlock()
 	})
 	return res, err

@@ -26,7 +26,10 @@ func backoff(attempt int, base, cap time.Duration) time.Duration {
 
 // reconnect: C subscribed clients drop at once while sessions stream, then
 // reconnect with full-jitter backoff and resume from their last applied
-// event. Measures the time from the drop until each is resynced, and
+// event's durable position. With several replicas each client comes back
+// on the next replica (a load balancer moved it), so the resume is served
+// from that replica's window or the store, not from the ring that served
+// it. Measures the time from the drop until each is resynced, and
 // checks that no event was skipped or seen twice across the reconnect and
 // that every client ends at its replica's last seq.
 func (r *runner) reconnect(ctx context.Context) *Result {
@@ -166,14 +169,14 @@ func (r *runner) reconnect(ctx context.Context) *Result {
 					unresynced.Add(1)
 					return
 				}
-				cl, err := Dial(rctx, r.addr(i), viewer, DialOptions{})
+				cl, err := Dial(rctx, r.addr(i+1), viewer, DialOptions{})
 				if err != nil {
 					failures.Add(1)
 					continue
 				}
 				var rs *Resume
-				if st.Epoch != "" {
-					rs = &Resume{Epoch: st.Epoch, Seq: st.Seq}
+				if st.Epoch != "" || st.Position != nil {
+					rs = &Resume{Epoch: st.Epoch, Seq: st.Seq, Position: st.Position}
 				}
 				sr, err := cl.Subscribe(rctx, ws, sids[i%nSess], rs)
 				if err != nil {
@@ -216,7 +219,7 @@ func (r *runner) reconnect(ctx context.Context) *Result {
 		gaps += cl.Gaps.Load()
 		dups += cl.Duplicates.Load()
 		epochs += cl.EpochMoves.Load()
-		want, _ := observers[[2]int{i % len(r.addrs), i % nSess}].Sub(resume[i].name)
+		want, _ := observers[[2]int{(i + 1) % len(r.addrs), i % nSess}].Sub(resume[i].name)
 		got, _ := cl.Sub(resume[i].name)
 		if got.Epoch != want.Epoch || got.Seq != want.Seq {
 			behind++
@@ -253,7 +256,7 @@ func (r *runner) reconnect(ctx context.Context) *Result {
 			res.ratio("time until all resynced", allSecs, secs, "s", "bare server, same backoff")
 		}
 	}
-	res.note("The drop is client-side (every socket closed at once without a close handshake, as a network failure looks); the server keeps running, so a resume finds the same epoch. The backoff spreads the herd over about [0, base) on the first attempt; the figures include that wait.")
+	res.note("The drop is client-side (every socket closed at once without a close handshake, as a network failure looks); the server keeps running. Clients resume from their durable position (epoch, message version), on the next replica when there are several; 'resumed without snapshot' counts recovered:true answers. The backoff spreads the herd over about [0, base) on the first attempt; the figures include that wait.")
 	return res
 }
 
