@@ -24,9 +24,11 @@ type ChangesQuery struct {
 	Messages int
 	Newest   bool
 	// Turns is how many newest turns to read; TurnIDs names turns to read
-	// besides them (older turns that changed).
+	// besides them (older turns that changed). NoTurns reads none (the
+	// caller knows only messages changed).
 	Turns   int
 	TurnIDs []string
+	NoTurns bool
 }
 
 // Changes is a session's state at one committed instant. Session.MessageVersion

@@ -4,35 +4,47 @@ package hub
 const maxDirtyIDs = 1024
 
 // dirtyMark is what one fact says changed. A tree mark says only the
-// topic's interaction tree changed.
+// topic's interaction tree changed; a transcript mark only its messages.
 type dirtyMark struct {
-	all     bool
-	tree    bool
-	session string
-	turn    string
+	all        bool
+	tree       bool
+	transcript bool
+	session    string
+	turn       string
 }
 
 func dirtyAll() dirtyMark              { return dirtyMark{all: true} }
 func dirtyTree() dirtyMark             { return dirtyMark{tree: true} }
+func dirtyTranscript() dirtyMark       { return dirtyMark{transcript: true} }
 func dirtySession(id string) dirtyMark { return dirtyMark{session: id} }
 func dirtyTurn(id string) dirtyMark    { return dirtyMark{turn: id} }
 
 // dirtySet accumulates marks between two rereads of a topic. tree: the
-// interaction tree must be reread; rest: something besides the tree did.
+// interaction tree must be reread; transcript: messages changed; rest:
+// something besides the tree and the messages did.
 type dirtySet struct {
-	all      bool
-	tree     bool
-	rest     bool
-	sessions map[string]bool
-	turns    map[string]bool
+	all        bool
+	tree       bool
+	transcript bool
+	rest       bool
+	sessions   map[string]bool
+	turns      map[string]bool
 }
 
 // treeOnly: nothing but the interaction tree changed.
-func (s *dirtySet) treeOnly() bool { return s.tree && !s.rest && !s.all }
+func (s *dirtySet) treeOnly() bool { return s.tree && !s.transcript && !s.rest && !s.all }
+
+// messagesOnly: turns and the session's other fields did not change, so a
+// reread need not read turns.
+func (s *dirtySet) messagesOnly() bool { return !s.rest && !s.all }
 
 func (s *dirtySet) add(m dirtyMark) {
 	if m.tree {
 		s.tree = true
+		return
+	}
+	if m.transcript {
+		s.transcript = true
 		return
 	}
 	s.rest = true
@@ -62,6 +74,9 @@ func addID(m map[string]bool, id string, all *bool) map[string]bool {
 func (s *dirtySet) merge(o dirtySet) {
 	if o.tree {
 		s.add(dirtyTree())
+	}
+	if o.transcript {
+		s.add(dirtyTranscript())
 	}
 	if o.rest {
 		s.rest = true

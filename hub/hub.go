@@ -211,7 +211,7 @@ func (h *Hub) release(t *topic) {
 func (h *Hub) onFact(f host.Fact) {
 	if t := h.markFact(f); t != nil && !t.applyDelta(f.Delta) {
 		h.stats.deltaGaps.Add(1)
-		h.markDirty(t, dirtyMark{})
+		h.markDirty(t, dirtyTranscript())
 	}
 }
 
@@ -252,10 +252,14 @@ func (h *Hub) markFact(f host.Fact) *topic {
 	if t == nil {
 		return nil
 	}
-	if f.Kind == host.FactTranscriptAppended && f.Delta != nil {
+	switch {
+	case f.Kind == host.FactTranscriptAppended && f.Delta != nil:
 		return t
+	case transcript:
+		h.markDirty(t, dirtyTranscript())
+	default:
+		h.markDirty(t, dirtyTurn(f.TurnID))
 	}
-	h.markDirty(t, dirtyTurn(f.TurnID))
 	return nil
 }
 

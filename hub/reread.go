@@ -148,8 +148,9 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 			turnIDs = append(turnIDs, id)
 		}
 	}
+	noTurns := d.messagesOnly()
 	c, err := t.h.cfg.Reader.SessionChanges(ctx, t.ws, t.sid, host.ChangesQuery{
-		AfterVersion: after, Messages: msgPage, Turns: t.h.cfg.TurnWindow, TurnIDs: turnIDs})
+		AfterVersion: after, Messages: msgPage, Turns: t.h.cfg.TurnWindow, TurnIDs: turnIDs, NoTurns: noTurns})
 	if host.CodeOf(err) == host.CodeNotFound {
 		t.mu.Lock()
 		if t.sv.session != nil {
@@ -168,7 +169,9 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 	// status that ends it.
 	t.mu.Lock()
 	t.applyMessagesLocked(c.Messages, c.Session.MessageVersion, !c.MessagesHasMore)
-	t.applyTurnsLocked(host.TurnPage{Turns: c.Turns, HasMore: c.TurnsHasMore}, c.Extra)
+	if !noTurns {
+		t.applyTurnsLocked(host.TurnPage{Turns: c.Turns, HasMore: c.TurnsHasMore}, c.Extra)
+	}
 	t.applySessionLocked(c.Session)
 	t.trimLocked()
 	t.mu.Unlock()

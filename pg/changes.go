@@ -45,8 +45,10 @@ func readChanges(ctx context.Context, rtx pgx.Tx, ws, sessionID string, q host.C
 	}
 	b := &pgx.Batch{}
 	b.Queue(selectSession, ws, sessionID)
-	b.Queue(`SELECT `+turnCols+` FROM turns WHERE workspace_id = $1 AND session_id = $2
-		ORDER BY seq DESC LIMIT $3`, ws, sessionID, turnLimit+1)
+	if !q.NoTurns {
+		b.Queue(`SELECT `+turnCols+` FROM turns WHERE workspace_id = $1 AND session_id = $2
+			ORDER BY seq DESC LIMIT $3`, ws, sessionID, turnLimit+1)
+	}
 	b.Queue(`SELECT `+messageCols+` FROM messages
 		WHERE workspace_id = $1 AND session_id = $2 AND version > $3
 		ORDER BY version `+order+` LIMIT $4`, ws, sessionID, q.AfterVersion, msgLimit+1)
@@ -62,11 +64,13 @@ func readChanges(ctx context.Context, rtx pgx.Tx, ws, sessionID string, q host.C
 	if err != nil {
 		return host.Changes{}, classify("changes: session", err)
 	}
-	if c.Turns, err = collect(br, scanTurn, "changes: turns"); err != nil {
-		return host.Changes{}, err
-	}
-	if len(c.Turns) > turnLimit {
-		c.Turns, c.TurnsHasMore = c.Turns[:turnLimit], true
+	if !q.NoTurns {
+		if c.Turns, err = collect(br, scanTurn, "changes: turns"); err != nil {
+			return host.Changes{}, err
+		}
+		if len(c.Turns) > turnLimit {
+			c.Turns, c.TurnsHasMore = c.Turns[:turnLimit], true
+		}
 	}
 	if c.Messages, err = collect(br, scanMessage, "changes: messages"); err != nil {
 		return host.Changes{}, err

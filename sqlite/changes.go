@@ -28,8 +28,10 @@ func (s *Store) Changes(ctx context.Context, ws, sessionID string, q host.Change
 	if c.Session, err = getSession(ctx, rtx, ws, sessionID); err != nil {
 		return host.Changes{}, err
 	}
-	if c.Turns, c.TurnsHasMore, err = changedTurns(ctx, rtx, ws, sessionID, clampLimit(q.Turns, 50, 200)); err != nil {
-		return host.Changes{}, err
+	if !q.NoTurns {
+		if c.Turns, c.TurnsHasMore, err = changedTurns(ctx, rtx, ws, sessionID, clampLimit(q.Turns, 50, 200)); err != nil {
+			return host.Changes{}, err
+		}
 	}
 	for _, id := range q.TurnIDs {
 		if slices.ContainsFunc(c.Turns, func(t host.Turn) bool { return t.ID == id }) {

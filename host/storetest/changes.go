@@ -43,6 +43,11 @@ func testChanges(t *testing.T, st host.Store) {
 	if got := messageVersions(c.Messages); !slices.Equal(got, []int64{5, 6}) || !c.MessagesHasMore {
 		t.Fatalf("newest after 1 = %v hasMore=%v, want [5 6] true", got, c.MessagesHasMore)
 	}
+	c, err = st.Changes(ctx(t), ws, s.ID, host.ChangesQuery{AfterVersion: 4, NoTurns: true})
+	noErr(t, "Changes without turns", err)
+	if len(c.Turns) != 0 || c.TurnsHasMore || !slices.Equal(messageVersions(c.Messages), []int64{5, 6}) {
+		t.Fatalf("NoTurns: turns %v, messages %v", turnSeqs(c.Turns), messageVersions(c.Messages))
+	}
 	c, err = st.Changes(ctx(t), ws, s.ID, host.ChangesQuery{AfterVersion: 6})
 	noErr(t, "Changes at head", err)
 	if len(c.Messages) != 0 || c.MessagesHasMore {
