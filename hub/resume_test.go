@@ -202,3 +202,33 @@ func (h *Hub) streamEpochFor(t *testing.T, ws, sid string) string {
 	}
 	return res.Position.Epoch
 }
+
+// TestRingPositions: after(ver) replays what follows the event that left
+// the stream at ver, and refuses positions it cannot place; verAt maps a
+// seq to the position it stands at.
+func TestRingPositions(t *testing.T) {
+	r := ring{maxEvents: 5, maxBytes: 1 << 20}
+	// seq:ver — turn events (ver 0) between message events.
+	for i, ver := range []int64{3, 0, 4, 0, 0, 7, 9} {
+		r.push(&event{seq: int64(i + 1), ver: ver, data: []byte("x")})
+	}
+	// Held: seq 3(ver 4) 4 5 6(ver 7) 7(ver 9).
+	evs, seq, ok := r.after(4)
+	if !ok || seq != 3 || len(evs) != 4 || evs[0].seq != 4 {
+		t.Fatalf("after 4: ok=%v seq=%d %d events", ok, seq, len(evs))
+	}
+	if evs, _, ok := r.after(9); !ok || len(evs) != 0 {
+		t.Fatal("at the head: recovered with nothing")
+	}
+	for _, v := range []int64{3, 5, 8, 10, 0, -1} { // evicted, never a position, or unknown
+		if _, _, ok := r.after(v); ok {
+			t.Fatalf("after %d must not be placed", v)
+		}
+	}
+	if v := r.verAt(5); v != 4 {
+		t.Fatalf("verAt(5) = %d, want 4", v)
+	}
+	if v := r.verAt(2); v != 0 {
+		t.Fatalf("verAt(2) = %d, want 0 (evicted)", v)
+	}
+}

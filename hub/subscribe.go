@@ -118,6 +118,9 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 		// the check above: look again under the emission lock.
 		if replay, ok = t.ring.since(req.Resume.Seq, t.seq); ok {
 			res = SubscribeResult{Sub: t.name, Epoch: t.epoch, Seq: req.Resume.Seq, Recovered: true}
+			if v := t.ring.verAt(req.Resume.Seq); v > 0 && kind == kindSession {
+				res.Position = &Position{Epoch: t.streamEpoch, Version: v}
+			}
 		}
 	} else if byPosition {
 		res, replay, ok = t.resumeLocked(req.Position.Version, read)

@@ -186,3 +186,14 @@ func (r *ring) after(ver int64) ([]*event, int64, bool) {
 	}
 	return nil, 0, false
 }
+
+// verAt is the stream position after the event with the given seq: the
+// position of the newest event at or before it that has one (0: unknown).
+func (r *ring) verAt(seq int64) int64 {
+	for i := len(r.evs) - 1; i >= r.head; i-- {
+		if ev := r.evs[i]; ev.seq <= seq && ev.ver != 0 {
+			return ev.ver
+		}
+	}
+	return 0
+}
