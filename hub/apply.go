@@ -80,10 +80,7 @@ func (t *topic) deltaMessages(d *host.TranscriptDelta) ([]*viewMsg, bool) {
 			if old == nil || ch.Offset != old.u16 || (ch.TurnID != "" && ch.TurnID != old.m.TurnID) {
 				return nil, false
 			}
-			v = &viewMsg{m: old.m, u16: old.u16 + utf16Len(ch.Text)}
-			// The old entry keeps its own slice header, so appending in place
-			// (when capacity allows) never changes what it holds.
-			v.text = append(old.text, ch.Text...)
+			v = old.appended(ch.Text)
 			v.m.Version = ch.Version
 			if !ch.UpdatedAt.IsZero() {
 				v.m.UpdatedAt = ch.UpdatedAt

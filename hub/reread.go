@@ -254,7 +254,7 @@ func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bo
 		if old != nil && isAppend(old, m) {
 			t.emitAt(KindMessageDelta, "", MessageDelta{
 				SessionID: m.SessionID, TurnID: m.TurnID, MessageID: m.ID,
-				Offset: old.u16, Text: m.Content.Text[len(old.text):], Version: m.Version, UpdatedAt: m.UpdatedAt,
+				Offset: old.u16, Text: m.Content.Text[old.n:], Version: m.Version, UpdatedAt: m.UpdatedAt,
 			}, ver)
 		} else {
 			t.emitAt(KindMessageUpdate, "", MessageUpdate{Message: m}, ver)
@@ -272,8 +272,8 @@ func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bo
 // isAppend: both versions streaming, the new text extends the old one, and
 // nothing else a client shows changed.
 func isAppend(old *viewMsg, m host.Message) bool {
-	if !old.m.Streaming || !m.Streaming || len(m.Content.Text) <= len(old.text) ||
-		m.Content.Text[:len(old.text)] != string(old.text) {
+	if !old.m.Streaming || !m.Streaming || len(m.Content.Text) <= old.n ||
+		m.Content.Text[:old.n] != old.text() {
 		return false
 	}
 	return shapeKey(old.m) == shapeKey(m)

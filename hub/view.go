@@ -35,31 +35,57 @@ type sessionView struct {
 	treeKey string
 }
 
-// viewMsg is one message of the window. Its text lives in a growable
-// buffer so applying a streamed chunk appends in amortized O(chunk) instead
-// of copying the whole text again; m.Content.Text is kept empty.
+// viewMsg is one message of the window. Streamed text is appended to a
+// growable buffer, so applying a chunk costs O(chunk) amortized instead of
+// copying the whole text again; the text as a string is built only when
+// an event or a snapshot needs it, and kept until the next append.
+// m.Content.Text is kept empty.
 type viewMsg struct {
-	m    host.Message
-	text []byte
-	u16  int // UTF-16 length of text: the offset of the next append
+	m   host.Message
+	str string // the text, when len(str) == n
+	buf []byte // nil until the first append; then buf[:n] is the text
+	n   int    // bytes of text
+	u16 int    // UTF-16 length of the text: the offset of the next append
 }
 
 func newViewMsg(m host.Message) *viewMsg {
-	v := &viewMsg{text: []byte(m.Content.Text), u16: utf16Len(m.Content.Text)}
+	v := &viewMsg{str: m.Content.Text, n: len(m.Content.Text), u16: utf16Len(m.Content.Text)}
 	m.Content.Text = ""
 	v.m = m
 	return v
 }
 
+// text is the message's text (cached until the next append).
+func (v *viewMsg) text() string {
+	if len(v.str) != v.n {
+		v.str = string(v.buf[:v.n])
+	}
+	return v.str
+}
+
+// appended is a copy of v with piece appended. The buffer may be shared
+// with v, which keeps its own length, so v still reads its own text.
+func (v *viewMsg) appended(piece string) *viewMsg {
+	w := *v
+	if w.buf == nil {
+		w.buf = make([]byte, v.n, max(2*(v.n+len(piece)), 64))
+		copy(w.buf, v.str)
+	}
+	w.buf = append(w.buf[:v.n], piece...)
+	w.n += len(piece)
+	w.u16 += utf16Len(piece)
+	return &w
+}
+
 // message is the complete message (a copy).
 func (v *viewMsg) message() host.Message {
 	m := v.m
-	m.Content.Text = string(v.text)
+	m.Content.Text = v.text()
 	return m
 }
 
 func (v *viewMsg) size() int {
-	n := 256 + len(v.text) + len(v.m.Content.DisplayText)
+	n := 256 + v.n + len(v.m.Content.DisplayText)
 	if v.m.Tool != nil {
 		n += len(v.m.Tool.Input) + len(v.m.Tool.Output)
 	}
