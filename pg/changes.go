@@ -11,32 +11,23 @@ import (
 
 var _ host.ChangesStore = (*Store)(nil)
 
-// Changes reads a session, its newest turns and its messages after a
-// version in one read-only REPEATABLE READ transaction (one snapshot). The
-// three reads go as one pgx.Batch: a catch-up costs three round trips
-// (begin, batch, commit), however many kinds of rows it reads.
+// Changes reads a session, its newest turns, named older turns and its
+// messages after a version in one read-only REPEATABLE READ transaction
+// (one snapshot), sent as one pgx.Batch with its BEGIN and COMMIT: a
+// catch-up costs one round trip, however many kinds of rows it reads. If a
+// statement fails the connection is left inside the transaction and the
+// pool discards it on release.
 func (s *Store) Changes(ctx context.Context, ws, sessionID string, q host.ChangesQuery) (host.Changes, error) {
 	return withPool(ctx, s, func(db querier) (host.Changes, error) {
-		pool := db.(interface {
-			BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
-		})
-		rtx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-		if err != nil {
-			return host.Changes{}, classify("begin read", err)
-		}
-		defer func() { _ = rtx.Rollback(context.WithoutCancel(ctx)) }()
-		c, err := readChanges(ctx, rtx, ws, sessionID, q)
-		if err != nil {
-			return host.Changes{}, err
-		}
-		if err := rtx.Commit(ctx); err != nil {
-			return host.Changes{}, classify("end read", err)
-		}
-		return c, nil
+		return readChanges(ctx, db.(batcher), ws, sessionID, q)
 	})
 }
 
-func readChanges(ctx context.Context, rtx pgx.Tx, ws, sessionID string, q host.ChangesQuery) (host.Changes, error) {
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.ChangesQuery) (c host.Changes, err error) {
 	turnLimit := clampLimit(q.Turns, 50, 200)
 	msgLimit := clampLimit(q.Messages, 200, 1000)
 	order := "ASC"
@@ -44,19 +35,29 @@ func readChanges(ctx context.Context, rtx pgx.Tx, ws, sessionID string, q host.C
 		order = "DESC"
 	}
 	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
 	b.Queue(selectSession, ws, sessionID)
 	if !q.NoTurns {
 		b.Queue(`SELECT `+turnCols+` FROM turns WHERE workspace_id = $1 AND session_id = $2
 			ORDER BY seq DESC LIMIT $3`, ws, sessionID, turnLimit+1)
 	}
+	for _, id := range q.TurnIDs {
+		b.Queue(selectTurn, ws, sessionID, id)
+	}
 	b.Queue(`SELECT `+messageCols+` FROM messages
 		WHERE workspace_id = $1 AND session_id = $2 AND version > $3
 		ORDER BY version `+order+` LIMIT $4`, ws, sessionID, q.AfterVersion, msgLimit+1)
-	br := rtx.SendBatch(ctx, b)
-	defer br.Close()
+	b.Queue(`COMMIT`)
+	br := db.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); cerr != nil && err == nil {
+			err = classify("changes", cerr)
+		}
+	}()
 
-	var c host.Changes
-	var err error
+	if _, err := br.Exec(); err != nil {
+		return host.Changes{}, classify("changes: begin", err)
+	}
 	c.Session, err = scanSession(br.QueryRow())
 	if isNoRows(err) {
 		return host.Changes{}, notFound("session " + sessionID)
@@ -72,6 +73,16 @@ func readChanges(ctx context.Context, rtx pgx.Tx, ws, sessionID string, q host.C
 			c.Turns, c.TurnsHasMore = c.Turns[:turnLimit], true
 		}
 	}
+	for _, id := range q.TurnIDs {
+		t, err := scanTurn(br.QueryRow())
+		switch {
+		case isNoRows(err):
+		case err != nil:
+			return host.Changes{}, classify("changes: turn", err)
+		case !slices.ContainsFunc(c.Turns, func(x host.Turn) bool { return x.ID == id }):
+			c.Extra = append(c.Extra, t)
+		}
+	}
 	if c.Messages, err = collect(br, scanMessage, "changes: messages"); err != nil {
 		return host.Changes{}, err
 	}
@@ -81,21 +92,8 @@ func readChanges(ctx context.Context, rtx pgx.Tx, ws, sessionID string, q host.C
 	if q.Newest {
 		slices.Reverse(c.Messages)
 	}
-	if err := br.Close(); err != nil {
-		return host.Changes{}, classify("changes", err)
-	}
-	for _, id := range q.TurnIDs {
-		if slices.ContainsFunc(c.Turns, func(t host.Turn) bool { return t.ID == id }) {
-			continue
-		}
-		t, err := getTurn(ctx, rtx, ws, sessionID, id)
-		if isNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return host.Changes{}, err
-		}
-		c.Extra = append(c.Extra, t)
+	if _, err := br.Exec(); err != nil {
+		return host.Changes{}, classify("changes: commit", err)
 	}
 	return c, nil
 }
