@@ -224,7 +224,7 @@ func (h *Hub) onFact(f host.Fact) {
 	}
 	// A transcript-only fact moves just messageVersion/updatedAt, which
 	// session summaries ignore, so the workspace topic need not reread.
-	if e.ws != nil && f.Kind != host.FactTranscriptAdvanced {
+	if e.ws != nil && f.Kind != host.FactTranscriptAdvanced && f.Kind != host.FactTranscriptAppended {
 		h.markDirty(e.ws, dirtySession(f.SessionID))
 	}
 	if t := e.sessions[f.SessionID]; t != nil {
