@@ -64,7 +64,7 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 		return h.failBeforeDispatch(ctx, ref, provisional, err)
 	}
 
-	sink := &turnSink{h: h, ref: ref, open: map[string]bool{}}
+	sink := newTurnSink(h, ref, false)
 	err = h.runtime.Dispatch(ctx, DispatchRequest{
 		Ref: ref, ProviderSessionID: start.ProviderSessionID, ClientSubmitID: c.ClientSubmitID,
 		Content: c.Content, OccurredAt: c.CreatedAt,

@@ -504,10 +504,14 @@ func validateRequest(req InteractionRequest) error {
 	return nil
 }
 
-// Interaction makes an agent's request canonical and pending. Like output,
-// it is refused before the Turn's acceptance barrier.
+// Interaction makes an agent's request canonical and pending, after the
+// output queued before it. Like output, it is refused before the Turn's
+// acceptance barrier. A retried report of a recorded request is a no-op.
 func (k *turnSink) Interaction(ctx context.Context, req InteractionRequest) error {
 	if err := validateRequest(req); err != nil {
+		return err
+	}
+	if err := k.flushFirst(ctx); err != nil {
 		return err
 	}
 	return k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
@@ -515,17 +519,7 @@ func (k *turnSink) Interaction(ctx context.Context, req InteractionRequest) erro
 		if err != nil {
 			return err
 		}
-		t, err := tx.Turn(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
-		if err != nil {
-			return err
-		}
-		if t.Settled() {
-			return errTurnSettled
-		}
-		if t.Phase != PhaseDurablyAccepted {
-			return errNotAccepted
-		}
-		s, err := tx.Session(ctx, t.WorkspaceID, t.SessionID)
+		t, s, err := k.load(ctx, tx, fenceAccepted)
 		if err != nil {
 			return err
 		}
@@ -536,13 +530,18 @@ func (k *turnSink) Interaction(ctx context.Context, req InteractionRequest) erro
 			Options: append([]InteractionOption(nil), req.Options...), Tool: req.Tool,
 			State: InteractionPending, CreatedAt: now, UpdatedAt: now,
 		}
+		// Read before inserting: on PostgreSQL a failed insert would abort
+		// the transaction before the duplicate could be examined.
+		prev, err := ix.Interaction(ctx, it.Ref())
+		switch {
+		case err == nil && prev.Kind == it.Kind && prev.Title == it.Title:
+			return nil // a retried report of a request already recorded
+		case err == nil:
+			return wrap(CodeInternal, ErrDuplicate, "interaction %s reported twice with different content", req.RequestID)
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
 		if err := ix.InsertInteraction(ctx, it); err != nil {
-			if errors.Is(err, ErrDuplicate) {
-				// A retried report of a request already recorded.
-				if prev, perr := ix.Interaction(ctx, it.Ref()); perr == nil && prev.Kind == it.Kind && prev.Title == it.Title {
-					return nil
-				}
-			}
 			return err
 		}
 		f, err := treeFact(ctx, tx, s)
@@ -555,11 +554,19 @@ func (k *turnSink) Interaction(ctx context.Context, req InteractionRequest) erro
 }
 
 // Withdraw supersedes a pending request the provider stopped waiting for.
-// An answered one is left to its runtime operation.
+// An answered one is left to its runtime operation; a retry finds nothing
+// pending and does nothing.
 func (k *turnSink) Withdraw(ctx context.Context, requestID string) error {
+	if err := k.flushFirst(ctx); err != nil {
+		return err
+	}
 	ref := InteractionRef{WorkspaceID: k.ref.WorkspaceID, SessionID: k.ref.SessionID, TurnID: k.ref.TurnID, RequestID: requestID}
-	return k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		ix, err := itx(tx)
+		if err != nil {
+			return err
+		}
+		_, s, err := k.load(ctx, tx, fenceUnsettled)
 		if err != nil {
 			return err
 		}
@@ -577,10 +584,6 @@ func (k *turnSink) Withdraw(ctx context.Context, requestID string) error {
 		if err := ix.UpdateInteraction(ctx, it, InteractionPending); err != nil {
 			return err
 		}
-		s, err := tx.Session(ctx, ref.WorkspaceID, ref.SessionID)
-		if err != nil {
-			return err
-		}
 		f, err := treeFact(ctx, tx, s)
 		if err != nil {
 			return err
@@ -588,6 +591,10 @@ func (k *turnSink) Withdraw(ctx context.Context, requestID string) error {
 		emit(f)
 		return nil
 	})
+	if errors.Is(err, errTurnSettled) {
+		return nil // settling already ended the Turn's interactions
+	}
+	return err
 }
 
 // Subagent records a child session in this Turn's tree with one Turn that
@@ -604,31 +611,37 @@ func (k *turnSink) Subagent(ctx context.Context, req SubagentRequest) (TurnRef, 
 	for !utf8.ValidString(title) {
 		title = title[:len(title)-1]
 	}
-	var ref TurnRef
+	if err := k.flushFirst(ctx); err != nil {
+		return TurnRef{}, nil, err
+	}
+	// The child's ids derive from the parent Turn and the provider's
+	// session id, so a retry after an ambiguous commit finds the child
+	// instead of creating a second one.
+	ref := TurnRef{WorkspaceID: k.ref.WorkspaceID,
+		SessionID: derivedID("ses", k.ref.TurnID, req.ProviderSessionID),
+		TurnID:    derivedID("turn", k.ref.TurnID, req.ProviderSessionID)}
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		t, err := tx.Turn(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
+		t, ps, err := k.load(ctx, tx, fenceAccepted)
 		if err != nil {
 			return err
 		}
-		if t.Settled() {
-			return errTurnSettled
-		}
-		if t.Phase != PhaseDurablyAccepted {
-			return errNotAccepted
-		}
-		ps, err := tx.Session(ctx, t.WorkspaceID, t.SessionID)
-		if err != nil {
+		switch prev, err := tx.Session(ctx, ref.WorkspaceID, ref.SessionID); {
+		case err == nil && prev.ParentID == ps.ID:
+			return nil // recorded by an earlier try
+		case err == nil:
+			return wrap(CodeInternal, ErrDuplicate, "sub-agent session %s exists under another parent", ref.SessionID)
+		case !errors.Is(err, ErrNotFound):
 			return err
 		}
 		now := k.h.nowUTC()
 		child := Session{
-			WorkspaceID: ps.WorkspaceID, ID: k.h.newID("ses"), ParentID: ps.ID, RootID: rootOf(ps),
+			WorkspaceID: ps.WorkspaceID, ID: ref.SessionID, ParentID: ps.ID, RootID: rootOf(ps),
 			Title: title, TitleExplicit: title != "", Agent: ps.Agent, Simulated: ps.Simulated,
 			ProviderSessionID: req.ProviderSessionID, TurnCount: 1, CreatedBy: ps.CreatedBy,
 			CreatedAt: now, UpdatedAt: now,
 		}
 		ct := Turn{
-			WorkspaceID: child.WorkspaceID, SessionID: child.ID, ID: k.h.newID("turn"), Seq: 1,
+			WorkspaceID: child.WorkspaceID, SessionID: child.ID, ID: ref.TurnID, Seq: 1,
 			Origin: "subagent", Phase: PhaseDurablyAccepted, ProviderSessionID: req.ProviderSessionID,
 			ProviderTurnID: req.ProviderTurnID, SubmittedBy: t.SubmittedBy, CreatedAt: now, UpdatedAt: now,
 		}
@@ -644,13 +657,23 @@ func (k *turnSink) Subagent(ctx context.Context, req SubagentRequest) (TurnRef, 
 			return err
 		}
 		emit(Fact{WorkspaceID: child.WorkspaceID, Kind: FactSessionChanged, SessionID: child.ID, TurnID: ct.ID}, f)
-		ref = TurnRef{WorkspaceID: ct.WorkspaceID, SessionID: ct.SessionID, TurnID: ct.ID}
 		return nil
 	})
 	if err != nil {
 		return TurnRef{}, nil, err
 	}
-	return ref, &turnSink{h: k.h, ref: ref, open: map[string]bool{}}, nil
+	return ref, newTurnSink(k.h, ref, true), nil
+}
+
+// derivedID is a stable id for what one parent identity names: prefix_
+// and 128 bits of SHA-256 over the parts.
+func derivedID(prefix string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return prefix + "_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // endInteractions moves a settling or cancelled Turn's pending interactions

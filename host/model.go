@@ -120,6 +120,9 @@ type Turn struct {
 	// IdentityAnchorTurnID is an immutable relation to another Turn.
 	IdentityAnchorTurnID string `json:"identityAnchorTurnId,omitempty"`
 	Retracted            bool   `json:"retracted,omitempty"`
+	// AppliedSeq is the highest runtime output sequence (OutputEvent.Seq)
+	// made canonical for this Turn.
+	AppliedSeq int64 `json:"-"`
 	// CancelRequested: a durable cancel intent exists for this Turn.
 	CancelRequested bool       `json:"cancelRequested,omitempty"`
 	SubmittedBy     string     `json:"submittedBy,omitempty"`

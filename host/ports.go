@@ -57,6 +57,7 @@ type Tx interface {
 	InsertSession(ctx context.Context, s Session) error // ErrDuplicate if the id exists
 	UpdateSession(ctx context.Context, s Session) error // ErrNotFound if absent
 	InsertTurn(ctx context.Context, t Turn) error
+	// UpdateTurn writes the mutable columns; AppliedSeq only moves forward.
 	UpdateTurn(ctx context.Context, t Turn) error
 	InsertClaim(ctx context.Context, c SubmitClaim) error // ErrDuplicate on (workspace, clientSubmitId)
 	UpdateClaim(ctx context.Context, c SubmitClaim) error
@@ -70,6 +71,8 @@ type Tx interface {
 
 	// Interactions and durable runtime operations (ports_interactions.go).
 	InteractionTx
+	// Streamed output appends (ports_output.go).
+	OutputTx
 }
 
 // SessionQuery pages sessions newest first.
@@ -200,7 +203,11 @@ type TurnSink interface {
 	// until it returns, and report nothing more for the Turn if it fails.
 	Accepted(ctx context.Context, providerSessionID, providerTurnID string) error
 	// Output reports agent output. Key identifies one message within the
-	// Turn (for example "text-1" or "tool-<id>"); text is appended.
+	// Turn (for example "text-1" or "tool-<id>"); text is appended. The
+	// Host may queue the event and commit it with the ones that follow
+	// (batched while the previous commit is in flight); Interaction,
+	// Subagent and Terminal commit what is queued first. An error for a
+	// queued event surfaces from a later call.
 	Output(ctx context.Context, ev OutputEvent) error
 	// Terminal reports the provider-root end of the Turn.
 	Terminal(ctx context.Context, t Terminal) error
@@ -222,6 +229,10 @@ type TurnSink interface {
 
 // OutputEvent is one piece of agent output for a Turn.
 type OutputEvent struct {
+	// Seq numbers the Turn's output events 1, 2, 3 … in the order the
+	// runtime reports them; the Host applies each once (Turn.AppliedSeq),
+	// so a batch retried after an ambiguous commit is never doubled.
+	Seq  int64
 	Key  string
 	Kind MessageKind
 	// Text is appended to the message's text.

@@ -26,67 +26,82 @@ func (h *Host) settleWith(ctx context.Context, ref TurnRef, term Terminal, claim
 		if err != nil {
 			return err
 		}
-		now := h.nowUTC()
-		t.Phase, t.Outcome, t.UpdatedAt, t.SettledAt = PhaseSettled, term.Outcome, now, &now
-		if term.Outcome != OutcomeCompleted {
-			t.FailureReason = term.Reason
-		}
-		t.StopReason = term.StopReason
-		if err := tx.UpdateTurn(ctx, t); err != nil {
-			return err
-		}
-		out = t
-		ended, resolution := InteractionSuperseded, ResolutionTurnSettled
-		if term.Outcome == OutcomeCanceled {
-			ended, resolution = InteractionCanceled, ResolutionTurnCanceled
-		}
-		if err := endInteractions(ctx, tx, t, ended, resolution, now); err != nil {
-			return err
-		}
-		tf, err := treeFact(ctx, tx, s)
-		if err != nil {
-			return err
-		}
-		emit(tf)
-		for _, key := range openKeys {
-			m, err := tx.Message(ctx, ref.WorkspaceID, ref.SessionID, t.ID+"."+key)
-			if err != nil || !m.Streaming {
-				continue
-			}
-			s.MessageVersion++
-			m.Streaming, m.Version, m.UpdatedAt = false, s.MessageVersion, now
-			if err := tx.PutMessage(ctx, m); err != nil {
-				return err
-			}
-			emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion})
-		}
-		if s.ActiveTurnID == t.ID {
-			s.ActiveTurnID = ""
-		}
-		// A failed first delivery that is settled (rather than rolled back)
-		// stays as history, so the session becomes visible.
-		s.Provisional = false
-		s.UpdatedAt = now
-		if err := tx.UpdateSession(ctx, s); err != nil {
-			return err
-		}
-		if claimState != "" && t.ClientSubmitID != "" {
-			c, err := tx.Claim(ctx, t.WorkspaceID, t.ClientSubmitID)
-			if err == nil && c.State == ClaimPrepared {
-				c.State, c.UpdatedAt = claimState, now
-				if err := tx.UpdateClaim(ctx, c); err != nil {
-					return err
-				}
-			}
-		}
-		emit(turnFact(t))
-		return nil
+		out, err = h.settleIn(ctx, tx, emit, t, s, term, claimState, openKeys)
+		return err
 	})
-	if err == nil && out.Settled() {
+	h.afterSettle(ref, out, err)
+	return out, err
+}
+
+// settleIn settles the unsettled Turn t of session s inside tx: the Turn,
+// its pending interactions, its still-open messages (openKeys), the
+// session's active turn and, when claimState is set, the submit claim.
+func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, s Session, term Terminal, claimState ClaimState, openKeys []string) (Turn, error) {
+	now := h.nowUTC()
+	t.Phase, t.Outcome, t.UpdatedAt, t.SettledAt = PhaseSettled, term.Outcome, now, &now
+	if term.Outcome != OutcomeCompleted {
+		t.FailureReason = term.Reason
+	}
+	t.StopReason = term.StopReason
+	if err := tx.UpdateTurn(ctx, t); err != nil {
+		return t, err
+	}
+	ended, resolution := InteractionSuperseded, ResolutionTurnSettled
+	if term.Outcome == OutcomeCanceled {
+		ended, resolution = InteractionCanceled, ResolutionTurnCanceled
+	}
+	if err := endInteractions(ctx, tx, t, ended, resolution, now); err != nil {
+		return t, err
+	}
+	tf, err := treeFact(ctx, tx, s)
+	if err != nil {
+		return t, err
+	}
+	emit(tf)
+	var closing []MessageAppend
+	for _, key := range openKeys {
+		m, err := tx.Message(ctx, t.WorkspaceID, t.SessionID, messageID(t, key))
+		if err != nil || !m.Streaming {
+			continue
+		}
+		closing = append(closing, MessageAppend{ID: key, Role: m.Role, Kind: m.Kind, Done: true})
+	}
+	if len(closing) > 0 {
+		f, err := h.appendTranscript(ctx, tx, &s, t, closing, now)
+		if err != nil {
+			return t, err
+		}
+		emit(f)
+	}
+	if s.ActiveTurnID == t.ID {
+		s.ActiveTurnID = ""
+	}
+	// A failed first delivery that is settled (rather than rolled back)
+	// stays as history, so the session becomes visible.
+	s.Provisional = false
+	s.UpdatedAt = now
+	if err := tx.UpdateSession(ctx, s); err != nil {
+		return t, err
+	}
+	if claimState != "" && t.ClientSubmitID != "" {
+		c, err := tx.Claim(ctx, t.WorkspaceID, t.ClientSubmitID)
+		if err == nil && c.State == ClaimPrepared {
+			c.State, c.UpdatedAt = claimState, now
+			if err := tx.UpdateClaim(ctx, c); err != nil {
+				return t, err
+			}
+		}
+	}
+	emit(turnFact(t))
+	return t, nil
+}
+
+// afterSettle wakes what waits for a Turn to settle.
+func (h *Host) afterSettle(ref TurnRef, t Turn, err error) {
+	if err == nil && t.Settled() {
 		h.notifySettled(ref.TurnID)
 		h.wakeOps() // a follow-up may wait for this turn to be idle
 	}
-	return out, err
 }
 
 func (h *Host) settledChan(turnID string) chan struct{} {

@@ -20,16 +20,56 @@ type turnSink struct {
 
 	mu           sync.Mutex
 	acceptFailed bool
+	// accepted: this sink saw the barrier pass (or the Turn was born
+	// accepted), so output may be queued; the store still decides.
+	accepted bool
 	// open holds message keys still streaming, closed at the terminal.
 	open map[string]bool
+
+	out outputQueue
+}
+
+func newTurnSink(h *Host, ref TurnRef, accepted bool) *turnSink {
+	return &turnSink{h: h, ref: ref, accepted: accepted, open: map[string]bool{}}
+}
+
+// fence is what a sink write requires of its Turn.
+type fence int
+
+const (
+	fenceUnsettled fence = iota // any phase before settled
+	fenceAccepted               // durably accepted and not settled
+)
+
+// load is the one fenced read every sink write starts with, inside tx:
+// this replica still owns the session, the Turn is not settled and, with
+// fenceAccepted, its provider identity is durably bound. It returns the
+// Turn (also with errTurnSettled, so settle can answer with it) and its
+// session, locked on PostgreSQL.
+func (k *turnSink) load(ctx context.Context, tx Tx, f fence) (Turn, Session, error) {
+	if err := k.h.checkOwner(ctx, tx, k.ref.WorkspaceID, k.ref.SessionID); err != nil {
+		return Turn{}, Session{}, err // fenced: another replica took the session over
+	}
+	t, err := tx.Turn(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
+	if err != nil {
+		return Turn{}, Session{}, err
+	}
+	if t.Settled() {
+		return t, Session{}, errTurnSettled
+	}
+	if f == fenceAccepted && t.Phase != PhaseDurablyAccepted {
+		return t, Session{}, errNotAccepted
+	}
+	s, err := tx.Session(ctx, t.WorkspaceID, t.SessionID)
+	return t, s, err
 }
 
 func (k *turnSink) Observed(ctx context.Context, phase TurnPhase) error {
 	if phaseRank(phase) < phaseRank(PhaseDispatched) || phaseRank(phase) >= phaseRank(PhaseDurablyAccepted) {
 		return Errorf(CodeInternal, "runtime reported phase %q through Observed", phase)
 	}
-	return k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		t, err := tx.Turn(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
+	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		t, _, err := k.load(ctx, tx, fenceUnsettled)
 		if err != nil {
 			return err
 		}
@@ -40,6 +80,10 @@ func (k *turnSink) Observed(ctx context.Context, phase TurnPhase) error {
 		emit(turnFact(t))
 		return tx.UpdateTurn(ctx, t)
 	})
+	if errors.Is(err, errTurnSettled) {
+		return nil // a late report for a Turn that already ended
+	}
+	return err
 }
 
 // Accepted binds canonical turn id to the exact provider identity in one
@@ -50,15 +94,13 @@ func (k *turnSink) Accepted(ctx context.Context, providerSessionID, providerTurn
 	}
 	var cancelAfter bool
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		if err := k.h.checkOwner(ctx, tx, k.ref.WorkspaceID, k.ref.SessionID); err != nil {
-			return err // fenced: another replica took the session over
-		}
-		t, err := tx.Turn(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
+		t, s, err := k.load(ctx, tx, fenceUnsettled)
 		if err != nil {
 			return err
 		}
-		if t.Settled() {
-			return errTurnSettled
+		if t.Phase == PhaseDurablyAccepted && t.ProviderSessionID == providerSessionID && t.ProviderTurnID == providerTurnID {
+			cancelAfter = t.CancelRequested
+			return nil // a retry after an ambiguous commit
 		}
 		t.Phase, t.UpdatedAt = PhaseDurablyAccepted, k.h.nowUTC()
 		t.ProviderSessionID, t.ProviderTurnID = providerSessionID, providerTurnID
@@ -73,10 +115,6 @@ func (k *turnSink) Accepted(ctx context.Context, providerSessionID, providerTurn
 		if err := tx.UpdateClaim(ctx, c); err != nil {
 			return err
 		}
-		s, err := tx.Session(ctx, t.WorkspaceID, t.SessionID)
-		if err != nil {
-			return err
-		}
 		if s.Provisional {
 			s.Provisional = false
 			s.UpdatedAt = t.UpdatedAt
@@ -88,10 +126,11 @@ func (k *turnSink) Accepted(ctx context.Context, providerSessionID, providerTurn
 		emit(turnFact(t))
 		return nil
 	})
+	k.mu.Lock()
+	k.acceptFailed = err != nil
+	k.accepted = err == nil
+	k.mu.Unlock()
 	if err != nil {
-		k.mu.Lock()
-		k.acceptFailed = true
-		k.mu.Unlock()
 		return err
 	}
 	if cancelAfter { // a cancel arrived while the barrier was open
@@ -104,74 +143,13 @@ func (k *turnSink) Accepted(ctx context.Context, providerSessionID, providerTurn
 	return nil
 }
 
-// Output appends agent output to the Turn's message for ev.Key.
-func (k *turnSink) Output(ctx context.Context, ev OutputEvent) error {
-	if ev.Key == "" {
-		return Errorf(CodeInternal, "output without a message key")
-	}
-	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		if err := k.h.checkOwner(ctx, tx, k.ref.WorkspaceID, k.ref.SessionID); err != nil {
-			return err // fenced: another replica took the session over
-		}
-		t, err := tx.Turn(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
-		if err != nil {
-			return err
-		}
-		if t.Settled() {
-			return errTurnSettled
-		}
-		if t.Phase != PhaseDurablyAccepted {
-			return errNotAccepted
-		}
-		s, err := tx.Session(ctx, t.WorkspaceID, t.SessionID)
-		if err != nil {
-			return err
-		}
-		now := k.h.nowUTC()
-		s.MessageVersion++
-		id := t.ID + "." + ev.Key
-		m, err := tx.Message(ctx, t.WorkspaceID, t.SessionID, id)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			kind := ev.Kind
-			if kind == "" {
-				kind = KindText
-			}
-			m = Message{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, ID: id, TurnID: t.ID,
-				Role: RoleAgent, Kind: kind, Ordinal: s.MessageVersion, Streaming: true, CreatedAt: now}
-		case err != nil:
-			return err
-		}
-		m.Content.Text += ev.Text
-		if ev.Tool != nil {
-			tool := *ev.Tool
-			m.Tool = &tool
-		}
-		if ev.Done {
-			m.Streaming = false
-		}
-		m.Version, m.UpdatedAt = s.MessageVersion, now
-		if err := tx.PutMessage(ctx, m); err != nil {
-			return err
-		}
-		s.UpdatedAt = now
-		if err := tx.UpdateSession(ctx, s); err != nil {
-			return err
-		}
-		emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion})
-		return nil
-	})
-	if err == nil {
-		k.mu.Lock()
-		k.open[ev.Key] = !ev.Done
-		k.mu.Unlock()
-	}
-	return err
-}
-
-// Terminal settles the Turn from the provider's report. A lost provider
-// state settles as failed/execution_status_unknown, never as a guess.
+// Terminal commits the queued output, then settles the Turn from the
+// provider's report. A lost provider state settles as
+// failed/execution_status_unknown, never as a guess.
 func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
+	if err := k.flush(ctx); err != nil && !errors.Is(err, errTurnSettled) {
+		return err
+	}
 	if term.StateLost {
 		term = Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown, StopReason: term.StopReason}
 	}
@@ -183,6 +161,19 @@ func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
 		}
 	}
 	k.mu.Unlock()
-	_, err := k.h.settleWith(ctx, k.ref, term, "", keys)
+	var out Turn
+	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		t, s, err := k.load(ctx, tx, fenceUnsettled)
+		if errors.Is(err, errTurnSettled) {
+			out = t // settled already (or a retry after an ambiguous commit)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out, err = k.h.settleIn(ctx, tx, emit, t, s, term, "", keys)
+		return err
+	})
+	k.h.afterSettle(k.ref, out, err)
 	return err
 }

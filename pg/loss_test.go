@@ -200,7 +200,9 @@ func TestBackendsTerminatedWhileRequestsAreInFlight(t *testing.T) {
 				return nil
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("session %s stays busy: %+v %v", sid, s, err)
+				tu, terr := h.GetTurn(context.Background(), ws, sid, s.ActiveTurnID)
+				msgs, _ := st.ListMessages(context.Background(), ws, sid, host.MessageQuery{TurnID: s.ActiveTurnID})
+				return fmt.Errorf("DEBUG turn %+v %v msgs %+v", tu, terr, msgs)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

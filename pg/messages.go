@@ -12,17 +12,18 @@ import (
 )
 
 const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
-	content_json, tool_json, streaming, author, created_at, updated_at`
+	content_json, tool_json, streaming, author, created_at, updated_at, text`
 
 func scanMessage(row pgx.Row) (host.Message, error) {
 	var (
 		m          host.Message
 		role, kind string
 		content    string
+		text       string
 		tool       *string
 	)
 	err := row.Scan(&m.WorkspaceID, &m.SessionID, &m.ID, &m.TurnID, &role, &kind, &m.Version,
-		&m.Ordinal, &content, &tool, &m.Streaming, &m.Author, &m.CreatedAt, &m.UpdatedAt)
+		&m.Ordinal, &content, &tool, &m.Streaming, &m.Author, &m.CreatedAt, &m.UpdatedAt, &text)
 	if err != nil {
 		return host.Message{}, err
 	}
@@ -31,6 +32,7 @@ func scanMessage(row pgx.Row) (host.Message, error) {
 	if err := json.Unmarshal([]byte(content), &m.Content); err != nil {
 		return host.Message{}, fmt.Errorf("message %s: decode content: %w", m.ID, err)
 	}
+	m.Content.Text = text
 	if tool != nil {
 		m.Tool = new(host.ToolCall)
 		if err := json.Unmarshal([]byte(*tool), m.Tool); err != nil {
@@ -56,38 +58,79 @@ func (t *tx) Message(ctx context.Context, ws, sessionID, messageID string) (host
 }
 
 // PutMessage inserts the message or replaces every column of the existing
-// one with the same (workspace, session, id).
+// one with the same (workspace, session, id). The text lives in its own
+// column (appends never touch content_json).
 func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 	if t.failed != nil {
 		return t.failed
 	}
+	text := m.Content.Text
+	m.Content.Text = ""
 	content, err := json.Marshal(m.Content)
 	if err != nil {
 		return fmt.Errorf("pg: put message %s: encode content: %w", m.ID, err)
 	}
-	var tool *string
-	if m.Tool != nil {
-		b, err := json.Marshal(m.Tool)
-		if err != nil {
-			return fmt.Errorf("pg: put message %s: encode tool: %w", m.ID, err)
-		}
-		s := string(b)
-		tool = &s
+	tool, err := encodeTool(m.ID, m.Tool)
+	if err != nil {
+		return err
 	}
-	_, err = t.tx.Exec(ctx, `INSERT INTO messages (`+messageCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+	_, err = t.tx.Exec(ctx, `INSERT INTO messages (`+messageCols+`, text_len)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
+			text = excluded.text, text_len = excluded.text_len,
 			turn_id = excluded.turn_id, role = excluded.role, kind = excluded.kind,
 			version = excluded.version, ordinal = excluded.ordinal,
 			content_json = excluded.content_json, tool_json = excluded.tool_json,
 			streaming = excluded.streaming, author = excluded.author,
 			created_at = excluded.created_at, updated_at = excluded.updated_at`,
 		m.WorkspaceID, m.SessionID, m.ID, m.TurnID, string(m.Role), string(m.Kind), m.Version,
-		m.Ordinal, string(content), tool, m.Streaming, m.Author, m.CreatedAt, m.UpdatedAt)
+		m.Ordinal, string(content), tool, m.Streaming, m.Author, m.CreatedAt, m.UpdatedAt,
+		text, host.UTF16Len(text))
 	if err != nil {
 		return t.fail(classify("put message", err))
 	}
 	return nil
+}
+
+func encodeTool(id string, tc *host.ToolCall) (*string, error) {
+	if tc == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(tc)
+	if err != nil {
+		return nil, fmt.Errorf("pg: message %s: encode tool: %w", id, err)
+	}
+	s := string(b)
+	return &s, nil
+}
+
+// AppendMessage implements host.OutputTx: the text is concatenated in SQL,
+// so its cost does not grow with the message.
+func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
+	if t.failed != nil {
+		return host.AppendResult{}, t.failed
+	}
+	tool, err := encodeTool(a.ID, a.Tool)
+	if err != nil {
+		return host.AppendResult{}, err
+	}
+	var n, ordinal int64
+	err = t.tx.QueryRow(ctx, `INSERT INTO messages (workspace_id, session_id, id, turn_id, role,
+			kind, version, ordinal, content_json, tool_json, streaming, author, created_at,
+			updated_at, text, text_len)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $7, '{}', $8, $9, '', $10, $10, $11, $12)
+		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
+			text = messages.text || excluded.text, text_len = messages.text_len + excluded.text_len,
+			tool_json = coalesce(excluded.tool_json, messages.tool_json),
+			streaming = messages.streaming AND excluded.streaming,
+			version = excluded.version, updated_at = excluded.updated_at
+		RETURNING text_len, ordinal`,
+		a.WorkspaceID, a.SessionID, a.ID, a.TurnID, string(a.Role), string(a.Kind), a.Version,
+		tool, !a.Done, a.At, a.Text, a.TextLen).Scan(&n, &ordinal)
+	if err != nil {
+		return host.AppendResult{}, t.fail(classify("append message", err))
+	}
+	return host.AppendResult{Offset: int(n) - a.TextLen, Created: ordinal == a.Version}, nil
 }
 
 // ListMessages selects messages by version, always returned ascending.

@@ -12,19 +12,19 @@ import (
 )
 
 const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
-	content_json, tool_json, streaming, author, created_at, updated_at`
+	content_json, tool_json, streaming, author, created_at, updated_at, text`
 
 func scanMessage(sc scanner) (host.Message, error) {
 	var (
 		m                host.Message
 		role, kind       string
-		content          string
+		content, text    string
 		tool             sql.NullString
 		streaming        int64
 		created, updated int64
 	)
 	err := sc.Scan(&m.WorkspaceID, &m.SessionID, &m.ID, &m.TurnID, &role, &kind, &m.Version,
-		&m.Ordinal, &content, &tool, &streaming, &m.Author, &created, &updated)
+		&m.Ordinal, &content, &tool, &streaming, &m.Author, &created, &updated, &text)
 	if err != nil {
 		return host.Message{}, err
 	}
@@ -33,6 +33,7 @@ func scanMessage(sc scanner) (host.Message, error) {
 	if err := json.Unmarshal([]byte(content), &m.Content); err != nil {
 		return host.Message{}, fmt.Errorf("message %s: decode content: %w", m.ID, err)
 	}
+	m.Content.Text = text
 	if tool.Valid {
 		m.Tool = new(host.ToolCall)
 		if err := json.Unmarshal([]byte(tool.String), m.Tool); err != nil {
@@ -60,23 +61,23 @@ func (t *tx) Message(ctx context.Context, ws, sessionID, messageID string) (host
 }
 
 // PutMessage inserts the message or replaces every column of the existing
-// one with the same (workspace, session, id).
+// one with the same (workspace, session, id). The text lives in its own
+// column (appends never touch content_json).
 func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
+	text := m.Content.Text
+	m.Content.Text = ""
 	content, err := json.Marshal(m.Content)
 	if err != nil {
 		return fmt.Errorf("sqlite: put message %s: encode content: %w", m.ID, err)
 	}
-	var tool any
-	if m.Tool != nil {
-		b, err := json.Marshal(m.Tool)
-		if err != nil {
-			return fmt.Errorf("sqlite: put message %s: encode tool: %w", m.ID, err)
-		}
-		tool = string(b)
+	tool, err := encodeTool(m.ID, m.Tool)
+	if err != nil {
+		return err
 	}
-	_, err = t.tx.ExecContext(ctx, `INSERT INTO messages (`+messageCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO messages (`+messageCols+`, text_len)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
+			text = excluded.text, text_len = excluded.text_len,
 			turn_id = excluded.turn_id, role = excluded.role, kind = excluded.kind,
 			version = excluded.version, ordinal = excluded.ordinal,
 			content_json = excluded.content_json, tool_json = excluded.tool_json,
@@ -84,8 +85,49 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 			created_at = excluded.created_at, updated_at = excluded.updated_at`,
 		m.WorkspaceID, m.SessionID, m.ID, m.TurnID, string(m.Role), string(m.Kind), m.Version,
 		m.Ordinal, string(content), tool, boolInt(m.Streaming), m.Author, ms(m.CreatedAt),
-		ms(m.UpdatedAt))
+		ms(m.UpdatedAt), text, host.UTF16Len(text))
 	return classify("put message", err)
+}
+
+// encodeTool is the tool_json value: NULL without a tool call.
+func encodeTool(id string, tc *host.ToolCall) (any, error) {
+	if tc == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(tc)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: message %s: encode tool: %w", id, err)
+	}
+	return string(b), nil
+}
+
+// appendMessageSQL creates a message or appends to it in one statement; the
+// text is concatenated in SQL, so its cost does not grow with the message.
+const appendMessageSQL = `INSERT INTO messages (workspace_id, session_id, id, turn_id, role, kind,
+		version, ordinal, content_json, tool_json, streaming, author, created_at, updated_at,
+		text, text_len)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, '{}', ?8, ?9, '', ?10, ?10, ?11, ?12)
+	ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
+		text = messages.text || excluded.text, text_len = messages.text_len + excluded.text_len,
+		tool_json = coalesce(excluded.tool_json, messages.tool_json),
+		streaming = messages.streaming AND excluded.streaming,
+		version = excluded.version, updated_at = excluded.updated_at
+	RETURNING text_len, ordinal`
+
+// AppendMessage implements host.OutputTx with a statement prepared once.
+func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
+	tool, err := encodeTool(a.ID, a.Tool)
+	if err != nil {
+		return host.AppendResult{}, err
+	}
+	var n, ordinal int64
+	err = t.tx.StmtContext(ctx, t.s.appendMessage).QueryRowContext(ctx,
+		a.WorkspaceID, a.SessionID, a.ID, a.TurnID, string(a.Role), string(a.Kind), a.Version,
+		tool, boolInt(!a.Done), ms(a.At), a.Text, a.TextLen).Scan(&n, &ordinal)
+	if err != nil {
+		return host.AppendResult{}, classify("append message", err)
+	}
+	return host.AppendResult{Offset: int(n) - a.TextLen, Created: ordinal == a.Version}, nil
 }
 
 // ListMessages selects messages by version, always returned ascending.

@@ -40,6 +40,9 @@ type Store struct {
 	r      *sql.DB
 	log    *slog.Logger
 	closed atomic.Bool
+	// appendMessage is prepared once on the writer's only connection: it
+	// runs once per message per output batch.
+	appendMessage *sql.Stmt
 }
 
 var _ host.Store = (*Store)(nil)
@@ -78,7 +81,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	return &Store{w: w, r: r, log: log}, nil
+	st := &Store{w: w, r: r, log: log}
+	if st.appendMessage, err = w.PrepareContext(ctx, appendMessageSQL); err != nil {
+		st.Close()
+		return nil, classify("prepare append message", err)
+	}
+	return st, nil
 }
 
 // dsn builds a driver DSN. Pragmas are set per connection by the driver, so
@@ -137,7 +145,11 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	return errors.Join(s.r.Close(), s.w.Close())
+	var stmtErr error
+	if s.appendMessage != nil {
+		stmtErr = s.appendMessage.Close()
+	}
+	return errors.Join(stmtErr, s.r.Close(), s.w.Close())
 }
 
 // reader returns the read pool, or errClosed after Close.
@@ -173,7 +185,7 @@ func (s *Store) Update(ctx context.Context, fn func(host.Tx) error) (err error) 
 			panic(p)
 		}
 	}()
-	if err := fn(&tx{tx: sqlTx}); err != nil {
+	if err := fn(&tx{tx: sqlTx, s: s}); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
@@ -186,6 +198,7 @@ func (s *Store) Update(ctx context.Context, fn func(host.Tx) error) (err error) 
 // tx implements host.Tx over one write transaction.
 type tx struct {
 	tx *sql.Tx
+	s  *Store
 }
 
 var _ host.Tx = (*tx)(nil)

@@ -15,9 +15,9 @@ import (
 const turnCols = `workspace_id, session_id, id, seq, origin, phase, outcome, failure_reason,
 	stop_reason, provider_session_id, provider_turn_id, client_submit_id,
 	identity_anchor_turn_id, retracted, cancel_requested, submitted_by, created_at,
-	updated_at, settled_at`
+	updated_at, settled_at, applied_seq`
 
-const turnNCols = 19
+const turnNCols = 20
 
 // scanTurn scans into untyped values and decodes them itself, so a corrupt
 // value yields a decode error for that row with its key filled in rather
@@ -55,6 +55,7 @@ func decodeTurn(v []any) (host.Turn, error) {
 		SubmittedBy:          d.str(15, "submitted_by"),
 		CreatedAt:            fromMS(d.int(16, "created_at")),
 		UpdatedAt:            fromMS(d.int(17, "updated_at")),
+		AppliedSeq:           d.int(19, "applied_seq"),
 	}
 	if v[18] != nil {
 		at := fromMS(d.int(18, "settled_at"))
@@ -156,27 +157,28 @@ func (t *tx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn,
 
 func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
 	_, err := t.tx.ExecContext(ctx, `INSERT INTO turns (`+turnCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tu.WorkspaceID, tu.SessionID, tu.ID, tu.Seq, tu.Origin, string(tu.Phase),
 		string(tu.Outcome), tu.FailureReason, tu.StopReason, tu.ProviderSessionID,
 		tu.ProviderTurnID, tu.ClientSubmitID, tu.IdentityAnchorTurnID, boolInt(tu.Retracted),
 		boolInt(tu.CancelRequested), tu.SubmittedBy, ms(tu.CreatedAt), ms(tu.UpdatedAt),
-		msPtr(tu.SettledAt))
+		msPtr(tu.SettledAt), tu.AppliedSeq)
 	return classify("insert turn", err)
 }
 
 // UpdateTurn rewrites the mutable columns. Seq, the identity anchor and the
-// creation time are immutable and left as inserted.
+// creation time are immutable and left as inserted; applied_seq only moves
+// forward, so a Turn read earlier can never undo applied output.
 func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
 	res, err := t.tx.ExecContext(ctx, `UPDATE turns SET origin = ?, phase = ?, outcome = ?,
 		failure_reason = ?, stop_reason = ?, provider_session_id = ?, provider_turn_id = ?,
 		client_submit_id = ?, retracted = ?, cancel_requested = ?, submitted_by = ?,
-		updated_at = ?, settled_at = ?
+		updated_at = ?, settled_at = ?, applied_seq = max(applied_seq, ?)
 		WHERE workspace_id = ? AND session_id = ? AND id = ?`,
 		tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
 		tu.ProviderSessionID, tu.ProviderTurnID, tu.ClientSubmitID, boolInt(tu.Retracted),
 		boolInt(tu.CancelRequested), tu.SubmittedBy, ms(tu.UpdatedAt), msPtr(tu.SettledAt),
-		tu.WorkspaceID, tu.SessionID, tu.ID)
+		tu.AppliedSeq, tu.WorkspaceID, tu.SessionID, tu.ID)
 	return affectedOne("update turn "+tu.ID, res, err)
 }
 

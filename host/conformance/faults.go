@@ -23,6 +23,42 @@ type faultStore struct {
 	loseAck func() bool
 	// calls records the store calls whose order recovery must keep.
 	calls []string
+	// sinkFault, when set, decides the fate of each transaction that
+	// appends output or settles a Turn (n counts them from 0).
+	sinkFault func(n int) sinkFault
+	// holdOutput, when set, holds the next output transaction open (before
+	// its commit) until the channel is closed; outputHeld is closed then.
+	holdOutput, outputHeld chan struct{}
+	// sinkTxs records each committed output transaction's Tx calls.
+	sinkTxs []sinkTx
+	nSink   int
+}
+
+// sinkFault is what happens to one output or settle transaction.
+type sinkFault int
+
+const (
+	sinkCommit       sinkFault = iota
+	sinkFailBefore             // rolled back: unavailable before commit
+	sinkAmbiguous              // committed, but reported unavailable
+)
+
+// sinkTx is one committed output transaction as the Host wrote it.
+type sinkTx struct {
+	calls    int // Tx method calls: one statement each
+	messages int // AppendMessage calls
+}
+
+func (s *faultStore) outputTxs() []sinkTx {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []sinkTx
+	for _, t := range s.sinkTxs {
+		if t.messages > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (s *faultStore) onTurnWrite(fn func(t host.Turn) error) {
@@ -42,12 +78,46 @@ func (s *faultStore) onCommitted(fn func() bool) {
 
 func (s *faultStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 	s.mu.Lock()
-	hook, loseAck := s.failTurnWrite, s.loseAck
+	hook, loseAck, decide := s.failTurnWrite, s.loseAck, s.sinkFault
 	s.mu.Unlock()
+	var ft *faultTx
+	fault := sinkCommit
 	err := s.Store.Update(ctx, func(tx host.Tx) error {
-		return fn(&faultTx{Tx: tx, hook: hook})
+		ft = &faultTx{Tx: tx, hook: hook}
+		if err := fn(ft); err != nil {
+			return err
+		}
+		if !ft.sinkWrite() {
+			return nil
+		}
+		s.mu.Lock()
+		n := s.nSink
+		s.nSink++
+		hold, held := s.holdOutput, s.outputHeld
+		if ft.appends > 0 {
+			s.holdOutput, s.outputHeld = nil, nil
+		} else {
+			hold = nil
+		}
+		s.mu.Unlock()
+		if hold != nil {
+			close(held)
+			<-hold
+		}
+		if decide != nil {
+			fault = decide(n)
+		}
+		if fault == sinkFailBefore {
+			return fmt.Errorf("conformance: connection lost before commit: %w", host.ErrUnavailable)
+		}
+		return nil
 	})
-	if err == nil && loseAck != nil && loseAck() {
+	if err == nil && ft != nil && ft.sinkWrite() {
+		s.mu.Lock()
+		s.sinkTxs = append(s.sinkTxs, sinkTx{calls: ft.calls, messages: ft.appends})
+		s.mu.Unlock()
+	}
+	if err == nil && (fault == sinkAmbiguous || loseAck != nil && loseAck()) {
 		return fmt.Errorf("conformance: acknowledgement lost after commit: %w", host.ErrUnavailable)
 	}
 	return err
@@ -56,9 +126,44 @@ func (s *faultStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 type faultTx struct {
 	host.Tx
 	hook func(t host.Turn) error
+	// calls counts the Tx calls of the output path; appends and settles
+	// mark a sink transaction.
+	calls   int
+	appends int
+	settles bool
+}
+
+func (tx *faultTx) sinkWrite() bool { return tx.appends > 0 || tx.settles }
+
+func (tx *faultTx) Session(ctx context.Context, ws, id string) (host.Session, error) {
+	tx.calls++
+	return tx.Tx.Session(ctx, ws, id)
+}
+
+func (tx *faultTx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn, error) {
+	tx.calls++
+	return tx.Tx.Turn(ctx, ws, sessionID, turnID)
+}
+
+func (tx *faultTx) UpdateSession(ctx context.Context, s host.Session) error {
+	tx.calls++
+	return tx.Tx.UpdateSession(ctx, s)
+}
+
+func (tx *faultTx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
+	tx.calls++
+	tx.appends++
+	return tx.Tx.AppendMessage(ctx, a)
+}
+
+func (tx *faultTx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, error) {
+	tx.calls++
+	return tx.Tx.AppendFacts(ctx, facts...)
 }
 
 func (tx *faultTx) UpdateTurn(ctx context.Context, t host.Turn) error {
+	tx.calls++
+	tx.settles = tx.settles || t.Settled()
 	if tx.hook != nil {
 		if err := tx.hook(t); err != nil {
 			return err

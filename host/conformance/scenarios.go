@@ -40,5 +40,8 @@ func Scenarios() []Scenario {
 		InteractionOneTreeFact,
 		RecoverOperationsFirst,
 		RecoverDenialBeforeDelivery,
+		OutputAmbiguousCommit,
+		OutputFaultSchedules,
+		OutputBurstBatches,
 	}
 }

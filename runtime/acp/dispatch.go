@@ -381,7 +381,7 @@ func (c *connection) pump(t *turn) {
 			p.drain()
 		case <-t.promptDone:
 			p.drain()
-			p.emit(t.sink, p.m.finish())
+			p.emit(t.sink, p.m, p.m.finish())
 			term := terminalFor(t.result)
 			p.endChildren(term)
 			if err := c.report(func(ctx context.Context) error { return t.sink.Terminal(ctx, term) }); err != nil {
@@ -413,8 +413,12 @@ type childTurn struct {
 	ended  bool
 }
 
-func (p *pumpState) emit(sink host.TurnSink, evs []host.OutputEvent) {
+// emit reports a Turn's output, numbering each event with the Turn's next
+// sequence number once, so a retried report is applied once.
+func (p *pumpState) emit(sink host.TurnSink, m *mapper, evs []host.OutputEvent) {
 	for _, ev := range evs {
+		m.seq++
+		ev.Seq = m.seq
 		if err := p.c.report(func(ctx context.Context) error { return sink.Output(ctx, ev) }); err != nil {
 			if p.lost == 0 {
 				p.c.rt.log.Warn("turn output not recorded", "turn", p.t.ref.TurnID, "key", ev.Key, "err", err)
@@ -433,13 +437,13 @@ func (p *pumpState) drain() {
 			p.withdraw(it.withdraw)
 		case it.update != nil && it.child != "":
 			if ch := p.children[it.child]; ch != nil && !ch.ended {
-				p.emit(ch.sink, ch.m.apply(*it.update))
+				p.emit(ch.sink, ch.m, ch.m.apply(*it.update))
 			}
 		case it.update != nil:
-			p.emit(p.t.sink, p.m.apply(*it.update))
+			p.emit(p.t.sink, p.m, p.m.apply(*it.update))
 			p.subagents(*it.update)
 		default:
-			p.emit(p.t.sink, p.m.notice(it.notice))
+			p.emit(p.t.sink, p.m, p.m.notice(it.notice))
 		}
 	}
 }
@@ -497,7 +501,7 @@ func (p *pumpState) subagents(u acpsdk.SessionUpdate) {
 
 func (p *pumpState) endChild(ch *childTurn, term host.Terminal) {
 	ch.ended = true
-	p.emit(ch.sink, ch.m.finish())
+	p.emit(ch.sink, ch.m, ch.m.finish())
 	if err := p.c.report(func(ctx context.Context) error { return ch.sink.Terminal(ctx, term) }); err != nil {
 		p.c.rt.log.Warn("sub-agent terminal not recorded", "turn", ch.ref.TurnID, "err", err)
 	}

@@ -60,6 +60,7 @@ type mapper struct {
 	tools    map[string]*host.ToolCall
 	order    []string // tool ids, first seen first
 	closed   map[string]bool
+	seq      int64 // last OutputEvent.Seq reported for the Turn
 }
 
 func newMapper() *mapper {

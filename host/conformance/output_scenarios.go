@@ -1,0 +1,461 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// scriptRuntime is a provider that reports a fixed list of output events
+// for every Turn, retrying each sink call the Host calls transient as the
+// ACP adapter does, so scenarios control exactly what the agent sent.
+type scriptRuntime struct {
+	events []host.OutputEvent
+	// afterOutput, when set, runs after each Output returned.
+	afterOutput func(ref host.TurnRef, sent []host.OutputEvent)
+	// sentAll, when set, is closed once every event was reported.
+	sentAll chan struct{}
+	// afterFirst, when set, is waited for after the first event.
+	afterFirst chan struct{}
+
+	wg sync.WaitGroup // the streaming goroutines this runtime owns
+	mu sync.Mutex
+	// stopped is why a stream ended before its last event.
+	stopped error
+}
+
+func (r *scriptRuntime) stopErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped
+}
+
+func (r *scriptRuntime) Start(_ context.Context, req host.StartRequest) (host.StartResult, error) {
+	return host.StartResult{ProviderSessionID: "script-" + req.SessionID, Created: true, Resumed: true}, nil
+}
+
+func (r *scriptRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
+	if err := retrySink(func() error { return sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID) }); err != nil {
+		return err
+	}
+	// The stream outlives Dispatch (whose context ends when it returns),
+	// as a provider connection does.
+	ctx = context.WithoutCancel(ctx)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for i, ev := range r.events {
+			if err := retrySink(func() error { return sink.Output(ctx, ev) }); err != nil {
+				r.mu.Lock()
+				r.stopped = fmt.Errorf("output %d: %w", ev.Seq, err)
+				r.mu.Unlock()
+				return
+			}
+			if r.afterOutput != nil {
+				r.afterOutput(req.Ref, r.events[:i+1])
+			}
+			if i == 0 && r.afterFirst != nil {
+				<-r.afterFirst
+			}
+		}
+		if r.sentAll != nil {
+			close(r.sentAll)
+		}
+		_ = retrySink(func() error { return sink.Terminal(ctx, host.Terminal{Outcome: host.OutcomeCompleted}) })
+	}()
+	return nil
+}
+
+func (r *scriptRuntime) Cancel(context.Context, host.TurnRef) (host.CancelReport, error) {
+	return host.CancelReport{}, nil
+}
+func (r *scriptRuntime) Close(context.Context, string, string) error { return nil }
+func (r *scriptRuntime) Describe() host.AgentInfo                   { return host.AgentInfo{Name: "script"} }
+
+// retrySink repeats a sink call while the Host reports a transient failure.
+func retrySink(call func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := call()
+		if err == nil || !host.CodeOf(err).Retryable() || attempt == 500 {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// useScript makes the fixture's Host dispatch to rt.
+func (f *fixture) useScript(rt *scriptRuntime) {
+	f.runtime.set(func(p *probeRuntime) { p.Runtime = rt })
+	f.t.Cleanup(rt.wg.Wait)
+}
+
+// wantMessage is one message as the events that built it say it must be.
+type wantMessage struct {
+	kind host.MessageKind
+	text string
+	tool *host.ToolCall
+}
+
+// expected folds events into the messages they describe, by key.
+func expected(evs []host.OutputEvent) (map[string]*wantMessage, []string) {
+	want := map[string]*wantMessage{}
+	var keys []string
+	for _, ev := range evs {
+		m := want[ev.Key]
+		if m == nil {
+			kind := ev.Kind
+			if kind == "" {
+				kind = host.KindText
+			}
+			m = &wantMessage{kind: kind}
+			want[ev.Key] = m
+			keys = append(keys, ev.Key)
+		}
+		m.text += ev.Text
+		if ev.Tool != nil {
+			m.tool = ev.Tool
+		}
+	}
+	return want, keys
+}
+
+// checkTranscript compares the Turn's canonical agent messages with what
+// the runtime sent: complete (prefix false) or a prefix of it.
+func checkTranscript(t *testing.T, got []host.Message, turn string, sent []host.OutputEvent, prefix bool) {
+	t.Helper()
+	if p := transcriptProblem(got, turn, sent, prefix); p != "" {
+		t.Fatal(p)
+	}
+}
+
+func transcriptProblem(got []host.Message, turn string, sent []host.OutputEvent, prefix bool) string {
+	want, keys := expected(sent)
+	seen := map[string]bool{}
+	for _, m := range got {
+		if m.Role != host.RoleAgent || m.TurnID != turn {
+			continue
+		}
+		key := strings.TrimPrefix(m.ID, turn+".")
+		w := want[key]
+		if w == nil {
+			return fmt.Sprintf("message %s was never sent", m.ID)
+		}
+		seen[key] = true
+		ok := m.Content.Text == w.text
+		if prefix {
+			ok = strings.HasPrefix(w.text, m.Content.Text)
+		}
+		switch {
+		case !ok || m.Kind != w.kind:
+			return fmt.Sprintf("message %s: canonical %q (%s), sent %q (%s), prefix=%v", key, m.Content.Text, m.Kind, w.text, w.kind, prefix)
+		case !prefix && !sameTool(m.Tool, w.tool):
+			return fmt.Sprintf("message %s: tool %+v, sent %+v", key, m.Tool, w.tool)
+		case !prefix && m.Streaming:
+			return fmt.Sprintf("message %s still streaming after the turn settled", key)
+		}
+	}
+	if !prefix && len(seen) != len(keys) {
+		return fmt.Sprintf("canonical messages %v, sent %v", seen, keys)
+	}
+	return ""
+}
+
+func sameTool(a, b *host.ToolCall) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// randomEvents is a random output sequence: several messages (text,
+// thought, tool), tool updates, done flags, multi-byte text and surrogate
+// pairs. A message closed by Done gets nothing more, as from an adapter.
+func randomEvents(rng *rand.Rand) []host.OutputEvent {
+	pieces := []string{"word ", "é", "😀", "𝄞 ", "naïve ", "\u2028", "chunk. ", "日本 ", "a", "  "}
+	type stream struct {
+		key  string
+		kind host.MessageKind
+		done bool
+	}
+	streams := []*stream{{key: "text-1", kind: host.KindText}, {key: "thought-1", kind: host.KindThought},
+		{key: "tool-a", kind: host.KindToolCall}, {key: "text-2", kind: host.KindText}}
+	n := 1 + rng.IntN(60)
+	var evs []host.OutputEvent
+	for len(evs) < n {
+		s := streams[rng.IntN(len(streams))]
+		if s.done {
+			open := false
+			for _, o := range streams {
+				open = open || !o.done
+			}
+			if !open {
+				break
+			}
+			continue
+		}
+		ev := host.OutputEvent{Seq: int64(len(evs) + 1), Key: s.key, Kind: s.kind}
+		if s.kind == host.KindToolCall {
+			ev.Tool = &host.ToolCall{ID: "a", Title: "run", Status: []string{"pending", "in_progress", "completed"}[rng.IntN(3)]}
+		} else {
+			for range 1 + rng.IntN(4) {
+				ev.Text += pieces[rng.IntN(len(pieces))]
+			}
+		}
+		if rng.IntN(12) == 0 {
+			ev.Done, s.done = true, true
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+var OutputAmbiguousCommit = Scenario{"output/ambiguous_commit_applied_once", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	// The real agent path: every second output or settle commit loses its
+	// acknowledgement, so the Host retries batches that are durable.
+	var mu sync.Mutex
+	var sent []host.OutputEvent
+	seen := map[int64]bool{}
+	f.runtime.set(func(r *probeRuntime) {
+		r.wrapSink = func(k host.TurnSink) host.TurnSink { return &recordingSink{TurnSink: k, mu: &mu, sent: &sent, seen: seen} }
+	})
+	f.store.mu.Lock()
+	f.store.sinkFault = func(n int) sinkFault { return sinkFault(n % 2 * int(sinkAmbiguous)) }
+	f.store.mu.Unlock()
+	tr := f.waitSettled(f.mustSend(s.ID, "amb-1", "/sim words=300 tool"))
+	if tr.Outcome != host.OutcomeCompleted {
+		t.Fatalf("turn must complete: %+v", tr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) < 10 {
+		t.Fatalf("the agent sent only %d events", len(sent))
+	}
+	checkTranscript(t, f.messages(s.ID, host.MessageQuery{TurnID: tr.ID}), tr.ID, sent, false)
+	if got, want := agentText(f.messages(s.ID, host.MessageQuery{TurnID: tr.ID})), wantText(sent); got != want {
+		t.Fatalf("transcript differs from what the agent sent:\n got %q\nwant %q", got, want)
+	}
+}}
+
+// wantText is the agent text messages' text as sent, in message order.
+func wantText(sent []host.OutputEvent) string {
+	want, keys := expected(sent)
+	var b strings.Builder
+	for _, k := range keys {
+		if want[k].kind == host.KindText {
+			b.WriteString(want[k].text)
+		}
+	}
+	return b.String()
+}
+
+// recordingSink records the events a runtime reported, once per sequence
+// number (a runtime retry repeats the number).
+type recordingSink struct {
+	host.TurnSink
+	mu   *sync.Mutex
+	sent *[]host.OutputEvent
+	seen map[int64]bool
+}
+
+func (r *recordingSink) Output(ctx context.Context, ev host.OutputEvent) error {
+	r.mu.Lock()
+	if !r.seen[ev.Seq] {
+		r.seen[ev.Seq] = true
+		*r.sent = append(*r.sent, ev)
+	}
+	r.mu.Unlock()
+	return r.TurnSink.Output(ctx, ev)
+}
+
+var OutputFaultSchedules = Scenario{"output/random_fault_schedules", func(t *testing.T, d Driver) {
+	for seed := range uint64(12) {
+		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 42))
+			f := newFixture(t, d)
+			rt := &scriptRuntime{events: randomEvents(rng)}
+			var mu sync.Mutex
+			var bad []string
+			rt.afterOutput = func(ref host.TurnRef, sent []host.OutputEvent) {
+				if len(sent)%5 != 0 {
+					return // check a prefix every few events
+				}
+				p, err := f.store.ListMessages(ctx, ref.WorkspaceID, ref.SessionID, host.MessageQuery{TurnID: ref.TurnID})
+				if err != nil {
+					return
+				}
+				if problem := transcriptProblem(p.Messages, ref.TurnID, sent, true); problem != "" {
+					mu.Lock()
+					bad = append(bad, fmt.Sprintf("after %d events: %s", len(sent), problem))
+					mu.Unlock()
+				}
+			}
+			f.useScript(rt)
+			schedule := rand.New(rand.NewPCG(seed, 7))
+			var smu sync.Mutex
+			f.store.mu.Lock()
+			f.store.sinkFault = func(int) sinkFault {
+				smu.Lock()
+				defer smu.Unlock()
+				switch x := schedule.IntN(10); {
+				case x < 2:
+					return sinkFailBefore
+				case x < 4:
+					return sinkAmbiguous
+				}
+				return sinkCommit
+			}
+			f.store.mu.Unlock()
+			// Some commits are never published by the fast path, as when
+			// the process dies between commit and publish; the relay
+			// publishes them from the outbox.
+			f.obs.fail.Store(seed%3 == 0)
+			s := f.createEmpty()
+			tr := f.mustSend(s.ID, "p-1", "go")
+			tr = f.waitSettled(tr)
+			rt.wg.Wait()
+			if tr.Outcome != host.OutcomeCompleted {
+				t.Fatalf("turn must complete: %+v", tr)
+			}
+			mu.Lock()
+			if len(bad) > 0 {
+				t.Fatalf("canonical transcript was not a prefix of what was sent: %v", bad)
+			}
+			mu.Unlock()
+			msgs := f.messages(s.ID, host.MessageQuery{TurnID: tr.ID})
+			checkTranscript(t, msgs, tr.ID, rt.events, false)
+
+			// The committed deltas, applied in version order, rebuild the
+			// same transcript as a reread.
+			f.obs.fail.Store(false)
+			f.clock.Advance(time.Hour)
+			if err := f.host.RelayOnce(ctx); err != nil {
+				t.Fatalf("relay: %v", err)
+			}
+			checkDeltas(t, f.obs.transcriptDeltas(s.ID), msgs)
+		})
+	}
+}}
+
+// transcriptDeltas returns the session's published typed deltas.
+func (o *recordingObserver) transcriptDeltas(sessionID string) []host.TranscriptDelta {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []host.TranscriptDelta
+	for _, f := range o.facts {
+		if f.SessionID == sessionID && f.Kind == host.FactTranscriptAppended && f.Delta != nil {
+			out = append(out, *f.Delta)
+		}
+	}
+	return out
+}
+
+// checkDeltas applies deltas (duplicates dropped, contiguous from the first)
+// to an empty view and compares it with the canonical messages.
+func checkDeltas(t *testing.T, deltas []host.TranscriptDelta, msgs []host.Message) {
+	t.Helper()
+	sort.SliceStable(deltas, func(i, j int) bool { return deltas[i].FromVersion < deltas[j].FromVersion })
+	view := map[string]*host.Message{}
+	var at int64 = -1
+	for _, d := range deltas {
+		if at >= 0 && d.ToVersion <= at {
+			continue // duplicate
+		}
+		if at >= 0 && d.FromVersion != at {
+			t.Fatalf("delta gap: view at %d, next delta from %d", at, d.FromVersion)
+		}
+		for _, c := range d.Messages {
+			if c.Message != nil {
+				m := *c.Message
+				view[m.ID] = &m
+				continue
+			}
+			m := view[c.ID]
+			if m == nil {
+				t.Fatalf("append to unknown message %s", c.ID)
+			}
+			if host.UTF16Len(m.Content.Text) != c.Offset {
+				t.Fatalf("message %s: delta offset %d, view length %d", c.ID, c.Offset, host.UTF16Len(m.Content.Text))
+			}
+			m.Content.Text += c.Text
+			if c.Tool != nil {
+				m.Tool = c.Tool
+			}
+			if c.Done {
+				m.Streaming = false
+			}
+			m.Version, m.UpdatedAt = c.Version, c.UpdatedAt
+		}
+		at = d.ToVersion
+	}
+	n := 0
+	for _, m := range msgs {
+		if m.Role != host.RoleAgent {
+			continue
+		}
+		n++
+		v := view[m.ID]
+		if v == nil {
+			t.Fatalf("message %s missing from the deltas", m.ID)
+		}
+		a, _ := json.Marshal(v)
+		b, _ := json.Marshal(m)
+		if string(a) != string(b) {
+			t.Fatalf("deltas rebuild\n%s\nreread\n%s", a, b)
+		}
+	}
+	if n != len(view) {
+		t.Fatalf("deltas built %d messages, canonical has %d", len(view), n)
+	}
+}
+
+var OutputBurstBatches = Scenario{"output/burst_commits_in_two_transactions", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	evs := make([]host.OutputEvent, 100)
+	for i := range evs {
+		evs[i] = host.OutputEvent{Seq: int64(i + 1), Key: "text-1", Kind: host.KindText, Text: fmt.Sprintf("chunk%d ", i)}
+	}
+	evs[len(evs)-1].Done = true
+	hold, held := make(chan struct{}), make(chan struct{})
+	rt := &scriptRuntime{events: evs, sentAll: make(chan struct{}), afterFirst: held}
+	f.useScript(rt)
+	f.store.mu.Lock()
+	f.store.holdOutput, f.store.outputHeld = hold, held
+	f.store.mu.Unlock()
+	s := f.createEmpty()
+	tr := f.mustSend(s.ID, "burst-1", "go")
+	// The first output commit (the first chunk) is in flight while the
+	// runtime reports the other 99.
+	for _, ch := range []chan struct{}{held, rt.sentAll} {
+		select {
+		case <-ch:
+		case <-time.After(15 * time.Second):
+			cur, _ := f.host.GetTurn(ctx, ws, tr.SessionID, tr.ID)
+			t.Fatalf("the burst never got going: %v (turn %+v)", rt.stopErr(), cur)
+		}
+	}
+	close(hold)
+	tr = f.waitSettled(tr)
+	rt.wg.Wait()
+	txs := f.store.outputTxs()
+	if len(txs) != 2 {
+		t.Fatalf("99 chunks queued behind one commit took %d output transactions in all, want 2: %+v", len(txs), txs)
+	}
+	// One message touched each time: the same statements however many
+	// chunks the batch carries (fenced turn and session read, one append,
+	// turn, session, one outbox row).
+	for _, tx := range txs {
+		if tx.messages != 1 || tx.calls != 6 {
+			t.Fatalf("output transaction made %d store calls for %d messages, want 6 for 1: %+v", tx.calls, tx.messages, txs)
+		}
+	}
+	checkTranscript(t, f.messages(s.ID, host.MessageQuery{TurnID: tr.ID}), tr.ID, evs, false)
+}}

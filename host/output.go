@@ -1,0 +1,294 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+)
+
+// An output batch is bounded so one transaction stays short however fast
+// the agent streams.
+const (
+	maxBatchEvents = 256
+	maxBatchBytes  = 64 << 10
+)
+
+// outputQueue holds a Turn's output between Output and its commit. There
+// is no timer: while one commit is in flight the next events queue, and the
+// commit after it takes them all (up to the bounds), so a burst costs a few
+// transactions and quiet streaming adds at most one commit of latency.
+type outputQueue struct {
+	mu      sync.Mutex
+	pending []OutputEvent
+	running bool
+	done    chan struct{} // closed when the running committer stops
+	// err is why the last committer stopped with events left (retryable:
+	// they stay queued) or dropped them (anything else).
+	err error
+}
+
+// Output queues ev and starts a committer if none is running. It refuses
+// output before this sink saw the acceptance barrier pass; the fenced
+// transaction decides again from the store.
+func (k *turnSink) Output(ctx context.Context, ev OutputEvent) error {
+	if ev.Key == "" {
+		return Errorf(CodeInternal, "output without a message key")
+	}
+	if ev.Seq <= 0 {
+		return Errorf(CodeInternal, "output without a sequence number")
+	}
+	k.mu.Lock()
+	accepted := k.accepted
+	k.mu.Unlock()
+	if !accepted {
+		return errNotAccepted
+	}
+	q := &k.out
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil && !CodeOf(q.err).Retryable() {
+		return q.err
+	}
+	q.pending = append(q.pending, ev)
+	if !q.running {
+		k.startCommitter(ctx)
+	}
+	return nil
+}
+
+// startCommitter runs a committer owned by this sink; it stops when the
+// queue is empty or a commit fails. Called with q.mu held.
+func (k *turnSink) startCommitter(ctx context.Context) {
+	q := &k.out
+	q.running, q.done, q.err = true, make(chan struct{}), nil
+	go k.commitQueued(ctx, q.done)
+}
+
+func (k *turnSink) commitQueued(ctx context.Context, done chan struct{}) {
+	q := &k.out
+	for {
+		q.mu.Lock()
+		batch := nextBatch(q.pending)
+		if len(batch) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			close(done)
+			return
+		}
+		q.mu.Unlock()
+		err := k.commitRetrying(ctx, batch)
+		q.mu.Lock()
+		if err != nil {
+			q.err = err
+			if !CodeOf(err).Retryable() {
+				q.pending = nil
+			}
+			q.running = false
+			q.mu.Unlock()
+			close(done)
+			return
+		}
+		// Only this committer removes events, so the batch is still the head.
+		q.pending = q.pending[len(batch):]
+		q.mu.Unlock()
+		k.mu.Lock()
+		for _, ev := range batch {
+			k.open[ev.Key] = !ev.Done
+		}
+		k.mu.Unlock()
+	}
+}
+
+// commitRetrying retries a transient failure a few times: the batch is
+// idempotent (sequence numbers), so a retry after an ambiguous commit
+// applies nothing twice. Left-over failures surface through flush.
+func (k *turnSink) commitRetrying(ctx context.Context, batch []OutputEvent) error {
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := k.commitOutput(ctx, batch)
+		if err == nil || !CodeOf(err).Retryable() || attempt == 3 {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff *= 2
+	}
+}
+
+// nextBatch is the head of the queue within the batch bounds (at least one
+// event, however large).
+func nextBatch(pending []OutputEvent) []OutputEvent {
+	size := 0
+	for i, ev := range pending {
+		size += len(ev.Text)
+		if i > 0 && (i == maxBatchEvents || size > maxBatchBytes) {
+			return pending[:i]
+		}
+	}
+	return pending
+}
+
+// flush commits everything queued and waits for it. It returns the error
+// that stopped the committer; queued events kept by a transient failure are
+// retried by the next flush.
+func (k *turnSink) flush(ctx context.Context) error {
+	q := &k.out
+	q.mu.Lock()
+	if len(q.pending) > 0 && !q.running {
+		k.startCommitter(ctx)
+	}
+	done, running := q.done, q.running
+	q.mu.Unlock()
+	if running {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
+}
+
+// flushFirst commits queued output before another sink write, so the
+// transcript keeps the runtime's order. Only a transient failure stops the
+// caller (the runtime retries it); output the store refused for good is
+// already reported and must not block the terminal or an interaction.
+func (k *turnSink) flushFirst(ctx context.Context) error {
+	err := k.flush(ctx)
+	if err == nil || CodeOf(err).Retryable() || errors.Is(err, context.Canceled) {
+		return err
+	}
+	if !errors.Is(err, errTurnSettled) {
+		k.h.log.Warn("turn output refused", "turn", k.ref.TurnID, "err", err)
+	}
+	return nil
+}
+
+// commitOutput makes one batch canonical in one fenced transaction: one
+// append per message touched, the Turn (applied sequence), the session
+// (message version) and one outbox row carrying the typed delta.
+func (k *turnSink) commitOutput(ctx context.Context, batch []OutputEvent) error {
+	return k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		t, s, err := k.load(ctx, tx, fenceAccepted)
+		if err != nil {
+			return err
+		}
+		fresh, err := unapplied(t, batch)
+		if err != nil || len(fresh) == 0 {
+			return err // already applied: a retry after an ambiguous commit
+		}
+		now := k.h.nowUTC()
+		f, err := k.h.appendTranscript(ctx, tx, &s, t, mergeOutput(fresh), now)
+		if err != nil {
+			return err
+		}
+		t.AppliedSeq, t.UpdatedAt = fresh[len(fresh)-1].Seq, now
+		if err := tx.UpdateTurn(ctx, t); err != nil {
+			return err
+		}
+		s.UpdatedAt = now
+		if err := tx.UpdateSession(ctx, s); err != nil {
+			return err
+		}
+		emit(f)
+		return nil
+	})
+}
+
+// unapplied drops the events the Turn already applied and checks that the
+// rest continue its sequence without a gap.
+func unapplied(t Turn, batch []OutputEvent) ([]OutputEvent, error) {
+	i := 0
+	for i < len(batch) && batch[i].Seq <= t.AppliedSeq {
+		i++
+	}
+	fresh := batch[i:]
+	for j, ev := range fresh {
+		if ev.Seq != t.AppliedSeq+1+int64(j) {
+			return nil, &Error{Code: CodeInternal, Reason: "output_sequence_gap",
+				Message: "output sequence gap for turn " + t.ID}
+		}
+	}
+	return fresh, nil
+}
+
+// mergeOutput folds a batch into one append per message key, in the order
+// the keys first appear.
+func mergeOutput(evs []OutputEvent) []MessageAppend {
+	var out []MessageAppend
+	at := map[string]int{}
+	for _, ev := range evs {
+		i, ok := at[ev.Key]
+		if !ok {
+			kind := ev.Kind
+			if kind == "" {
+				kind = KindText
+			}
+			i = len(out)
+			at[ev.Key] = i
+			out = append(out, MessageAppend{ID: ev.Key, Role: RoleAgent, Kind: kind})
+		}
+		a := &out[i]
+		a.Text += ev.Text
+		if ev.Tool != nil {
+			tool := *ev.Tool
+			a.Tool = &tool
+		}
+		a.Done = a.Done || ev.Done
+	}
+	for i := range out {
+		out[i].TextLen = UTF16Len(out[i].Text)
+	}
+	return out
+}
+
+// appendTranscript writes parts (message ids relative to the Turn: the
+// output key) at the next versions of s and returns the transcript fact
+// built from what the store wrote. The caller writes s.
+func (h *Host) appendTranscript(ctx context.Context, tx Tx, s *Session, t Turn, parts []MessageAppend, now time.Time) (Fact, error) {
+	d := TranscriptDelta{FromVersion: s.MessageVersion, At: now, Messages: make([]MessageChange, 0, len(parts))}
+	for _, a := range parts {
+		s.MessageVersion++
+		a.WorkspaceID, a.SessionID, a.TurnID = t.WorkspaceID, t.SessionID, t.ID
+		a.ID = messageID(t, a.ID)
+		a.Version, a.At = s.MessageVersion, now
+		res, err := tx.AppendMessage(ctx, a)
+		if err != nil {
+			return Fact{}, err
+		}
+		if res.Created {
+			m := Message{WorkspaceID: a.WorkspaceID, SessionID: a.SessionID, ID: a.ID, TurnID: a.TurnID,
+				Role: a.Role, Kind: a.Kind, Version: a.Version, Ordinal: a.Version,
+				Content: MessageContent{Text: a.Text}, Tool: a.Tool, Streaming: !a.Done,
+				CreatedAt: now, UpdatedAt: now}
+			d.Messages = append(d.Messages, MessageChange{Message: &m})
+			continue
+		}
+		d.Messages = append(d.Messages, MessageChange{ID: a.ID, TurnID: a.TurnID, Version: a.Version,
+			Offset: res.Offset, Text: a.Text, Tool: a.Tool, Done: a.Done, UpdatedAt: now})
+	}
+	d.ToVersion = s.MessageVersion
+	return transcriptFact(s.WorkspaceID, s.ID, d), nil
+}
+
+// messageID is the canonical id of a Turn's message for an output key.
+func messageID(t Turn, key string) string { return t.ID + "." + key }
+
+// transcriptFact carries d typed, or degrades to a plain "advanced" fact
+// (hubs reread) when d is too large to carry.
+func transcriptFact(ws, sessionID string, d TranscriptDelta) Fact {
+	f := Fact{WorkspaceID: ws, Kind: FactTranscriptAdvanced, SessionID: sessionID, Version: d.ToVersion}
+	if b, err := json.Marshal(d); err == nil && len(b) <= MaxDeltaBytes {
+		f.Kind, f.Delta = FactTranscriptAppended, &d
+	}
+	return f
+}

@@ -1,0 +1,53 @@
+package host
+
+import (
+	"context"
+	"time"
+	"unicode/utf16"
+)
+
+// OutputTx is the write path for streamed output: text is appended in the
+// store, never read back and re-encoded, so a chunk costs the same at any
+// answer length.
+type OutputTx interface {
+	// AppendMessage creates the message (a.Version becomes its ordinal) or
+	// appends a.Text to the existing one, adds a.TextLen to its UTF-16
+	// length, replaces the tool state when a.Tool is set, closes it when
+	// a.Done, and sets its version and update time. It reports the UTF-16
+	// length before the append and whether the message was created.
+	AppendMessage(ctx context.Context, a MessageAppend) (AppendResult, error)
+}
+
+// MessageAppend is one message's share of an output batch.
+type MessageAppend struct {
+	WorkspaceID string
+	SessionID   string
+	ID          string
+	TurnID      string
+	Role        Role
+	Kind        MessageKind
+	Version     int64
+	Text        string
+	// TextLen is the UTF-16 length of Text (UTF16Len).
+	TextLen int
+	Tool    *ToolCall
+	Done    bool
+	At      time.Time
+}
+
+// AppendResult is what AppendMessage wrote.
+type AppendResult struct {
+	// Offset is the message's UTF-16 text length before the append.
+	Offset  int
+	Created bool
+}
+
+// UTF16Len is the length of s in UTF-16 code units: the unit of message
+// offsets, because browsers index strings that way.
+func UTF16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
