@@ -56,6 +56,12 @@ func newMetrics(reg *prometheus.Registry, own bool, h *hub.Hub) *metrics {
 			Help: "Event frames queued to watchers."}, func() float64 { return float64(stat().FramesFanned) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_slow_consumers_total",
 			Help: "Connections closed with 4008 because they fell behind."}, func() float64 { return float64(stat().SlowConsumers) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_deltas_applied_total",
+			Help: "Committed transcript deltas applied without a store read."}, func() float64 { return float64(stat().DeltasApplied) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_delta_duplicates_total",
+			Help: "Deltas dropped because the topic already held them."}, func() float64 { return float64(stat().DeltaDuplicates) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_delta_gaps_total",
+			Help: "Deltas that did not follow the topic's version and caused a reread."}, func() float64 { return float64(stat().DeltaGapRereads) }),
 	)
 	if own {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

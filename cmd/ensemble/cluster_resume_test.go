@@ -9,8 +9,8 @@ import (
 // A watcher leaves replica A mid-answer and resumes from its durable
 // position on replica B (real replica processes on PostgreSQL and Redis):
 // recovered:true without a snapshot, and it receives exactly the missing
-// suffix of the answer, each delta in place, ending with the canonical
-// transcript.
+// suffix of the answer, each delta in place (the message_update that ends
+// streaming adds nothing it held), ending with the canonical transcript.
 func TestClusterResumeOnAnotherReplicaMidAnswer(t *testing.T) {
 	c := newCluster(t, clusterRedis(t), 2)
 	a, b := c.replicas[0], c.replicas[1]
@@ -60,6 +60,10 @@ func TestClusterResumeOnAnotherReplicaMidAnswer(t *testing.T) {
 	wa.waitTurn(turnID, want)
 	wb.waitTurn(turnID, want)
 
+	// B streamed the answer by applying A's committed deltas, not rereads.
+	if v := metric(t, b, "ensemble_hub_deltas_applied_total"); v < 10 {
+		t.Fatalf("B applied %v deltas", v)
+	}
 	wa.mu.Lock()
 	defer wa.mu.Unlock()
 	for _, m := range changes {

@@ -226,7 +226,8 @@ type watcher struct {
 	pos       *streamPosition
 	recovered bool
 	changes   []clusterMessage
-	// record, when set, collects the message_delta texts applied.
+	// record, when set, collects the text each message gained from the
+	// events applied.
 	record map[string]string
 }
 
@@ -425,6 +426,14 @@ func (w *watcher) applyLocked(f wsFrame) {
 			Message clusterMessage `json:"message"`
 		}
 		_ = json.Unmarshal(f.Payload, &p)
+		if w.record != nil { // what this update added to the text held
+			held, text := string(utf16.Decode(w.texts[p.Message.ID])), p.Message.Content.Text
+			if !strings.HasPrefix(text, held) {
+				w.err = fmt.Errorf("message_update for %s rewrote text the client held", p.Message.ID)
+				return
+			}
+			w.record[p.Message.ID] += text[len(held):]
+		}
 		w.texts[p.Message.ID] = utf16.Encode([]rune(p.Message.Content.Text))
 		if p.Message.Streaming {
 			w.streamed++
