@@ -53,6 +53,8 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"RuntimeOperations", testRuntimeOperations},
 		{"DueAndRequeueRuntimeOperations", testDueAndRequeue},
 		{"DeleteProvisionalRemovesInteractions", testDeleteProvisionalRemovesInteractions},
+		{"AppendMessage", testAppendMessage},
+		{"AppliedSeq", testAppliedSeq},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {
