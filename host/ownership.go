@@ -176,8 +176,8 @@ func (h *Host) recoverSession(ctx context.Context, ws, sid, keep string) error {
 		return storeErr(err, "session recovery")
 	}
 	for _, t := range turns {
-		if t.WorkspaceID != ws || t.SessionID != sid || t.ID == keep {
-			continue
+		if t.WorkspaceID != ws || t.SessionID != sid || t.ID == keep || t.Phase == PhaseQueued {
+			continue // a queued Turn was never sent: the reconciler dispatches it
 		}
 		ref := TurnRef{WorkspaceID: ws, SessionID: sid, TurnID: t.ID}
 		if _, err := h.settle(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}, ""); err != nil {

@@ -107,7 +107,7 @@ func (t *turn) drop() {
 func (r *Runtime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
 	c := r.current()
 	if c == nil {
-		return notSent("session_not_started", "no live agent connection; Start the session first")
+		return refusedLocally("session_not_started", "no live agent connection; Start the session first")
 	}
 	t, err := c.beginTurn(ctx, req, sink)
 	if err != nil {
@@ -132,10 +132,10 @@ func (c *connection) beginTurn(ctx context.Context, req host.DispatchRequest, si
 	for {
 		psid, ok := c.sessions[key]
 		if !ok {
-			return nil, notSent("session_not_started", "the session has no live provider session; Start it first")
+			return nil, refusedLocally("session_not_started", "the session has no live provider session; Start it first")
 		}
 		if req.ProviderSessionID != "" && req.ProviderSessionID != psid {
-			return nil, notSent("provider_session_mismatch", "the live provider session differs from the requested one")
+			return nil, refusedLocally("provider_session_mismatch", "the live provider session differs from the requested one")
 		}
 		if c.byRef[req.Ref] != nil {
 			return nil, notSent("turn_in_flight", "this Turn is already in flight")
@@ -145,7 +145,7 @@ func (c *connection) beginTurn(ctx context.Context, req host.DispatchRequest, si
 			return c.newTurn(req, psid, sink), nil
 		}
 		if !prev.isFinished() {
-			return nil, notSent("session_busy", "a prompt is already running in this provider session")
+			return nil, refusedLocally("session_busy", "a prompt is already running in this provider session")
 		}
 		c.mu.Unlock()
 		select {
@@ -626,6 +626,13 @@ func rejection(err error) error {
 // did not reach the agent, so it is as definite as a rejection.
 func notSent(code, msg string) error {
 	return &host.ProviderError{Code: code, Message: msg}
+}
+
+// refusedLocally is a refusal by this adapter before anything was written:
+// the agent never saw the prompt and did not answer it, so it is a local
+// condition (the Host keeps the claim retryable), never a provider rejection.
+func refusedLocally(code, msg string) error {
+	return &host.LocalError{Code: code, Message: msg}
 }
 
 // messageID is the prompt's ACP message id: a UUIDv5 of (workspace,

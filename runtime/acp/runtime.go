@@ -7,12 +7,12 @@
 // unique per connection and never reused. Output for a prompt is held until
 // the Host's acceptance barrier (TurnSink.Accepted) has returned.
 //
-// Dispatch errors: *host.ProviderError when the prompt certainly did not
-// run — the agent answered it with a JSON-RPC error before doing any work,
-// or it was refused locally before being written (codes session_busy,
-// session_not_started, provider_session_mismatch …); any other error leaves
-// the delivery outcome unknown (connection lost, caller gave up, Accepted
-// failed).
+// Dispatch errors: *host.ProviderError when the agent answered the prompt
+// with a JSON-RPC error before doing any work; *host.LocalError when this
+// adapter refused it before writing anything (codes session_busy,
+// session_not_started, provider_session_mismatch), which the Host treats
+// as "not sent, retry"; any other error leaves the delivery outcome
+// unknown (connection lost, caller gave up, Accepted failed).
 //
 // A provider session takes one prompt at a time. Its fence is released
 // only after the Turn's terminal was recorded (transient sink failures are

@@ -264,9 +264,10 @@ func TestCancelHangingTurn(t *testing.T) {
 	// The session is busy while the prompt runs.
 	busy := newSink(t)
 	err = dispatch(rt, ref("s1", "t2"), st.ProviderSessionID, "hello", busy)
-	var pe *host.ProviderError
-	if !errors.As(err, &pe) || pe.Code != "session_busy" {
-		t.Fatalf("dispatch into a busy session = %v", err)
+	// A local refusal, not the provider's: the Host keeps the claim retryable.
+	var le *host.LocalError
+	if !errors.As(err, &le) || le.Code != "session_busy" {
+		t.Fatalf("dispatch into a busy session = %v (%T), want *host.LocalError", err, err)
 	}
 	if len(busy.snapshot()) != 0 {
 		t.Errorf("busy refusal reported to the sink: %s", busy.dump())
@@ -382,7 +383,7 @@ func TestResumeViaSessionLoad(t *testing.T) {
 func TestDispatchRequiresStart(t *testing.T) {
 	rt := newSimRuntime(t)
 	err := dispatch(rt, ref("s1", "t1"), "", "hello", newSink(t))
-	var pe *host.ProviderError
+	var pe *host.LocalError
 	if !errors.As(err, &pe) || pe.Code != "session_not_started" {
 		t.Fatalf("dispatch without start = %v", err)
 	}
@@ -621,7 +622,8 @@ func TestInterruptedDispatchIsOutcomeUnknownAndCancelsPrompt(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !errors.As(err, &pe) || pe.Code != "session_busy" || time.Now().After(deadline) {
+		var le *host.LocalError
+		if !errors.As(err, &le) || le.Code != "session_busy" || time.Now().After(deadline) {
 			t.Fatalf("dispatch after abandon = %v", err)
 		}
 		time.Sleep(time.Millisecond)
