@@ -604,6 +604,10 @@ func (k *turnSink) Subagent(ctx context.Context, req SubagentRequest) (TurnRef, 
 	for !utf8.ValidString(title) {
 		title = title[:len(title)-1]
 	}
+	// The child Turn is driven by this runtime from its first commit: the
+	// reconciler must not take it for an orphan.
+	childTurn := k.h.newID("turn")
+	k.h.work.drive(childTurn)
 	var ref TurnRef
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, err := tx.Turn(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
@@ -628,7 +632,7 @@ func (k *turnSink) Subagent(ctx context.Context, req SubagentRequest) (TurnRef, 
 			CreatedAt: now, UpdatedAt: now,
 		}
 		ct := Turn{
-			WorkspaceID: child.WorkspaceID, SessionID: child.ID, ID: k.h.newID("turn"), Seq: 1,
+			WorkspaceID: child.WorkspaceID, SessionID: child.ID, ID: childTurn, Seq: 1,
 			Origin: "subagent", Phase: PhaseDurablyAccepted, ProviderSessionID: req.ProviderSessionID,
 			ProviderTurnID: req.ProviderTurnID, SubmittedBy: t.SubmittedBy, CreatedAt: now, UpdatedAt: now,
 		}
@@ -648,6 +652,7 @@ func (k *turnSink) Subagent(ctx context.Context, req SubagentRequest) (TurnRef, 
 		return nil
 	})
 	if err != nil {
+		k.h.work.release(childTurn)
 		return TurnRef{}, nil, err
 	}
 	return ref, &turnSink{h: k.h, ref: ref, open: map[string]bool{}}, nil

@@ -175,6 +175,14 @@ func (h *Host) reconcileTurn(ctx context.Context, t Turn) bool {
 	if !h.work.due(t.ID, now) || h.runsElsewhere(ctx, t.WorkspaceID, t.SessionID) {
 		return false
 	}
+	if h.leases() != nil && !h.work.isDriving(t.ID) {
+		// A sub-agent Turn runs in its root session's runtime, which may
+		// live on another replica.
+		s, err := h.store.GetSession(ctx, t.WorkspaceID, t.SessionID)
+		if err != nil || h.runsElsewhere(ctx, t.WorkspaceID, s.RootID) {
+			return false
+		}
+	}
 	ref := TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
 	if h.work.isDriving(t.ID) {
 		if !t.CancelRequested || !t.Accepted() || h.work.cancelDone(t.ID) {

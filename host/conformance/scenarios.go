@@ -40,5 +40,18 @@ func Scenarios() []Scenario {
 		InteractionOneTreeFact,
 		RecoverOperationsFirst,
 		RecoverDenialBeforeDelivery,
+		ReservedIDSpace,
+		CreateRetryNeverInvisible,
+		LostAdmissionAck,
+		QueuedTurnRedriven,
+		BeforeDispatchRetryable,
+		FollowUpSurvivesTransientFailure,
+		LocalRefusalNotRejection,
+		TerminalWriteRetried,
+		OrphanTurnSettled,
+		CancelRedelivered,
+		CreateDigestCoversSettings,
+		RecoveryClosesMessages,
+		UnavailableHasReason,
 	}
 }
