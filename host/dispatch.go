@@ -40,11 +40,17 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 		// Not ours to roll back or requeue: the owner's reconciler drives it.
 		return Turn{}, err
 	}
+	if s.ContextLost {
+		return Turn{}, errContextLost
+	}
 
 	start, err := h.runtime.Start(ctx, StartRequest{
 		WorkspaceID: s.WorkspaceID, SessionID: s.ID,
 		ProviderSessionID: s.ProviderSessionID, Settings: s.Settings,
 	})
+	if errors.Is(err, ErrContextLost) && !provisional {
+		return Turn{}, h.markContextLost(ctx, ref, err)
+	}
 	if err != nil {
 		return h.failBeforeDispatch(ctx, ref, provisional, err, ReasonRuntimeUnavailable)
 	}
@@ -77,9 +83,6 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 		if serr != nil {
 			h.work.pend(ref.TurnID, term, ClaimRejected)
 			return Turn{}, wrap(CodeOutcomeUnknown, serr, "the provider rejected the prompt but the rejection is not recorded yet")
-		}
-		if provisional {
-			_ = h.runtime.Close(ctx, ref.WorkspaceID, ref.SessionID)
 		}
 		return t, nil
 	default:
@@ -150,7 +153,7 @@ func (h *Host) failBeforeDispatch(ctx context.Context, ref TurnRef, provisional 
 		})
 		if err != nil {
 			h.log.Warn("could not roll back a provisional session; the reconciler retries it", "session", ref.SessionID, "err", err)
-		} else if cerr := h.runtime.Close(ctx, ref.WorkspaceID, ref.SessionID); cerr != nil {
+		} else if cerr := h.runtime.Destroy(ctx, ref.WorkspaceID, ref.SessionID); cerr != nil {
 			// The binding may hold a provider session for a session that
 			// no longer exists.
 			h.log.Warn("could not close the runtime binding of a rolled-back session", "session", ref.SessionID, "err", cerr)

@@ -190,7 +190,7 @@ func TestExpiredOwnerIsTakenOver(t *testing.T) {
 	}
 	sid := cr.Session.ID
 	// The stale agent would stream on until shutdown; stop it at the end.
-	defer rtA.Close(context.Background(), "w", sid)
+	defer rtA.Release(context.Background(), "w", sid)
 	old := submit(t, a, sid, "old", "/sim words=100000 rate=10ms")
 	waitTurn(t, a, "w", sid, old.Turn.ID, func(tr host.Turn) bool { return tr.Phase == host.PhaseDurablyAccepted })
 

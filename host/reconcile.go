@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -245,10 +246,23 @@ func (h *Host) redrive(ctx context.Context, t Turn) error {
 	if err == nil {
 		s, err = h.store.GetSession(ctx, t.WorkspaceID, t.SessionID)
 	}
+	if err == nil && s.ContextLost {
+		err = errWaitsForChoice
+	}
 	if err != nil {
 		h.work.release(t.ID)
+		if errors.Is(err, errWaitsForChoice) {
+			return nil // a member decides (ContinueFresh); nothing to retry
+		}
 		return err
 	}
 	_, err = h.dispatch(ctx, s, t, c, s.Provisional)
+	if errors.Is(err, errContextLost) {
+		return nil
+	}
 	return err
 }
+
+// errWaitsForChoice: the session's agent context is lost; its queued Turn
+// waits for ContinueFresh.
+var errWaitsForChoice = errors.New("waits for a member's choice")

@@ -183,15 +183,23 @@ func killTestSubmit(c *cluster, cur *atomic.Pointer[serverProc], sid, id string)
 			Turn  killTestTurn `json:"turn"`
 			Error struct {
 				Code      string `json:"code"`
+				Reason    string `json:"reason"`
 				Retryable bool   `json:"retryable"`
 			} `json:"error"`
 		}
-		code, err := c.rest(cur.Load(), http.MethodPost, "/sessions/"+sid+"/messages", map[string]any{
+		p := cur.Load()
+		code, err := c.rest(p, http.MethodPost, "/sessions/"+sid+"/messages", map[string]any{
 			"clientSubmitId": id, "content": map[string]any{"text": "/sim words=30"},
 		}, &res)
 		switch {
 		case err == nil && code == http.StatusOK && res.Turn.ID != "":
 			return res.Turn.ID, nil
+		case err == nil && res.Error.Reason == "context_lost":
+			// The restarted agent process does not know the session: the
+			// user chooses to go on in a fresh agent session, which sends
+			// the queued prompt; the retry then returns its turn.
+			_, _ = c.rest(p, http.MethodPost, "/sessions/"+sid+"/continue-fresh", map[string]any{}, nil)
+			continue
 		case err == nil && res.Error.Code != "" && !res.Error.Retryable:
 			return "", fmt.Errorf("submit %s: %d %s (not retryable)", id, code, res.Error.Code)
 		}

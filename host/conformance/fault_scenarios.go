@@ -426,3 +426,84 @@ var UnavailableHasReason = Scenario{"faults/unavailable_carries_a_reason", func(
 		t.Fatalf("cancel once the store is back: %+v %v", res, err)
 	}
 }}
+
+// waitContextLost waits until the session is marked ContextLost.
+func (f *fixture) waitContextLost(sessionID string) {
+	f.t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if s, err := f.host.GetSession(ctx, ws, sessionID); err == nil && s.ContextLost {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("session %s never marked context_lost", sessionID)
+		}
+	}
+}
+
+// sendAfterContextLoss submits to a session whose agent forgot it (the
+// runtime restarted): the submission is refused as not dispatched with
+// reason context_lost and stays queued; the member's explicit choice sends
+// it into a fresh agent session. It returns the Turn.
+func (f *fixture) sendAfterContextLoss(sessionID, id, text string) host.Turn {
+	f.t.Helper()
+	_, err := f.send(sessionID, id, text)
+	wantReason(f.t, err, host.CodeNotDispatched, host.ReasonContextLost)
+	f.waitContextLost(sessionID)
+	ts := f.turnsWithSubmitID(sessionID, id)
+	if len(ts) != 1 || ts[0].Phase != host.PhaseQueued {
+		f.t.Fatalf("the refused submission must stay queued: %+v", ts)
+	}
+	s, err := f.host.ContinueFresh(ctx, host.ContinueFreshInput{WorkspaceID: ws, SessionID: sessionID})
+	if err != nil || s.ContextLost {
+		f.t.Fatalf("continue fresh: %+v %v", s, err)
+	}
+	return ts[0]
+}
+
+// 9: an agent session that cannot be loaded is never replaced silently;
+// the session says so and a member chooses to continue fresh.
+var ContextLostIsExplicit = Scenario{"faults/lost_agent_context_is_explicit", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	first := f.waitSettled(f.mustSend(s.ID, "cl-1", "/sim words=2"))
+	before, _ := f.host.GetSession(ctx, ws, s.ID)
+	f.crash() // the new runtime's agent does not know the provider session
+	_, err := f.send(s.ID, "cl-2", "do you remember?")
+	wantReason(t, err, host.CodeNotDispatched, host.ReasonContextLost)
+	got, err := f.host.GetSession(ctx, ws, s.ID)
+	if err != nil || !got.ContextLost || got.ProviderSessionID != before.ProviderSessionID {
+		t.Fatalf("session after a failed load: %+v %v", got, err)
+	}
+	tr := f.turnsWithSubmitID(s.ID, "cl-2")[0]
+	f.expectTurn(s.ID, tr.ID, host.PhaseQueued, "", "")
+	f.expectClaim("cl-2", host.ClaimPrepared)
+	f.expectBusy(s.ID, true)
+	// Neither the reconciler nor a retry sends it behind the user's back.
+	if _, err := f.host.ReconcileTurns(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.send(s.ID, "cl-2", "do you remember?")
+	wantReason(t, err, host.CodeNotDispatched, host.ReasonContextLost)
+	if n := f.runtime.dispatches.Load(); n != 0 {
+		t.Fatalf("sent %d times without the member's choice", n)
+	}
+	fresh, err := f.host.ContinueFresh(ctx, host.ContinueFreshInput{WorkspaceID: ws, SessionID: s.ID})
+	if err != nil || fresh.ContextLost {
+		t.Fatalf("continue fresh: %+v %v", fresh, err)
+	}
+	done := f.waitSettled(tr)
+	f.expectTurn(s.ID, done.ID, host.PhaseSettled, host.OutcomeCompleted, "")
+	f.expectClaim("cl-2", host.ClaimAccepted)
+	f.expectBusy(s.ID, false)
+	after, _ := f.host.GetSession(ctx, ws, s.ID)
+	if after.ContextLost || after.ProviderSessionID == "" || after.ProviderSessionID == before.ProviderSessionID {
+		t.Fatalf("session after continuing fresh: %+v", after)
+	}
+	if n := f.runtime.dispatches.Load(); n != 1 {
+		t.Fatalf("dispatches = %d, want 1", n)
+	}
+	// The history stays in the transcript.
+	if len(f.messages(s.ID, host.MessageQuery{TurnID: first.ID})) == 0 {
+		t.Fatal("the earlier transcript is gone")
+	}
+}}

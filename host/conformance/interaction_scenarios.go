@@ -425,7 +425,14 @@ var RecoverDenialBeforeDelivery = Scenario{"recovery/denial_committed_before_del
 	waitHeld(t, held)
 	f.crash()
 	id := host.DenyFollowUpPrefix + host.OperationIDFor(it.Ref())
-	fu := f.waitSettled(f.waitFollowUp(s.ID, id))
+	fu := f.waitFollowUp(s.ID, id)
+	// The restarted agent lost the session: the follow-up waits for the
+	// explicit choice.
+	f.waitContextLost(s.ID)
+	if _, err := f.host.ContinueFresh(ctx, host.ContinueFreshInput{WorkspaceID: ws, SessionID: s.ID}); err != nil {
+		t.Fatal(err)
+	}
+	fu = f.waitSettled(fu)
 	ms := f.messages(s.ID, host.MessageQuery{TurnID: fu.ID})
 	if len(ms) == 0 || !strings.Contains(ms[0].Content.Text, "Bob declined") || !strings.Contains(ms[0].Content.Text, "not today") {
 		t.Fatalf("follow-up prompt: %+v", ms)

@@ -53,5 +53,6 @@ func Scenarios() []Scenario {
 		CreateDigestCoversSettings,
 		RecoveryClosesMessages,
 		UnavailableHasReason,
+		ContextLostIsExplicit,
 	}
 }
