@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -505,5 +506,24 @@ var ContextLostIsExplicit = Scenario{"faults/lost_agent_context_is_explicit", fu
 	// The history stays in the transcript.
 	if len(f.messages(s.ID, host.MessageQuery{TurnID: first.ID})) == 0 {
 		t.Fatal("the earlier transcript is gone")
+	}
+}}
+
+// 10: the provider identity of an ACP Turn is Ensemble's own correlation
+// id, bound to the agent's session id and the exact prompt request; the
+// sub-agent's is bound to its parent's.
+var HonestProviderIdentity = Scenario{"faults/provider_identity_is_an_honest_correlation_id", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	a := f.waitSettled(f.mustSend(s.ID, "pi-1", "/sim words=2"))
+	b := f.waitSettled(f.mustSend(s.ID, "pi-2", "/sim words=2"))
+	for _, tr := range []host.Turn{a, b} {
+		prefix := "ensemble:" + tr.ProviderSessionID + ":"
+		if tr.ProviderSessionID == "" || !strings.HasPrefix(tr.ProviderTurnID, prefix) || len(tr.ProviderTurnID) == len(prefix) {
+			t.Fatalf("turn %s provider identity %q/%q is not ensemble:<agent session>:<prompt request id>", tr.ID, tr.ProviderSessionID, tr.ProviderTurnID)
+		}
+	}
+	if a.ProviderTurnID == b.ProviderTurnID {
+		t.Fatalf("two prompts share the provider identity %q", a.ProviderTurnID)
 	}
 }}

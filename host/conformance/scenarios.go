@@ -54,5 +54,6 @@ func Scenarios() []Scenario {
 		RecoveryClosesMessages,
 		UnavailableHasReason,
 		ContextLostIsExplicit,
+		HonestProviderIdentity,
 	}
 }

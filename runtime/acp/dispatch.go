@@ -23,6 +23,7 @@ var messageIDSpace = uuid.MustParse("6f1c2a8e-3b7d-5e0f-9a41-2c8d7e6b5a10")
 type turn struct {
 	ref            host.TurnRef
 	psid           string
+	messageID      string // the ACP messageId of this exact session/prompt request
 	providerTurnID string
 	sink           host.TurnSink
 	token          string // written-marker for watchWriter
@@ -179,10 +180,12 @@ func (c *connection) waitReleased(ctx context.Context, psid string) error {
 
 // newTurn registers a Turn; c.mu is held.
 func (c *connection) newTurn(req host.DispatchRequest, psid string, sink host.TurnSink) *turn {
+	msgID := messageID(req)
 	t := &turn{
 		ref:            req.Ref,
 		psid:           psid,
-		providerTurnID: fmt.Sprintf("%s:%s:%d", c.nonce, psid, c.seq.Add(1)),
+		messageID:      msgID,
+		providerTurnID: providerTurnID(psid, msgID),
 		sink:           sink,
 		evidence:       make(chan struct{}),
 		promptDone:     make(chan struct{}),
@@ -246,7 +249,7 @@ func (c *connection) acceptBarrier(ctx context.Context, t *turn, req host.Dispat
 		return fmt.Errorf("acp: report dispatched: %w", err)
 	}
 
-	msgID := messageID(req)
+	msgID := t.messageID
 	t.token = `"messageId":"` + msgID + `"`
 	written, err := c.out.watch(t.token)
 	if err != nil {
@@ -633,6 +636,14 @@ func notSent(code, msg string) error {
 // condition (the Host keeps the claim retryable), never a provider rejection.
 func refusedLocally(code, msg string) error {
 	return &host.LocalError{Code: code, Message: msg}
+}
+
+// providerTurnID is the Turn's provider identity. ACP has no turn id, so
+// it is Ensemble's own correlation id, named as such and bound to what the
+// agent does know: its session id and the messageId of the exact
+// session/prompt request. It is not an id the agent issued.
+func providerTurnID(psid, msgID string) string {
+	return "ensemble:" + psid + ":" + msgID
 }
 
 // messageID is the prompt's ACP message id: a UUIDv5 of (workspace,

@@ -3,9 +3,13 @@
 // every live session of the runtime.
 //
 // The adapter owns the provider Turn identity. ACP has no provider turn id,
-// so each prompt gets "<connection nonce>:<provider session id>:<ordinal>",
-// unique per connection and never reused. Output for a prompt is held until
-// the Host's acceptance barrier (TurnSink.Accepted) has returned.
+// so each prompt's identity is Ensemble's own correlation id
+// "ensemble:<provider session id>:<messageId>", where messageId is the one
+// this adapter put in the exact session/prompt request (a UUIDv5 of the
+// workspace and ClientSubmitID). Acceptance means: the request was written
+// to the agent, and the agent either reported progress for that session or
+// did not refuse it within the rejection window. Output for a prompt is held
+// until the Host's acceptance barrier (TurnSink.Accepted) has returned.
 //
 // Dispatch errors: *host.ProviderError when the agent answered the prompt
 // with a JSON-RPC error before doing any work; *host.LocalError when this

@@ -334,10 +334,16 @@ func TestCrashLosesStateAndNextStartReconnects(t *testing.T) {
 		t.Fatalf("terminal = %+v", term)
 	}
 	_, newTurnID := checkBarrier(t, sink.snapshot())
-	oldNonce, _, _ := strings.Cut(oldTurnID, ":")
-	newNonce, _, _ := strings.Cut(newTurnID, ":")
-	if oldNonce == newNonce {
-		t.Errorf("new connection reuses the nonce %q", oldNonce)
+	// The identity is Ensemble's correlation id bound to the agent's
+	// session id and the prompt request's messageId, never reused.
+	for _, id := range []string{oldTurnID, newTurnID} {
+		parts := strings.Split(id, ":")
+		if len(parts) != 3 || parts[0] != "ensemble" || parts[1] == "" || len(parts[2]) != 36 {
+			t.Errorf("provider turn id %q is not ensemble:<provider session>:<messageId>", id)
+		}
+	}
+	if !strings.HasPrefix(newTurnID, "ensemble:"+again.ProviderSessionID+":") || oldTurnID == newTurnID {
+		t.Errorf("provider turn ids %q then %q", oldTurnID, newTurnID)
 	}
 }
 
