@@ -75,6 +75,8 @@ const (
 	ReasonOwnerUnreachable   = "owner_unreachable"
 	ReasonRuntimeUnavailable = "runtime_unavailable"
 	ReasonCreateInProgress   = "create_in_progress"
+	ReasonShuttingDown       = "shutting_down"
+	ReasonTimeout            = "timeout"
 )
 
 // Store adapters return these sentinels (wrapped is fine); the Host maps them

@@ -124,7 +124,9 @@ func (h *Host) Ready() <-chan struct{} { return h.ready }
 // Ping reports whether the canonical store answers, for readiness checks.
 func (h *Host) Ping(ctx context.Context) error {
 	if err := h.store.Ping(ctx); err != nil {
-		return wrap(CodeUnavailable, err, "store does not answer")
+		e := wrap(CodeUnavailable, err, "store does not answer")
+		e.Reason = ReasonStoreUnavailable
+		return e
 	}
 	return nil
 }
