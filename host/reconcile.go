@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 )
@@ -133,6 +134,18 @@ func (w *turnWork) forget(turnID string) {
 	w.mu.Unlock()
 }
 
+// prune forgets the backoff and cancel state of Turns that are no longer
+// unsettled (for example settled by another replica). Pending terminals
+// are only dropped by a settlement: one may belong to a Turn admitted
+// after the scan.
+func (w *turnWork) prune(unsettled map[string]bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keep := func(id string) bool { return unsettled[id] || w.driving[id] }
+	maps.DeleteFunc(w.retry, func(id string, _ retryState) bool { return !keep(id) })
+	maps.DeleteFunc(w.cancelConfirmed, func(id string, _ bool) bool { return !keep(id) })
+}
+
 // runReconciler runs ReconcileTurns every reconcileEvery until ctx ends.
 func (h *Host) runReconciler(ctx context.Context) {
 	tick := time.NewTicker(reconcileEvery)
@@ -158,7 +171,9 @@ func (h *Host) ReconcileTurns(ctx context.Context) (int, error) {
 		return 0, storeErr(err, "unsettled turns")
 	}
 	n := 0
+	unsettled := make(map[string]bool, len(turns))
 	for _, t := range turns {
+		unsettled[t.ID] = true
 		if ctx.Err() != nil {
 			return n, ctx.Err()
 		}
@@ -166,6 +181,7 @@ func (h *Host) ReconcileTurns(ctx context.Context) (int, error) {
 			n++
 		}
 	}
+	h.work.prune(unsettled)
 	return n, nil
 }
 
@@ -173,16 +189,8 @@ func (h *Host) ReconcileTurns(ctx context.Context) (int, error) {
 // whether it ran one.
 func (h *Host) reconcileTurn(ctx context.Context, t Turn) bool {
 	now := h.now()
-	if !h.work.due(t.ID, now) || h.runsElsewhere(ctx, t.WorkspaceID, t.SessionID) {
+	if !h.work.due(t.ID, now) {
 		return false
-	}
-	if h.leases() != nil && !h.work.isDriving(t.ID) {
-		// A sub-agent Turn runs in its root session's runtime, which may
-		// live on another replica.
-		s, err := h.store.GetSession(ctx, t.WorkspaceID, t.SessionID)
-		if err != nil || h.runsElsewhere(ctx, t.WorkspaceID, s.RootID) {
-			return false
-		}
 	}
 	ref := TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
 	if h.work.isDriving(t.ID) {
@@ -195,6 +203,17 @@ func (h *Host) reconcileTurn(ctx context.Context, t Turn) bool {
 			h.work.failed(t.ID, now)
 		}
 		return true
+	}
+	if h.runsElsewhere(ctx, t.WorkspaceID, t.SessionID) {
+		return false
+	}
+	if h.leases() != nil {
+		// A sub-agent Turn runs in its root session's runtime, which may
+		// live on another replica.
+		s, err := h.store.GetSession(ctx, t.WorkspaceID, t.SessionID)
+		if err != nil || h.runsElsewhere(ctx, t.WorkspaceID, s.RootID) {
+			return false
+		}
 	}
 	if t.Phase == PhaseQueued {
 		if now.Sub(t.UpdatedAt) < redriveGrace {
