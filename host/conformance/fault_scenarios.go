@@ -527,3 +527,31 @@ var HonestProviderIdentity = Scenario{"faults/provider_identity_is_an_honest_cor
 		t.Fatalf("two prompts share the provider identity %q", a.ProviderTurnID)
 	}
 }}
+
+// 6: a cancel intent that never reached the agent survives a restart: the
+// restart ends the agent's work, recovery settles the Turn without
+// guessing (not "canceled": nobody confirmed that), the intent stays on
+// record, and a later cancel is a no-op.
+var CancelIntentSurvivesRestart = Scenario{"faults/undelivered_cancel_survives_a_restart", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	tr := f.mustSend(s.ID, "cs-1", "/sim hang")
+	f.waitTurn(tr, "accepted", host.Turn.Accepted)
+	f.runtime.set(func(r *probeRuntime) { r.failCancels = 1 << 20 })
+	res, err := f.host.CancelTurn(ctx, host.CancelInput{WorkspaceID: ws, SessionID: s.ID, TurnID: tr.ID})
+	if err != nil || !res.IntentAccepted || res.ProviderConfirmed || res.Settled {
+		t.Fatalf("cancel that cannot be delivered: %+v %v", res, err)
+	}
+	f.crash()
+	got := f.expectTurn(s.ID, tr.ID, host.PhaseSettled, host.OutcomeFailed, host.ReasonExecutionStatusUnknown)
+	if !got.CancelRequested {
+		t.Fatalf("the cancel intent was lost across the restart: %+v", got)
+	}
+	f.expectBusy(s.ID, false)
+	f.expectNoStreaming(s.ID)
+	before := f.runtime.cancels.Load()
+	res, err = f.host.CancelTurn(ctx, host.CancelInput{WorkspaceID: ws, SessionID: s.ID, TurnID: tr.ID})
+	if err != nil || !res.Settled || f.runtime.cancels.Load() != before {
+		t.Fatalf("cancel after settlement: %+v %v", res, err)
+	}
+}}

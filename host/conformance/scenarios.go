@@ -55,5 +55,6 @@ func Scenarios() []Scenario {
 		UnavailableHasReason,
 		ContextLostIsExplicit,
 		HonestProviderIdentity,
+		CancelIntentSurvivesRestart,
 	}
 }
