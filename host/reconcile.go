@@ -41,6 +41,10 @@ type turnWork struct {
 	cancelConfirmed map[string]bool
 	// retry: per-turn backoff of reconciler steps that failed.
 	retry map[string]retryState
+	// known: Turns this process admitted, drove or recovered, with when it
+	// learned of them. Without leases (one replica) the reconciler only
+	// touches these: another Host on the same store is no concern of it.
+	known map[string]time.Time
 }
 
 type pendingTerminal struct {
@@ -55,7 +59,7 @@ type retryState struct {
 
 func newTurnWork() turnWork {
 	return turnWork{driving: map[string]bool{}, terminal: map[string]pendingTerminal{},
-		cancelConfirmed: map[string]bool{}, retry: map[string]retryState{}}
+		cancelConfirmed: map[string]bool{}, retry: map[string]retryState{}, known: map[string]time.Time{}}
 }
 
 // drive claims the Turn for one dispatch of this process; false when one
@@ -67,7 +71,27 @@ func (w *turnWork) drive(turnID string) bool {
 		return false
 	}
 	w.driving[turnID] = true
+	if _, ok := w.known[turnID]; !ok {
+		w.known[turnID] = time.Now()
+	}
 	return true
+}
+
+// adopt records a Turn this process is responsible for without driving
+// it yet (a queued Turn found by recovery).
+func (w *turnWork) adopt(turnID string) {
+	w.mu.Lock()
+	if _, ok := w.known[turnID]; !ok {
+		w.known[turnID] = time.Now()
+	}
+	w.mu.Unlock()
+}
+
+func (w *turnWork) isKnown(turnID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.known[turnID]
+	return ok
 }
 
 func (w *turnWork) release(turnID string) {
@@ -131,6 +155,7 @@ func (w *turnWork) forget(turnID string) {
 	delete(w.terminal, turnID)
 	delete(w.cancelConfirmed, turnID)
 	delete(w.retry, turnID)
+	delete(w.known, turnID)
 	w.mu.Unlock()
 }
 
@@ -144,6 +169,9 @@ func (w *turnWork) prune(unsettled map[string]bool) {
 	keep := func(id string) bool { return unsettled[id] || w.driving[id] }
 	maps.DeleteFunc(w.retry, func(id string, _ retryState) bool { return !keep(id) })
 	maps.DeleteFunc(w.cancelConfirmed, func(id string, _ bool) bool { return !keep(id) })
+	// A Turn learned of after the scan is not in it: keep young entries.
+	old := time.Now().Add(-time.Minute)
+	maps.DeleteFunc(w.known, func(id string, at time.Time) bool { return !keep(id) && at.Before(old) })
 }
 
 // runReconciler runs ReconcileTurns every reconcileEvery until ctx ends.
@@ -203,6 +231,9 @@ func (h *Host) reconcileTurn(ctx context.Context, t Turn) bool {
 			h.work.failed(t.ID, now)
 		}
 		return true
+	}
+	if h.leases() == nil && !h.work.isKnown(t.ID) {
+		return false
 	}
 	if h.runsElsewhere(ctx, t.WorkspaceID, t.SessionID) {
 		return false

@@ -57,6 +57,7 @@ func (h *Host) Recover(ctx context.Context) (RecoveryReport, error) {
 		}
 		if t.Phase == PhaseQueued {
 			// Never sent: the reconciler dispatches it (exactly once).
+			h.work.adopt(t.ID)
 			continue
 		}
 		ref := TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
