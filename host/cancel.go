@@ -76,11 +76,15 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 	if t.Settled() {
 		return res, nil
 	}
-	rep, err := h.runtime.Cancel(ctx, ref)
-	if err != nil {
-		h.log.Warn("provider cancel failed; the intent stays durable", "turn", t.ID, "err", err)
+	if h.work.isDriving(t.ID) {
+		// Unconfirmed (or failed) deliveries are retried by the reconciler
+		// until the runtime confirms or the Turn settles.
+		res.ProviderConfirmed = h.deliverCancel(context.WithoutCancel(ctx), ref)
+	} else {
+		// No dispatch of this process drives the Turn: its runtime target
+		// is gone or its terminal write failed. Settle it now.
+		h.reconcileTurn(context.WithoutCancel(ctx), t)
 	}
-	res.ProviderConfirmed = rep.Confirmed
 	if t, err = h.waitSettled(ctx, ref, in.Wait); err == nil {
 		res.Turn, res.Settled = t, t.Settled()
 	}

@@ -13,26 +13,102 @@ const acceptanceTimeout = 60 * time.Second
 // dispatch starts the runtime if needed, records the dispatch admission and
 // crosses the provider acceptance barrier. It runs on a context detached
 // from the caller so a dropped client cannot abandon a half-made decision.
+//
+// The caller holds the Turn's drive claim (h.work.drive); dispatch hands it
+// to the Turn's sink once the runtime took the prompt, and releases it on
+// every other path.
+//
+// One rule for failures before the provider saw the prompt: the answer is
+// unavailable (retryable) and the claim stays prepared. A Turn of a visible
+// session goes back to queued, where the retry of the same ClientSubmitID
+// or the reconciler dispatches it exactly once; a provisional session is
+// rolled back whole, so the retry creates it afresh.
 func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, provisional bool) (Turn, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), acceptanceTimeout)
 	defer cancel()
 	ref := TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
+	handed := false
+	defer func() {
+		if !handed {
+			h.work.release(ref.TurnID)
+		}
+	}()
 	if _, mine, err := h.ownSession(ctx, s.WorkspaceID, s.ID, t.ID); err != nil || !mine {
 		if err == nil {
-			err = &Error{Code: CodeUnavailable, Reason: "stale_owner", Message: "another replica owns this session"}
+			err = &Error{Code: CodeUnavailable, Reason: "stale_owner", Message: "another replica owns this session; it sends the prompt"}
 		}
-		return h.failBeforeDispatch(ctx, ref, provisional, err)
+		// Not ours to roll back or requeue: the owner's reconciler drives it.
+		return Turn{}, err
+	}
+	if s.ContextLost {
+		return Turn{}, errContextLost
 	}
 
 	start, err := h.runtime.Start(ctx, StartRequest{
 		WorkspaceID: s.WorkspaceID, SessionID: s.ID,
 		ProviderSessionID: s.ProviderSessionID, Settings: s.Settings,
 	})
-	if err != nil {
-		// The provider never saw the prompt: nothing is ambiguous.
-		return h.failBeforeDispatch(ctx, ref, provisional, err)
+	if errors.Is(err, ErrContextLost) && !provisional {
+		return Turn{}, h.markContextLost(ctx, ref, err)
 	}
-	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+	if err != nil {
+		return h.failBeforeDispatch(ctx, ref, provisional, err, ReasonRuntimeUnavailable)
+	}
+	if err := h.markDispatched(ctx, ref, s, start); errors.Is(err, errSettledBeforeDispatch) {
+		return h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+	} else if err != nil {
+		return h.failBeforeDispatch(ctx, ref, provisional, err, ReasonStoreUnavailable)
+	}
+
+	sink := newTurnSink(h, ref, false)
+	err = h.runtime.Dispatch(ctx, DispatchRequest{
+		Ref: ref, ProviderSessionID: start.ProviderSessionID, ClientSubmitID: c.ClientSubmitID,
+		Content: c.Content, OccurredAt: c.CreatedAt,
+	}, sink)
+	var pe *ProviderError
+	var le *LocalError
+	switch {
+	case err == nil:
+		handed = true // the sink releases the drive claim at the terminal
+		return h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+	case errors.As(err, &le):
+		// The runtime refused before writing anything: not a provider
+		// answer, so nothing is settled and the claim stays retryable.
+		return h.failBeforeDispatch(ctx, ref, provisional, err, le.Code)
+	case errors.As(err, &pe):
+		// An explicit rejection: the failed Turn and prompt stay as history
+		// and a replay of the same id returns them without dispatch.
+		term := Terminal{Outcome: OutcomeFailed, Reason: ReasonProviderRejected}
+		t, serr := h.settle(ctx, ref, term, ClaimRejected)
+		if serr != nil {
+			h.work.pend(ref.TurnID, term, ClaimRejected)
+			return Turn{}, wrap(CodeOutcomeUnknown, serr, "the provider rejected the prompt but the rejection is not recorded yet")
+		}
+		return t, nil
+	default:
+		// Delivery unknown: keep the prepared claim, never redispatch, and
+		// settle without guessing an outcome.
+		reason := ReasonExecutionStatusUnknown
+		if sink.acceptFailed {
+			reason = ReasonDeliveryUnknown
+		}
+		if _, serr := h.settleRetrying(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}); serr != nil {
+			h.log.Warn("could not settle a turn with unknown delivery; the reconciler will", "turn", ref.TurnID, "err", serr)
+		}
+		return Turn{}, &Error{Code: CodeOutcomeUnknown, Reason: reason, Err: err,
+			Message: "the prompt may or may not have reached the agent; it will not be resent"}
+	}
+}
+
+var errSettledBeforeDispatch = errors.New("turn settled before dispatch")
+
+// markDispatched commits queued → dispatched (and a new provider session
+// id). It is the exactly-once guard of a dispatch: a Turn that is no longer
+// queued is never sent again. A lost acknowledgement is resolved by reading
+// the Turn back: this dispatch holds the drive claim and the owner fence,
+// so a dispatched Turn can only be its own commit.
+func (h *Host) markDispatched(ctx context.Context, ref TurnRef, s Session, start StartResult) error {
+	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		if err := h.checkOwner(ctx, tx, ref.WorkspaceID, ref.SessionID); err != nil {
 			return err
 		}
@@ -40,7 +116,7 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 		if err != nil {
 			return err
 		}
-		if cur.Settled() { // canceled while queued
+		if cur.Phase != PhaseQueued { // canceled while queued, or already sent
 			return errSettledBeforeDispatch
 		}
 		if start.ProviderSessionID != s.ProviderSessionID {
@@ -57,58 +133,18 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 		emit(turnFact(cur))
 		return tx.UpdateTurn(ctx, cur)
 	})
-	if errors.Is(err, errSettledBeforeDispatch) {
-		return h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+	if err == nil || !errors.Is(err, ErrUnavailable) {
+		return err
 	}
-	if err != nil {
-		return h.failBeforeDispatch(ctx, ref, provisional, err)
+	if t, rerr := h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID); rerr == nil && t.Phase == PhaseDispatched {
+		return nil
 	}
-
-	sink := newTurnSink(h, ref, false)
-	err = h.runtime.Dispatch(ctx, DispatchRequest{
-		Ref: ref, ProviderSessionID: start.ProviderSessionID, ClientSubmitID: c.ClientSubmitID,
-		Content: c.Content, OccurredAt: c.CreatedAt,
-	}, sink)
-	var pe *ProviderError
-	switch {
-	case err == nil:
-		return h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
-	case errors.As(err, &pe):
-		// An explicit rejection: the failed Turn and prompt stay as history
-		// and a replay of the same id returns them without dispatch.
-		t, serr := h.settle(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonProviderRejected}, ClaimRejected)
-		if serr != nil {
-			return Turn{}, wrap(CodeOutcomeUnknown, serr, "the provider rejected the prompt but the rejection could not be recorded")
-		}
-		if provisional {
-			_ = h.runtime.Close(ctx, ref.WorkspaceID, ref.SessionID)
-		}
-		return t, nil
-	default:
-		// Delivery unknown: keep the prepared claim, never redispatch, and
-		// settle without guessing an outcome.
-		reason := ReasonExecutionStatusUnknown
-		if sink.acceptFailed {
-			reason = ReasonDeliveryUnknown
-		}
-		if _, serr := h.settleRetrying(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}); serr != nil {
-			h.log.Warn("could not settle a turn with unknown delivery; recovery will", "turn", ref.TurnID, "err", serr)
-		}
-		return Turn{}, &Error{Code: CodeOutcomeUnknown, Reason: reason, Err: err,
-			Message: "the prompt may or may not have reached the agent; it will not be resent"}
-	}
+	return err
 }
 
-var errSettledBeforeDispatch = errors.New("turn settled before dispatch")
-
 // failBeforeDispatch handles a failure where the provider never received the
-// prompt. A provisional session is compensated away entirely; otherwise the
-// Turn fails and its claim is rejected.
-func (h *Host) failBeforeDispatch(ctx context.Context, ref TurnRef, provisional bool, cause error) (Turn, error) {
-	code := CodeOf(cause)
-	if code != CodeUnavailable {
-		code = CodeUnavailable
-	}
+// prompt (see dispatch for the rule). reason names the local condition.
+func (h *Host) failBeforeDispatch(ctx context.Context, ref TurnRef, provisional bool, cause error, reason string) (Turn, error) {
 	if provisional {
 		err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 			// A deleted root wakes its whole tree (empty root turn).
@@ -116,14 +152,40 @@ func (h *Host) failBeforeDispatch(ctx context.Context, ref TurnRef, provisional 
 			return tx.DeleteProvisionalSession(ctx, ref.WorkspaceID, ref.SessionID)
 		})
 		if err != nil {
-			h.log.Warn("could not roll back a provisional session; recovery will settle it", "session", ref.SessionID, "err", err)
+			h.log.Warn("could not roll back a provisional session; the reconciler retries it", "session", ref.SessionID, "err", err)
+		} else if cerr := h.runtime.Destroy(ctx, ref.WorkspaceID, ref.SessionID); cerr != nil {
+			// The binding may hold a provider session for a session that
+			// no longer exists.
+			h.log.Warn("could not close the runtime binding of a rolled-back session", "session", ref.SessionID, "err", cerr)
 		}
-		return Turn{}, wrap(code, cause, "the agent could not be started; nothing was created")
+		return Turn{}, &Error{Code: CodeUnavailable, Reason: reason, Err: cause,
+			Message: "the agent could not take the prompt; nothing was created, retry"}
 	}
-	if _, err := h.settle(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: "runtime_unavailable"}, ClaimRejected); err != nil {
-		h.log.Warn("could not settle an undispatched turn", "turn", ref.TurnID, "err", err)
+	if err := h.requeue(ctx, ref); err != nil {
+		h.log.Warn("could not put an unsent turn back in the queue; the reconciler settles it", "turn", ref.TurnID, "err", err)
 	}
-	return Turn{}, wrap(code, cause, "the agent could not be started; the prompt was not sent")
+	return Turn{}, &Error{Code: CodeUnavailable, Reason: reason, Err: cause,
+		Message: "the agent could not take the prompt; it was not sent and stays queued (retrying the same clientSubmitId is safe)"}
+}
+
+// requeue moves a Turn this dispatch marked dispatched back to queued. It
+// is only ever called before the runtime was asked to send the prompt.
+func (h *Host) requeue(ctx context.Context, ref TurnRef) error {
+	return h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		if err := h.checkOwner(ctx, tx, ref.WorkspaceID, ref.SessionID); err != nil {
+			return err
+		}
+		cur, err := tx.Turn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+		if err != nil {
+			return err
+		}
+		if cur.Phase != PhaseDispatched {
+			return nil
+		}
+		cur.Phase, cur.UpdatedAt = PhaseQueued, h.nowUTC()
+		emit(turnFact(cur))
+		return tx.UpdateTurn(ctx, cur)
+	})
 }
 
 func turnFact(t Turn) Fact {

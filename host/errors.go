@@ -68,6 +68,17 @@ func wrap(code Code, err error, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Err: err}
 }
 
+// Reasons carried by unavailable errors, so a client (and an operator)
+// can tell which dependency failed. docs/protocol.md lists them.
+const (
+	ReasonStoreUnavailable   = "store_unavailable"
+	ReasonOwnerUnreachable   = "owner_unreachable"
+	ReasonRuntimeUnavailable = "runtime_unavailable"
+	ReasonCreateInProgress   = "create_in_progress"
+	ReasonShuttingDown       = "shutting_down"
+	ReasonTimeout            = "timeout"
+)
+
 // Store adapters return these sentinels (wrapped is fine); the Host maps them
 // to typed errors.
 var (
@@ -109,4 +120,17 @@ type ProviderError struct {
 
 func (e *ProviderError) Error() string {
 	return fmt.Sprintf("provider rejected: %s: %s", e.Code, e.Message)
+}
+
+// LocalError is a refusal by the runtime itself before anything was written
+// to the provider (its session is busy, not started, …). The provider never
+// saw the prompt, so the Turn goes back to queued and its claim stays
+// retryable; it is never recorded as a provider rejection.
+type LocalError struct {
+	Code    string
+	Message string
+}
+
+func (e *LocalError) Error() string {
+	return fmt.Sprintf("runtime refused before sending: %s: %s", e.Code, e.Message)
 }

@@ -45,13 +45,13 @@ func (h *Host) forward(ctx context.Context, owner, op string, in, out any) error
 	rep, err := fwd.Forward(ctx, owner, ForwardRequest{Op: op, Input: data})
 	switch {
 	case errors.Is(err, ErrNotDelivered):
-		return &Error{Code: CodeUnavailable, Reason: "owner_unreachable", Err: err,
+		return &Error{Code: CodeUnavailable, Reason: ReasonOwnerUnreachable, Err: err,
 			Message: "the replica that runs this session did not answer; nothing was done, retry"}
 	case err != nil && op == forwardSubmit:
-		return &Error{Code: CodeOutcomeUnknown, Reason: "owner_unreachable", Err: err,
+		return &Error{Code: CodeOutcomeUnknown, Reason: ReasonOwnerUnreachable, Err: err,
 			Message: "the replica that runs this session took the request but its answer was lost; retrying the same clientSubmitId returns what happened"}
 	case err != nil:
-		return &Error{Code: CodeUnavailable, Reason: "owner_unreachable", Err: err,
+		return &Error{Code: CodeUnavailable, Reason: ReasonOwnerUnreachable, Err: err,
 			Message: "the replica that runs this session did not answer; retry"}
 	}
 	if rep.Error != nil {
@@ -75,7 +75,7 @@ func (h *Host) ServeForwarded(ctx context.Context, req ForwardRequest) ForwardRe
 	case forwardSubmit:
 		var in SendInput
 		if err = decodeStrict(req.Input, &in); err == nil {
-			res, err = h.SendInput(ctx, in)
+			res, err = h.sendInput(ctx, in) // validated by the sending replica
 		}
 	case forwardCancel:
 		var in CancelInput

@@ -47,6 +47,8 @@ type Host struct {
 	relay    struct{ interval, delay time.Duration }
 
 	locks sessionLocks
+	// work tracks the Turns this process drives (reconcile.go).
+	work turnWork
 	// own tracks the session leases this Host holds (ownership.go).
 	own ownership
 	// settled wakes CancelTurn waiters when a turn settles.
@@ -81,6 +83,7 @@ func New(cfg Config) *Host {
 		responder: cfg.Responder,
 		replica:   cfg.ReplicaID,
 		opsWake:   make(chan struct{}, 1),
+		work:      newTurnWork(),
 	}
 	if h.responder == nil {
 		h.responder, _ = cfg.Runtime.(InteractionResponder)
@@ -121,7 +124,9 @@ func (h *Host) Ready() <-chan struct{} { return h.ready }
 // Ping reports whether the canonical store answers, for readiness checks.
 func (h *Host) Ping(ctx context.Context) error {
 	if err := h.store.Ping(ctx); err != nil {
-		return wrap(CodeUnavailable, err, "store does not answer")
+		e := wrap(CodeUnavailable, err, "store does not answer")
+		e.Reason = ReasonStoreUnavailable
+		return e
 	}
 	return nil
 }

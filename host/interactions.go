@@ -620,6 +620,9 @@ func (k *turnSink) Subagent(ctx context.Context, req SubagentRequest) (TurnRef, 
 	ref := TurnRef{WorkspaceID: k.ref.WorkspaceID,
 		SessionID: derivedID("ses", k.ref.TurnID, req.ProviderSessionID),
 		TurnID:    derivedID("turn", k.ref.TurnID, req.ProviderSessionID)}
+	// The child Turn is driven by this runtime from its first commit: the
+	// reconciler must not take it for an orphan.
+	k.h.work.drive(ref.TurnID)
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, ps, err := k.load(ctx, tx, fenceAccepted)
 		if err != nil {
@@ -660,6 +663,7 @@ func (k *turnSink) Subagent(ctx context.Context, req SubagentRequest) (TurnRef, 
 		return nil
 	})
 	if err != nil {
+		k.h.work.release(ref.TurnID)
 		return TurnRef{}, nil, err
 	}
 	return ref, newTurnSink(k.h, ref, true), nil

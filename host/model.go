@@ -26,6 +26,10 @@ type Session struct {
 	// TurnCount is the last Turn.Seq handed out.
 	TurnCount    int64  `json:"turnCount"`
 	ActiveTurnID string `json:"activeTurnId,omitempty"`
+	// ContextLost: the agent could not load this session's provider
+	// session; nothing is sent until a member chooses to continue in a
+	// fresh agent session (Host.ContinueFresh).
+	ContextLost bool `json:"contextLost,omitempty"`
 	// Provisional sessions (initial content not yet durable) are invisible.
 	Provisional bool       `json:"-"`
 	CreatedBy   string     `json:"createdBy,omitempty"`

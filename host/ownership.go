@@ -176,8 +176,8 @@ func (h *Host) recoverSession(ctx context.Context, ws, sid, keep string) error {
 		return storeErr(err, "session recovery")
 	}
 	for _, t := range turns {
-		if t.WorkspaceID != ws || t.SessionID != sid || t.ID == keep {
-			continue
+		if t.WorkspaceID != ws || t.SessionID != sid || t.ID == keep || t.Phase == PhaseQueued {
+			continue // a queued Turn was never sent: the reconciler dispatches it
 		}
 		ref := TurnRef{WorkspaceID: ws, SessionID: sid, TurnID: t.ID}
 		if _, err := h.settle(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}, ""); err != nil {
@@ -264,7 +264,7 @@ func (h *Host) renewAll(ctx context.Context, ls LeaseStore, ttl time.Duration) {
 			h.own.drop(l.ws, l.sid, l.gen)
 			h.log.Warn("lost a session lease to another replica; closing its runtime here", "session", l.sid)
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_ = h.runtime.Close(cctx, l.ws, l.sid)
+			_ = h.runtime.Release(cctx, l.ws, l.sid) // never destroys: the new owner loads it
 			cancel()
 		case err != nil && ctx.Err() == nil:
 			h.log.Warn("renew session lease", "session", l.sid, "err", err)

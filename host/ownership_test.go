@@ -190,7 +190,7 @@ func TestExpiredOwnerIsTakenOver(t *testing.T) {
 	}
 	sid := cr.Session.ID
 	// The stale agent would stream on until shutdown; stop it at the end.
-	defer rtA.Close(context.Background(), "w", sid)
+	defer rtA.Release(context.Background(), "w", sid)
 	old := submit(t, a, sid, "old", "/sim words=100000 rate=10ms")
 	waitTurn(t, a, "w", sid, old.Turn.ID, func(tr host.Turn) bool { return tr.Phase == host.PhaseDurablyAccepted })
 
@@ -211,9 +211,19 @@ func TestExpiredOwnerIsTakenOver(t *testing.T) {
 	bDone := make(chan struct{})
 	go func() { defer close(bDone); b.RunOwnership(bctx) }()
 	defer func() { bcancel(); <-bDone }()
-	next := submit(t, b, sid, "next", "/sim words=3")
-	if next.Replayed || next.Turn == nil {
-		t.Fatalf("submit after takeover: %+v", next)
+	// B's agent never saw the session: B says so instead of starting over
+	// silently, and the explicit choice sends the queued prompt.
+	in := host.SendInput{WorkspaceID: "w", SessionID: sid, ClientSubmitID: "next",
+		Content: host.MessageContent{Text: "/sim words=3"}}
+	if _, err := b.SendInput(ctx, in); host.CodeOf(err) != host.CodeNotDispatched {
+		t.Fatalf("submit after takeover: %v, want not_dispatched/context_lost", err)
+	}
+	if s, err := b.ContinueFresh(ctx, host.ContinueFreshInput{WorkspaceID: "w", SessionID: sid}); err != nil || s.ContextLost {
+		t.Fatalf("continue fresh: %+v %v", s, err)
+	}
+	next, err := b.SendInput(ctx, in)
+	if err != nil || !next.Replayed || next.Turn == nil {
+		t.Fatalf("retry after continuing fresh: %+v %v", next, err)
 	}
 	tr, err := b.GetTurn(ctx, "w", sid, old.Turn.ID)
 	if err != nil || tr.Outcome != host.OutcomeFailed || tr.FailureReason != host.ReasonExecutionStatusUnknown {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -132,7 +133,9 @@ type Observer interface {
 // Runtime is the provider port: a live agent connection per session.
 type Runtime interface {
 	// Start ensures a live provider session for a canonical session. With a
-	// ProviderSessionID it resumes that conversation where the agent can.
+	// ProviderSessionID it resumes that conversation; when the agent cannot
+	// load it, Start fails with ErrContextLost and never starts over
+	// silently. Without one it starts a fresh provider session.
 	Start(ctx context.Context, req StartRequest) (StartResult, error)
 	// Dispatch sends one prompt. It returns after sink.Accepted succeeded
 	// (the provider identity is durably bound) or with an error before that:
@@ -142,8 +145,14 @@ type Runtime interface {
 	// Cancel asks the provider to stop the exact Turn. Confirmed reports
 	// that the provider acknowledged the request for that Turn.
 	Cancel(ctx context.Context, ref TurnRef) (CancelReport, error)
-	// Close releases the live provider session, if any.
-	Close(ctx context.Context, ws, sessionID string) error
+	// Release drops this process's live binding of the session (lease
+	// lost, shutdown): a running prompt is cancelled, but the provider
+	// session itself is kept, so its next owner can load it.
+	Release(ctx context.Context, ws, sessionID string) error
+	// Destroy ends the provider session for good (ACP session/close where
+	// the agent supports it). Only for a session that no longer exists,
+	// such as a rolled-back provisional one.
+	Destroy(ctx context.Context, ws, sessionID string) error
 	// Describe names the agent for display; Simulated marks the sim agent.
 	Describe() AgentInfo
 }
@@ -177,10 +186,14 @@ type StartResult struct {
 	ProviderSessionID string
 	// Created is true when this call started the provider session.
 	Created bool
-	// Resumed is false when a requested ProviderSessionID could not be
-	// loaded and a fresh provider session was started instead.
+	// Resumed is true when the requested ProviderSessionID is live (or was
+	// loaded) with its history.
 	Resumed bool
 }
+
+// ErrContextLost is returned (wrapped) by Runtime.Start when the agent
+// cannot load the requested provider session: its history is gone there.
+var ErrContextLost = errors.New("the agent could not load the provider session")
 
 // DispatchRequest is one prompt for the provider. ClientSubmitID is the only
 // correlation identity the provider sees; canonical ids stay Host-owned.

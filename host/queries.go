@@ -1,6 +1,10 @@
 package host
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strings"
+)
 
 // GetSession reads one visible session.
 func (h *Host) GetSession(ctx context.Context, ws, id string) (Session, error) {
@@ -106,6 +110,25 @@ func clampLimit(n, def, max int) int {
 
 const maxIDLen = 128
 
+// ReservedIDPrefixes start the ClientSubmitIDs of Host-internal admissions
+// (such as the follow-up of a declined approval). A client id that reaches
+// into this space is refused, so no member can squat an internal admission.
+var ReservedIDPrefixes = []string{"ensemble:", DenyFollowUpPrefix}
+
+// requireClientID validates a caller's ClientSubmitID.
+func requireClientID(id string) error {
+	if err := requireIDs(id); err != nil {
+		return Errorf(CodeInvalidInput, "clientSubmitId: %s", err.(*Error).Message)
+	}
+	for _, p := range ReservedIDPrefixes {
+		if strings.HasPrefix(id, p) {
+			return &Error{Code: CodeInvalidInput, Reason: "reserved_id",
+				Message: fmt.Sprintf("clientSubmitId may not start with %q: that id space is reserved for the server", p)}
+		}
+	}
+	return nil
+}
+
 func requireIDs(ids ...string) error {
 	for _, id := range ids {
 		if id == "" {
@@ -137,7 +160,9 @@ func storeErr(err error, format string, args ...any) error {
 	case CodeNotFound:
 		return wrap(code, err, format+" not found", args...)
 	case CodeUnavailable:
-		msg = "store unavailable: " + format
+		e := wrap(code, err, "store unavailable: "+format, args...)
+		e.Reason = ReasonStoreUnavailable
+		return e
 	}
 	return wrap(code, err, msg, args...)
 }

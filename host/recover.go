@@ -5,10 +5,11 @@ import (
 	"fmt"
 )
 
-// Recover runs before serving. Every Turn left unsettled by a previous
-// process has no authoritative terminal, so it is settled failed with
-// execution_status_unknown; prepared submit claims stay prepared and are
-// never redispatched. A record that cannot be processed is quarantined and
+// Recover runs before serving. Every Turn past queued left unsettled by a
+// previous process has no authoritative terminal, so it is settled failed
+// with execution_status_unknown; its prepared submit claim stays prepared
+// and is never redispatched. A queued Turn was never sent: it stays queued
+// and the reconciler (RunOperations) dispatches it. A record that cannot be processed is quarantined and
 // reported; only a failure to persist that quarantine fails recovery.
 //
 // Durable runtime operations are recovered first, before any stale turn is
@@ -53,6 +54,11 @@ func (h *Host) Recover(ctx context.Context) (RecoveryReport, error) {
 	for _, t := range turns {
 		if h.ownedElsewhere(ctx, t) {
 			continue // a live replica runs it (cluster mode)
+		}
+		if t.Phase == PhaseQueued {
+			// Never sent: the reconciler dispatches it (exactly once).
+			h.work.adopt(t.ID)
+			continue
 		}
 		ref := TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
 		if _, err := h.settle(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}, ""); err != nil {

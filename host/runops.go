@@ -46,7 +46,8 @@ func (h *Host) wakeOps() {
 	}
 }
 
-// RunOperations runs the runtime-operation worker until ctx ends. Each due
+// RunOperations runs the runtime-operation worker and the turn reconciler
+// (reconcile.go) until ctx ends. Each due
 // operation runs in its own goroutine (at most opParallel at once); the
 // worker waits for all of them before it returns.
 func (h *Host) RunOperations(ctx context.Context) {
@@ -59,6 +60,7 @@ func (h *Host) RunOperations(ctx context.Context) {
 		wg       sync.WaitGroup
 	)
 	defer wg.Wait()
+	wg.Go(func() { h.runReconciler(ctx) })
 	sem := make(chan struct{}, opParallel)
 	tick := time.NewTicker(opPoll)
 	defer tick.Stop()
@@ -345,7 +347,7 @@ func (h *Host) submitFollowUp(ctx context.Context, op RuntimeOperation) {
 		h.deferOperation(ctx, op, opIdlePoll, "")
 		return
 	}
-	res, err := h.SendInput(ctx, SendInput{
+	res, err := h.sendInput(ctx, SendInput{
 		WorkspaceID: op.WorkspaceID, SessionID: op.SessionID, ClientSubmitID: DenyFollowUpPrefix + op.ID,
 		Content: *op.FollowUp, SubmittedBy: op.RespondedBy,
 	})

@@ -12,7 +12,17 @@ var errClaimExists = errors.New("submit claim exists")
 // SendInput submits one user message. The ClientSubmitID makes it
 // idempotent: the same id (on any replica, across restarts) returns the same
 // Turn and dispatches to the provider at most once.
+// Ids in ReservedIDPrefixes are refused: that space belongs to the Host.
 func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) {
+	if err := requireClientID(in.ClientSubmitID); err != nil {
+		return SendResult{}, err
+	}
+	return h.sendInput(ctx, in)
+}
+
+// sendInput is SendInput for any ClientSubmitID, including the Host's own
+// reserved ones.
+func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) {
 	if err := requireIDs(in.WorkspaceID, in.SessionID); err != nil {
 		return SendResult{}, err
 	}
@@ -32,7 +42,7 @@ func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) 
 	unlock := h.locks.lock(in.WorkspaceID, in.SessionID)
 	if c, err := h.store.GetClaim(ctx, in.WorkspaceID, in.ClientSubmitID); err == nil {
 		unlock()
-		return h.replay(ctx, c, in.SessionID, content)
+		return h.replay(ctx, c, in, content)
 	} else if !errors.Is(err, ErrNotFound) {
 		unlock()
 		return SendResult{}, storeErr(err, "submit claim")
@@ -47,6 +57,10 @@ func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) 
 		return h.forwardSend(ctx, owner, in)
 	}
 
+	// The drive claim is taken before the admission commits, so the
+	// reconciler never dispatches a Turn this call is about to send.
+	turnID := h.newID("turn")
+	h.work.drive(turnID)
 	var sess Session
 	var turn Turn
 	var claim SubmitClaim
@@ -75,16 +89,22 @@ func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) 
 			return &Error{Code: CodeSessionBusy, Reason: "turn_active",
 				Message: "a turn is running in this session; wait for it or cancel it"}
 		}
-		sess, turn, claim, err = h.admit(ctx, tx, emit, s, in.ClientSubmitID, content, content.Digest(), in.SubmittedBy)
+		sess, turn, claim, err = h.admit(ctx, tx, emit, s, turnID, in.ClientSubmitID, content, content.Digest(), in.SubmittedBy)
 		return err
 	})
 	unlock()
+	if err != nil && h.admitted(ctx, err, in.WorkspaceID, in.ClientSubmitID, turnID) {
+		err = nil // the commit landed; only its acknowledgement was lost
+	}
+	if err != nil {
+		h.work.release(turnID)
+	}
 	if errors.Is(err, errClaimExists) || errors.Is(err, ErrDuplicate) {
 		c, cerr := h.store.GetClaim(ctx, in.WorkspaceID, in.ClientSubmitID)
 		if cerr != nil {
 			return SendResult{}, storeErr(cerr, "submit claim")
 		}
-		return h.replay(ctx, c, in.SessionID, content)
+		return h.replay(ctx, c, in, content)
 	}
 	if err != nil {
 		return SendResult{}, storeErr(err, "submit")
@@ -100,10 +120,10 @@ func (h *Host) SendInput(ctx context.Context, in SendInput) (SendResult, error) 
 // prepared claim, the queued Turn, the user message and the session's
 // active turn. The claim's creation time is the message's occurrence;
 // digest is what a retry of the same request must match.
-func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, clientSubmitID string, content MessageContent, digest, by string) (Session, Turn, SubmitClaim, error) {
+func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, turnID, clientSubmitID string, content MessageContent, digest, by string) (Session, Turn, SubmitClaim, error) {
 	now := h.nowUTC()
 	turn := Turn{
-		WorkspaceID: s.WorkspaceID, SessionID: s.ID, ID: h.newID("turn"),
+		WorkspaceID: s.WorkspaceID, SessionID: s.ID, ID: turnID,
 		Seq: s.TurnCount + 1, Origin: "user", Phase: PhaseQueued,
 		ClientSubmitID: clientSubmitID, SubmittedBy: by, CreatedAt: now, UpdatedAt: now,
 	}
@@ -143,10 +163,23 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 	return s, turn, claim, nil
 }
 
+// admitted resolves an admission commit that reported an error: when the
+// acknowledgement was lost but the claim for this very Turn is durable,
+// the admission happened.
+func (h *Host) admitted(ctx context.Context, err error, ws, clientSubmitID, turnID string) bool {
+	if !errors.Is(err, ErrUnavailable) {
+		return false
+	}
+	c, cerr := h.store.GetClaim(ctx, ws, clientSubmitID)
+	return cerr == nil && c.TurnID == turnID
+}
+
 // replay answers a retried ClientSubmitID from its durable claim: the same
-// Turn, no dispatch. Different content under the same id is a conflict.
-func (h *Host) replay(ctx context.Context, c SubmitClaim, sessionID string, content MessageContent) (SendResult, error) {
-	if c.SessionID != sessionID || c.Digest != content.Digest() {
+// Turn. Different content under the same id is a conflict. A Turn still
+// queued with a prepared claim never reached the provider: the retry
+// dispatches it (exactly once), unless a dispatch already drives it.
+func (h *Host) replay(ctx context.Context, c SubmitClaim, in SendInput, content MessageContent) (SendResult, error) {
+	if c.SessionID != in.SessionID || c.Digest != content.Digest() {
 		return SendResult{}, &Error{Code: CodeOperationConflict, Reason: "client_submit_id_reused",
 			Message: "clientSubmitId was already used with different content or another session"}
 	}
@@ -157,6 +190,25 @@ func (h *Host) replay(ctx context.Context, c SubmitClaim, sessionID string, cont
 	t, err := h.store.GetTurn(ctx, c.WorkspaceID, c.SessionID, c.TurnID)
 	if err != nil {
 		return SendResult{}, storeErr(err, "turn %s", c.TurnID)
+	}
+	if t.Phase == PhaseQueued && c.State == ClaimPrepared {
+		owner, mine, err := h.ownSession(ctx, c.WorkspaceID, c.SessionID, t.ID)
+		if err != nil {
+			return SendResult{}, err
+		}
+		if !mine {
+			return h.forwardSend(ctx, owner, in)
+		}
+		if h.work.drive(t.ID) {
+			s, err := h.store.GetSession(ctx, c.WorkspaceID, c.SessionID)
+			if err != nil {
+				h.work.release(t.ID)
+				return SendResult{}, storeErr(err, "session %s", c.SessionID)
+			}
+			if t, err = h.dispatch(ctx, s, t, c, s.Provisional); err != nil {
+				return SendResult{}, err
+			}
+		}
 	}
 	return SendResult{Disposition: DispositionTurnStarted, Turn: &t, Replayed: true}, nil
 }

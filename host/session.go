@@ -3,6 +3,9 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 )
 
 const maxSettings = 32
@@ -31,13 +34,13 @@ func (h *Host) CreateSession(ctx context.Context, in CreateSessionInput) (Create
 		content = &c
 	}
 	if in.ClientSubmitID != "" {
-		if err := requireIDs(in.ClientSubmitID); err != nil {
+		if err := requireClientID(in.ClientSubmitID); err != nil {
 			return CreateSessionResult{}, err
 		}
 	} else if content != nil {
 		in.ClientSubmitID = h.newID("submit") // no caller retry identity: still claim once
 	}
-	digest := createDigest(title, content)
+	digest := createDigest(title, in.Settings, content)
 	if in.ClientSubmitID != "" {
 		if r, ok, err := h.replayCreate(ctx, in.WorkspaceID, in.ClientSubmitID, digest); ok || err != nil {
 			return r, err
@@ -54,6 +57,10 @@ func (h *Host) CreateSession(ctx context.Context, in CreateSessionInput) (Create
 	sess.RootID = sess.ID
 	var turn Turn
 	var claim SubmitClaim
+	turnID := h.newID("turn")
+	if content != nil {
+		h.work.drive(turnID) // before the commit: see SendInput
+	}
 	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		if err := tx.InsertSession(ctx, sess); err != nil {
 			return err
@@ -69,9 +76,15 @@ func (h *Host) CreateSession(ctx context.Context, in CreateSessionInput) (Create
 				State: ClaimAccepted, CreatedAt: now, UpdatedAt: now})
 		}
 		var err error
-		sess, turn, claim, err = h.admit(ctx, tx, emit, sess, in.ClientSubmitID, *content, digest, in.CreatedBy)
+		sess, turn, claim, err = h.admit(ctx, tx, emit, sess, turnID, in.ClientSubmitID, *content, digest, in.CreatedBy)
 		return err
 	})
+	if err != nil && content != nil && h.admitted(ctx, err, in.WorkspaceID, in.ClientSubmitID, turnID) {
+		err = nil // the commit landed; only its acknowledgement was lost
+	}
+	if err != nil {
+		h.work.release(turnID)
+	}
 	if errors.Is(err, ErrDuplicate) && in.ClientSubmitID != "" {
 		if r, ok, rerr := h.replayCreate(ctx, in.WorkspaceID, in.ClientSubmitID, digest); ok || rerr != nil {
 			return r, rerr
@@ -94,12 +107,19 @@ func (h *Host) CreateSession(ctx context.Context, in CreateSessionInput) (Create
 	return CreateSessionResult{Session: s, Turn: &t}, nil
 }
 
-// createDigest fingerprints a create request so a reused ClientSubmitID with
-// a different request is a conflict.
-func createDigest(title string, content *MessageContent) string {
+// createDigest fingerprints every input of a create request that shapes
+// the session (title, settings, content) so a reused ClientSubmitID with a
+// different request is a conflict. A create has no parent: forks and
+// sub-agent sessions have their own identities.
+func createDigest(title string, settings map[string]string, content *MessageContent) string {
 	c := MessageContent{Text: "\x00create\x00" + title}
+	keys := slices.Sorted(maps.Keys(settings))
+	for _, k := range keys {
+		// Length-prefixed, so no two setting maps share a rendering.
+		c.Quotes = append(c.Quotes, Quote{Text: fmt.Sprintf("setting:%d:%s=%s", len(k), k, settings[k])})
+	}
 	if content != nil {
-		c.Quotes = []Quote{{Text: content.Digest()}}
+		c.Quotes = append(c.Quotes, Quote{Text: content.Digest()})
 	}
 	return c.Digest()
 }
@@ -120,6 +140,12 @@ func (h *Host) replayCreate(ctx context.Context, ws, clientSubmitID, digest stri
 	if err != nil {
 		return CreateSessionResult{}, true, storeErr(err, "session %s", c.SessionID)
 	}
+	if s.Provisional {
+		// Never hand out a session that is not visible: join the first
+		// attempt if it is gone (its Turn is still queued), else ask the
+		// caller to come back.
+		return h.resumeCreate(ctx, s, c)
+	}
 	res := CreateSessionResult{Session: s}
 	if c.TurnID != "" {
 		t, err := h.store.GetTurn(ctx, ws, c.SessionID, c.TurnID)
@@ -129,6 +155,31 @@ func (h *Host) replayCreate(ctx context.Context, ws, clientSubmitID, digest stri
 		res.Turn = &t
 	}
 	return res, true, nil
+}
+
+// resumeCreate drives the first Turn of a provisional session whose create
+// attempt died before dispatching it, or answers create_in_progress.
+func (h *Host) resumeCreate(ctx context.Context, s Session, c SubmitClaim) (CreateSessionResult, bool, error) {
+	inProgress := &Error{Code: CodeUnavailable, Reason: ReasonCreateInProgress,
+		Message: "the session is still being created; retry with the same clientSubmitId"}
+	t, err := h.store.GetTurn(ctx, s.WorkspaceID, s.ID, c.TurnID)
+	if err != nil {
+		return CreateSessionResult{}, true, storeErr(err, "turn %s", c.TurnID)
+	}
+	if t.Phase != PhaseQueued || c.State != ClaimPrepared || !h.work.drive(t.ID) {
+		return CreateSessionResult{}, true, inProgress
+	}
+	if t, err = h.dispatch(ctx, s, t, c, true); err != nil {
+		return CreateSessionResult{}, true, err
+	}
+	vis, err := h.store.GetSession(ctx, s.WorkspaceID, s.ID)
+	if err != nil {
+		return CreateSessionResult{}, true, storeErr(err, "session %s", s.ID)
+	}
+	if !visible(vis) {
+		return CreateSessionResult{}, true, inProgress
+	}
+	return CreateSessionResult{Session: vis, Turn: &t}, true, nil
 }
 
 // UpdateSession changes title or pin. An explicit title is final: derived

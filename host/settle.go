@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -11,9 +13,18 @@ func (h *Host) settle(ctx context.Context, ref TurnRef, term Terminal, claimStat
 	return h.settleWith(ctx, ref, term, claimState, nil)
 }
 
+// settleWith settles and closes every message of the Turn still streaming:
+// the keys the runtime reported open plus every streaming message the
+// store holds for the Turn (recovery, takeover and the reconciler know no
+// keys, and an output whose acknowledgement was lost is not in openKeys).
 func (h *Host) settleWith(ctx context.Context, ref TurnRef, term Terminal, claimState ClaimState, openKeys []string) (Turn, error) {
+	stored, err := h.streamingKeys(ctx, ref)
+	if err != nil {
+		return Turn{}, err
+	}
+	openKeys = append(openKeys, stored...)
 	var out Turn
-	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, err := tx.Turn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
 		if err != nil {
 			return err
@@ -59,7 +70,7 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 	}
 	emit(tf)
 	var closing []MessageAppend
-	for _, key := range openKeys {
+	for _, key := range slices.Compact(slices.Sorted(slices.Values(openKeys))) {
 		m, err := tx.Message(ctx, t.WorkspaceID, t.SessionID, messageID(t, key))
 		if err != nil || !m.Streaming {
 			continue
@@ -120,8 +131,31 @@ func (h *Host) settleRetrying(ctx context.Context, ref TurnRef, term Terminal) (
 // afterSettle wakes what waits for a Turn to settle.
 func (h *Host) afterSettle(ref TurnRef, t Turn, err error) {
 	if err == nil && t.Settled() {
+		h.work.forget(ref.TurnID)
 		h.notifySettled(ref.TurnID)
 		h.wakeOps() // a follow-up may wait for this turn to be idle
+	}
+}
+
+// streamingKeys lists the message keys of the Turn that are still
+// streaming in the store.
+func (h *Host) streamingKeys(ctx context.Context, ref TurnRef) ([]string, error) {
+	var keys []string
+	q := MessageQuery{TurnID: ref.TurnID, Limit: 1000}
+	for {
+		p, err := h.store.ListMessages(ctx, ref.WorkspaceID, ref.SessionID, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range p.Messages {
+			if m.Streaming && m.Role == RoleAgent {
+				keys = append(keys, strings.TrimPrefix(m.ID, ref.TurnID+"."))
+			}
+			q.AfterVersion = m.Version
+		}
+		if !p.HasMore || len(p.Messages) == 0 {
+			return keys, nil
+		}
 	}
 }
 

@@ -134,11 +134,8 @@ func (k *turnSink) Accepted(ctx context.Context, providerSessionID, providerTurn
 		return err
 	}
 	if cancelAfter { // a cancel arrived while the barrier was open
-		go func() {
-			if _, err := k.h.runtime.Cancel(context.WithoutCancel(ctx), k.ref); err != nil {
-				k.h.log.Warn("deferred cancel failed", "turn", k.ref.TurnID, "err", err)
-			}
-		}()
+		// Not confirmed here means the reconciler delivers it again.
+		go k.h.deliverCancel(context.WithoutCancel(ctx), k.ref)
 	}
 	return nil
 }
@@ -175,5 +172,11 @@ func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
 		return err
 	})
 	k.h.afterSettle(k.ref, out, err)
+	if err != nil {
+		// The runtime forgets the Turn after its terminal: keep the
+		// terminal for the reconciler, which retries the write.
+		k.h.work.pend(k.ref.TurnID, term, "")
+	}
+	k.h.work.release(k.ref.TurnID)
 	return err
 }

@@ -97,7 +97,7 @@ func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger) (*Conn, er
 	if h.closed {
 		h.mu.Unlock()
 		cancel()
-		return nil, host.Errorf(host.CodeUnavailable, "server is shutting down")
+		return nil, &host.Error{Code: host.CodeUnavailable, Reason: host.ReasonShuttingDown, Message: "server is shutting down"}
 	}
 	h.conns[c] = struct{}{}
 	h.mu.Unlock()

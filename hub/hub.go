@@ -163,7 +163,7 @@ func (h *Hub) acquire(kind topicKind, ws, sid string) (*topic, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, host.Errorf(host.CodeUnavailable, "server is shutting down")
+		return nil, &host.Error{Code: host.CodeUnavailable, Reason: host.ReasonShuttingDown, Message: "server is shutting down"}
 	}
 	e := h.workspaces[ws]
 	if e == nil {

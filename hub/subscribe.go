@@ -140,7 +140,7 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 	c.subMu.Lock()
 	if c.detached {
 		c.subMu.Unlock()
-		return host.Errorf(host.CodeUnavailable, "connection closed")
+		return &host.Error{Code: host.CodeUnavailable, Reason: "connection_closed", Message: "connection closed"}
 	}
 	if _, again := t.subs[c]; !again {
 		t.subs[c] = struct{}{}

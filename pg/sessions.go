@@ -17,7 +17,7 @@ import (
 
 const sessionCols = `workspace_id, id, parent_id, root_id, title, title_explicit, agent,
 	simulated, settings_json, pinned, provider_session_id, message_version, turn_count,
-	active_turn_id, provisional, created_by, created_at, updated_at, deleted_at`
+	active_turn_id, provisional, created_by, created_at, updated_at, deleted_at, context_lost`
 
 func scanSession(row pgx.Row) (host.Session, error) {
 	var (
@@ -27,7 +27,7 @@ func scanSession(row pgx.Row) (host.Session, error) {
 	err := row.Scan(&s.WorkspaceID, &s.ID, &s.ParentID, &s.RootID, &s.Title, &s.TitleExplicit,
 		&s.Agent, &s.Simulated, &settings, &s.Pinned, &s.ProviderSessionID, &s.MessageVersion,
 		&s.TurnCount, &s.ActiveTurnID, &s.Provisional, &s.CreatedBy, &s.CreatedAt, &s.UpdatedAt,
-		&s.DeletedAt)
+		&s.DeletedAt, &s.ContextLost)
 	if err != nil {
 		return host.Session{}, err
 	}
@@ -137,12 +137,12 @@ func (t *tx) InsertSession(ctx context.Context, s host.Session) error {
 	// transaction, as SQLite does; a concurrent insert of the same key
 	// waits for the other transaction and then counts as a duplicate.
 	tag, err := t.tx.Exec(ctx, `INSERT INTO sessions (`+sessionCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		ON CONFLICT DO NOTHING`,
 		s.WorkspaceID, s.ID, s.ParentID, s.RootID, s.Title, s.TitleExplicit, s.Agent,
 		s.Simulated, settings, s.Pinned, s.ProviderSessionID, s.MessageVersion,
 		s.TurnCount, s.ActiveTurnID, s.Provisional, s.CreatedBy, s.CreatedAt,
-		s.UpdatedAt, s.DeletedAt)
+		s.UpdatedAt, s.DeletedAt, s.ContextLost)
 	if err != nil {
 		return t.fail(classify("insert session", err))
 	}
@@ -168,11 +168,11 @@ func (t *tx) UpdateSession(ctx context.Context, s host.Session) error {
 	tag, err := t.tx.Exec(ctx, `UPDATE sessions SET title = $1, title_explicit = $2,
 		agent = $3, simulated = $4, settings_json = $5, pinned = $6, provider_session_id = $7,
 		message_version = $8, turn_count = $9, active_turn_id = $10, provisional = $11,
-		updated_at = $12, deleted_at = $13
-		WHERE workspace_id = $14 AND id = $15`,
+		updated_at = $12, deleted_at = $13, context_lost = $14
+		WHERE workspace_id = $15 AND id = $16`,
 		s.Title, s.TitleExplicit, s.Agent, s.Simulated, settings, s.Pinned,
 		s.ProviderSessionID, s.MessageVersion, s.TurnCount, s.ActiveTurnID, s.Provisional,
-		s.UpdatedAt, s.DeletedAt, s.WorkspaceID, s.ID)
+		s.UpdatedAt, s.DeletedAt, s.ContextLost, s.WorkspaceID, s.ID)
 	return t.affectedOne("update session "+s.ID, tag, err)
 }
 

@@ -30,8 +30,12 @@ func toWire(err error, log *slog.Logger, op string) wireError {
 		return wireError{Code: he.Code, Message: he.Message, Retryable: he.Code.Retryable(), Reason: he.Reason}
 	}
 	code := host.CodeOf(err)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		code = host.CodeUnavailable
+	reason := ""
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		code, reason = host.CodeUnavailable, host.ReasonTimeout
+	case errors.Is(err, host.ErrUnavailable):
+		reason = host.ReasonStoreUnavailable
 	}
 	msg := "internal error"
 	switch code {
@@ -44,7 +48,7 @@ func toWire(err error, log *slog.Logger, op string) wireError {
 	default:
 		log.Error("internal error", "op", op, "err", err)
 	}
-	return wireError{Code: code, Message: msg, Retryable: code.Retryable()}
+	return wireError{Code: code, Message: msg, Retryable: code.Retryable(), Reason: reason}
 }
 
 func errorf(code host.Code, format string, args ...any) error {

@@ -33,10 +33,10 @@ func (s *Server) hostReady(ctx context.Context) error {
 	select {
 	case <-s.cfg.Host.Ready():
 	default:
-		return errorf(host.CodeUnavailable, "recovery has not finished")
+		return &host.Error{Code: host.CodeUnavailable, Reason: "recovering", Message: "recovery has not finished"}
 	}
 	if err := s.cfg.Host.Ping(ctx); err != nil {
-		return errorf(host.CodeUnavailable, "store does not answer")
+		return &host.Error{Code: host.CodeUnavailable, Reason: host.ReasonStoreUnavailable, Message: "store does not answer"}
 	}
 	return nil
 }

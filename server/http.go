@@ -32,6 +32,7 @@ var restTable = []restRoute{
 	{http.MethodPost, "/sessions/{sessionId}/restore", "session.restore", http.StatusOK},
 	{http.MethodPost, "/sessions/{sessionId}/purge", "session.purge", http.StatusOK},
 	{http.MethodPost, "/sessions/{sessionId}/fork", "session.fork", http.StatusCreated},
+	{http.MethodPost, "/sessions/{sessionId}/continue-fresh", "session.continueFresh", http.StatusOK},
 	{http.MethodPost, "/sessions/{sessionId}/messages", "turn.message.submit", http.StatusOK},
 	{http.MethodGet, "/sessions/{sessionId}/messages", "message.list", http.StatusOK},
 	{http.MethodPost, "/sessions/{sessionId}/queue/retract", "queue.retract", http.StatusOK},

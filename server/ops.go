@@ -139,17 +139,18 @@ func jsonProblem(err error) string {
 // Operations whose names the protocol defines but this server does not
 // implement yet answer unsupported; any other name is invalid input.
 var ops = map[string]opFunc{
-	"session.create":      op("session.create", sessionCreate),
-	"session.get":         op("session.get", sessionGet),
-	"session.list":        op("session.list", sessionList),
-	"session.update":      op("session.update", sessionUpdate),
-	"turn.message.submit": op("turn.message.submit", turnSubmit),
-	"turn.cancel":         op("turn.cancel", turnCancel),
-	"turn.list":           op("turn.list", turnList),
-	"message.list":        op("message.list", messageList),
-	"interaction.respond": op("interaction.respond", interactionRespond),
-	"subscribe":           op("subscribe", subscribe),
-	"unsubscribe":         op("unsubscribe", unsubscribe),
+	"session.create":        op("session.create", sessionCreate),
+	"session.get":           op("session.get", sessionGet),
+	"session.list":          op("session.list", sessionList),
+	"session.update":        op("session.update", sessionUpdate),
+	"session.continueFresh": op("session.continueFresh", sessionContinueFresh),
+	"turn.message.submit":   op("turn.message.submit", turnSubmit),
+	"turn.cancel":           op("turn.cancel", turnCancel),
+	"turn.list":             op("turn.list", turnList),
+	"message.list":          op("message.list", messageList),
+	"interaction.respond":   op("interaction.respond", interactionRespond),
+	"subscribe":             op("subscribe", subscribe),
+	"unsubscribe":           op("unsubscribe", unsubscribe),
 }
 
 // dispatch runs one operation for a caller.
@@ -252,6 +253,19 @@ func sessionUpdate(ctx context.Context, s *Server, _ caller, in sessionUpdateIn)
 	sess, err := s.cfg.Host.UpdateSession(ctx, host.UpdateSessionInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, Title: in.Title, Pinned: in.Pinned,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return sessionResult{Session: sess}, nil
+}
+
+type sessionIDIn struct {
+	wsField
+	SessionID string `json:"sessionId"`
+}
+
+func sessionContinueFresh(ctx context.Context, s *Server, _ caller, in sessionIDIn) (any, error) {
+	sess, err := s.cfg.Host.ContinueFresh(ctx, host.ContinueFreshInput{WorkspaceID: in.Workspace, SessionID: in.SessionID})
 	if err != nil {
 		return nil, err
 	}

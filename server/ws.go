@@ -111,7 +111,7 @@ func unauthenticated(err error) wireError {
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if !s.enter() {
 		writeHTTPError(w, http.StatusServiceUnavailable, wireError{Code: host.CodeUnavailable,
-			Message: "server is shutting down", Retryable: true})
+			Message: "server is shutting down", Retryable: true, Reason: host.ReasonShuttingDown})
 		return
 	}
 	defer s.active.Done()

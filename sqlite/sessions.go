@@ -15,23 +15,25 @@ import (
 
 const sessionCols = `workspace_id, id, parent_id, root_id, title, title_explicit, agent,
 	simulated, settings_json, pinned, provider_session_id, message_version, turn_count,
-	active_turn_id, provisional, created_by, created_at, updated_at, deleted_at`
+	active_turn_id, provisional, created_by, created_at, updated_at, deleted_at, context_lost`
 
 func scanSession(sc scanner) (host.Session, error) {
 	var (
 		s                                      host.Session
 		titleExplicit, simulated, pinned, prov int64
+		contextLost                            int64
 		settings                               sql.NullString
 		created, updated                       int64
 		deleted                                sql.NullInt64
 	)
 	err := sc.Scan(&s.WorkspaceID, &s.ID, &s.ParentID, &s.RootID, &s.Title, &titleExplicit,
 		&s.Agent, &simulated, &settings, &pinned, &s.ProviderSessionID, &s.MessageVersion,
-		&s.TurnCount, &s.ActiveTurnID, &prov, &s.CreatedBy, &created, &updated, &deleted)
+		&s.TurnCount, &s.ActiveTurnID, &prov, &s.CreatedBy, &created, &updated, &deleted, &contextLost)
 	if err != nil {
 		return host.Session{}, err
 	}
 	s.TitleExplicit, s.Simulated, s.Pinned, s.Provisional = titleExplicit != 0, simulated != 0, pinned != 0, prov != 0
+	s.ContextLost = contextLost != 0
 	s.CreatedAt, s.UpdatedAt, s.DeletedAt = fromMS(created), fromMS(updated), fromMSPtr(deleted)
 	if s.Settings, err = decodeSettings(settings); err != nil {
 		return host.Session{}, fmt.Errorf("session %s/%s: %w", s.WorkspaceID, s.ID, err)
@@ -96,11 +98,11 @@ func (t *tx) InsertSession(ctx context.Context, s host.Session) error {
 		return err
 	}
 	_, err = t.tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.WorkspaceID, s.ID, s.ParentID, s.RootID, s.Title, boolInt(s.TitleExplicit), s.Agent,
 		boolInt(s.Simulated), settings, boolInt(s.Pinned), s.ProviderSessionID, s.MessageVersion,
 		s.TurnCount, s.ActiveTurnID, boolInt(s.Provisional), s.CreatedBy, ms(s.CreatedAt),
-		ms(s.UpdatedAt), msPtr(s.DeletedAt))
+		ms(s.UpdatedAt), msPtr(s.DeletedAt), boolInt(s.ContextLost))
 	return classify("insert session", err)
 }
 
@@ -114,11 +116,11 @@ func (t *tx) UpdateSession(ctx context.Context, s host.Session) error {
 	res, err := t.tx.ExecContext(ctx, `UPDATE sessions SET title = ?, title_explicit = ?,
 		agent = ?, simulated = ?, settings_json = ?, pinned = ?, provider_session_id = ?,
 		message_version = ?, turn_count = ?, active_turn_id = ?, provisional = ?,
-		updated_at = ?, deleted_at = ?
+		updated_at = ?, deleted_at = ?, context_lost = ?
 		WHERE workspace_id = ? AND id = ?`,
 		s.Title, boolInt(s.TitleExplicit), s.Agent, boolInt(s.Simulated), settings,
 		boolInt(s.Pinned), s.ProviderSessionID, s.MessageVersion, s.TurnCount, s.ActiveTurnID,
-		boolInt(s.Provisional), ms(s.UpdatedAt), msPtr(s.DeletedAt), s.WorkspaceID, s.ID)
+		boolInt(s.Provisional), ms(s.UpdatedAt), msPtr(s.DeletedAt), boolInt(s.ContextLost), s.WorkspaceID, s.ID)
 	return affectedOne("update session "+s.ID, res, err)
 }
 

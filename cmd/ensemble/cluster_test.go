@@ -757,7 +757,20 @@ func TestClusterOwnerKilledMidTurn(t *testing.T) {
 	want, _ := c.canonical(cc, sid)
 	wa.waitTurn(turnID, want)
 	wb.waitTurn(turnID, want)
-	// The session is usable again, from any replica.
+	// The session is usable again, from any replica, once a member chose
+	// to continue without the agent context that died with A's agent.
+	var refused struct {
+		Error struct {
+			Reason string `json:"reason"`
+		} `json:"error"`
+	}
+	c.mustRest(cc, http.MethodPost, "/sessions/"+sid+"/messages", map[string]any{
+		"clientSubmitId": "after", "content": map[string]any{"text": "/sim words=5"},
+	}, &refused, http.StatusConflict)
+	if refused.Error.Reason != "context_lost" {
+		t.Fatalf("submit after the takeover: %+v", refused)
+	}
+	c.mustRest(b, http.MethodPost, "/sessions/"+sid+"/continue-fresh", map[string]any{}, nil, http.StatusOK)
 	next := c.submit(cc, sid, "after", "/sim words=5")
 	if tr := c.waitSettled(b, sid, next); tr.Outcome != "completed" {
 		t.Fatalf("prompt after the takeover: %+v", tr)

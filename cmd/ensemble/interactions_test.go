@@ -385,6 +385,9 @@ func TestCrashBeforeDeliveryDeliversOnceAfterRestart(t *testing.T) {
 	<-p.done
 
 	q := startServer(t, dataDir)
+	// The restarted embedded agent lost the session: the follow-up waits
+	// for the explicit choice to continue in a fresh agent session.
+	q.continueFresh(t, sid)
 	followID := host.DenyFollowUpPrefix + host.OperationIDFor(host.InteractionRef{
 		WorkspaceID: "default", SessionID: it.SessionID, TurnID: it.TurnID, RequestID: it.RequestID})
 	var follow ixTurn

@@ -222,6 +222,33 @@ func (p *serverProc) turn(t *testing.T, sessionID string) wireTurn {
 	return page.Turns[0]
 }
 
+// continueFresh checks the session is marked contextLost and makes the
+// explicit choice to go on in a fresh agent session.
+func (p *serverProc) continueFresh(t *testing.T, sessionID string) {
+	t.Helper()
+	var got struct {
+		Session struct {
+			ContextLost bool `json:"contextLost"`
+		} `json:"session"`
+	}
+	for deadline := time.Now().Add(20 * time.Second); !got.Session.ContextLost; time.Sleep(20 * time.Millisecond) {
+		p.call(t, http.MethodGet, "/sessions/"+sessionID, nil, &got)
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s never marked contextLost", sessionID)
+		}
+	}
+	var after struct {
+		Session struct {
+			ID          string `json:"id"`
+			ContextLost bool   `json:"contextLost"`
+		} `json:"session"`
+	}
+	if code := p.call(t, http.MethodPost, "/sessions/"+sessionID+"/continue-fresh", map[string]any{}, &after); code != http.StatusOK ||
+		after.Session.ID != sessionID || after.Session.ContextLost {
+		t.Fatalf("session.continueFresh: %d %+v", code, after)
+	}
+}
+
 func agentWords(ms []wireMessage) int {
 	n := 0
 	for _, m := range ms {
@@ -284,13 +311,23 @@ func TestCrashMidTurnAndRestart(t *testing.T) {
 		}
 	}
 
+	// The restarted (embedded) agent lost the session: the prompt is not
+	// sent behind the user's back; continuing fresh is an explicit choice.
 	var next struct {
-		Turn wireTurn `json:"turn"`
+		Turn  wireTurn `json:"turn"`
+		Error struct {
+			Code   string `json:"code"`
+			Reason string `json:"reason"`
+		} `json:"error"`
 	}
-	if code := q.call(t, http.MethodPost, "/sessions/"+sid+"/messages", map[string]any{
-		"clientSubmitId": "crash-2", "content": map[string]any{"text": "/sim words=3"},
-	}, &next); code != http.StatusOK {
-		t.Fatalf("submit after restart: %d", code)
+	submit := map[string]any{"clientSubmitId": "crash-2", "content": map[string]any{"text": "/sim words=3"}}
+	if code := q.call(t, http.MethodPost, "/sessions/"+sid+"/messages", submit, &next); code != http.StatusConflict ||
+		next.Error.Code != "not_dispatched" || next.Error.Reason != "context_lost" {
+		t.Fatalf("submit after restart: %d %+v", code, next.Error)
+	}
+	q.continueFresh(t, sid)
+	if code := q.call(t, http.MethodPost, "/sessions/"+sid+"/messages", submit, &next); code != http.StatusOK {
+		t.Fatalf("retry after continuing fresh: %d", code)
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if tr := q.turn(t, sid); tr.ID == next.Turn.ID && tr.Outcome == "completed" {

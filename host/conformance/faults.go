@@ -193,6 +193,24 @@ type probeRuntime struct {
 	// loseAcks makes that many deliveries report an error after the inner
 	// runtime delivered them (a lost acknowledgement).
 	loseAcks int
+	// failCancels makes that many Cancel calls fail without reaching the
+	// inner runtime; cancels counts every Cancel call.
+	failCancels int
+	cancels     atomic.Int64
+}
+
+func (r *probeRuntime) Cancel(ctx context.Context, ref host.TurnRef) (host.CancelReport, error) {
+	r.cancels.Add(1)
+	r.mu.Lock()
+	fail := r.failCancels > 0
+	if fail {
+		r.failCancels--
+	}
+	r.mu.Unlock()
+	if fail {
+		return host.CancelReport{}, errors.New("conformance: cancel lost on the way to the agent")
+	}
+	return r.Runtime.Cancel(ctx, ref)
 }
 
 func (r *probeRuntime) set(fn func(r *probeRuntime)) {

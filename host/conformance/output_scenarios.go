@@ -77,8 +77,9 @@ func (r *scriptRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 func (r *scriptRuntime) Cancel(context.Context, host.TurnRef) (host.CancelReport, error) {
 	return host.CancelReport{}, nil
 }
-func (r *scriptRuntime) Close(context.Context, string, string) error { return nil }
-func (r *scriptRuntime) Describe() host.AgentInfo                    { return host.AgentInfo{Name: "script"} }
+func (r *scriptRuntime) Release(context.Context, string, string) error { return nil }
+func (r *scriptRuntime) Destroy(context.Context, string, string) error { return nil }
+func (r *scriptRuntime) Describe() host.AgentInfo                      { return host.AgentInfo{Name: "script"} }
 
 // retrySink repeats a sink call while the Host reports a transient failure.
 func retrySink(call func() error) error {

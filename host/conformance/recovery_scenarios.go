@@ -37,7 +37,7 @@ var RecoverSettlesUnsettled = Scenario{"recovery/unsettled_turn_becomes_executio
 	if got, _ := f.host.GetSession(ctx, ws, s.ID); got.ActiveTurnID != "" {
 		t.Fatalf("session still busy after recovery: %+v", got)
 	}
-	next := f.waitSettled(f.mustSend(s.ID, "r-3", "hello again"))
+	next := f.waitSettled(f.sendAfterContextLoss(s.ID, "r-3", "hello again"))
 	if next.Outcome != host.OutcomeCompleted {
 		t.Fatalf("new prompt after recovery: %+v", next)
 	}
@@ -102,7 +102,7 @@ var RecoverQuarantinesPoison = Scenario{"recovery/poisoned_record_is_quarantined
 	if rep := f.crash(); len(rep.Quarantined) != 0 || len(rep.SettledTurns) != 0 {
 		t.Fatalf("second recovery: %+v", rep)
 	}
-	if next := f.waitSettled(f.mustSend(b.ID, "r-7", "/sim words=2")); next.Outcome != host.OutcomeCompleted {
+	if next := f.waitSettled(f.sendAfterContextLoss(b.ID, "r-7", "/sim words=2")); next.Outcome != host.OutcomeCompleted {
 		t.Fatalf("work continues: %+v", next)
 	}
 }}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -28,7 +27,6 @@ type connection struct {
 	out   *watchWriter
 	cs    *acpsdk.ClientSideConnection
 	caps  acpsdk.AgentCapabilities
-	seq   atomic.Int64 // prompt ordinal
 	dead  <-chan struct{}
 
 	stopOnce sync.Once

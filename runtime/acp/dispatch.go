@@ -23,6 +23,7 @@ var messageIDSpace = uuid.MustParse("6f1c2a8e-3b7d-5e0f-9a41-2c8d7e6b5a10")
 type turn struct {
 	ref            host.TurnRef
 	psid           string
+	messageID      string // the ACP messageId of this exact session/prompt request
 	providerTurnID string
 	sink           host.TurnSink
 	token          string // written-marker for watchWriter
@@ -107,7 +108,7 @@ func (t *turn) drop() {
 func (r *Runtime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
 	c := r.current()
 	if c == nil {
-		return notSent("session_not_started", "no live agent connection; Start the session first")
+		return refusedLocally("session_not_started", "no live agent connection; Start the session first")
 	}
 	t, err := c.beginTurn(ctx, req, sink)
 	if err != nil {
@@ -132,10 +133,10 @@ func (c *connection) beginTurn(ctx context.Context, req host.DispatchRequest, si
 	for {
 		psid, ok := c.sessions[key]
 		if !ok {
-			return nil, notSent("session_not_started", "the session has no live provider session; Start it first")
+			return nil, refusedLocally("session_not_started", "the session has no live provider session; Start it first")
 		}
 		if req.ProviderSessionID != "" && req.ProviderSessionID != psid {
-			return nil, notSent("provider_session_mismatch", "the live provider session differs from the requested one")
+			return nil, refusedLocally("provider_session_mismatch", "the live provider session differs from the requested one")
 		}
 		if c.byRef[req.Ref] != nil {
 			return nil, notSent("turn_in_flight", "this Turn is already in flight")
@@ -145,7 +146,7 @@ func (c *connection) beginTurn(ctx context.Context, req host.DispatchRequest, si
 			return c.newTurn(req, psid, sink), nil
 		}
 		if !prev.isFinished() {
-			return nil, notSent("session_busy", "a prompt is already running in this provider session")
+			return nil, refusedLocally("session_busy", "a prompt is already running in this provider session")
 		}
 		c.mu.Unlock()
 		select {
@@ -179,10 +180,12 @@ func (c *connection) waitReleased(ctx context.Context, psid string) error {
 
 // newTurn registers a Turn; c.mu is held.
 func (c *connection) newTurn(req host.DispatchRequest, psid string, sink host.TurnSink) *turn {
+	msgID := messageID(req)
 	t := &turn{
 		ref:            req.Ref,
 		psid:           psid,
-		providerTurnID: fmt.Sprintf("%s:%s:%d", c.nonce, psid, c.seq.Add(1)),
+		messageID:      msgID,
+		providerTurnID: providerTurnID(psid, msgID),
 		sink:           sink,
 		evidence:       make(chan struct{}),
 		promptDone:     make(chan struct{}),
@@ -246,7 +249,7 @@ func (c *connection) acceptBarrier(ctx context.Context, t *turn, req host.Dispat
 		return fmt.Errorf("acp: report dispatched: %w", err)
 	}
 
-	msgID := messageID(req)
+	msgID := t.messageID
 	t.token = `"messageId":"` + msgID + `"`
 	written, err := c.out.watch(t.token)
 	if err != nil {
@@ -630,6 +633,21 @@ func rejection(err error) error {
 // did not reach the agent, so it is as definite as a rejection.
 func notSent(code, msg string) error {
 	return &host.ProviderError{Code: code, Message: msg}
+}
+
+// refusedLocally is a refusal by this adapter before anything was written:
+// the agent never saw the prompt and did not answer it, so it is a local
+// condition (the Host keeps the claim retryable), never a provider rejection.
+func refusedLocally(code, msg string) error {
+	return &host.LocalError{Code: code, Message: msg}
+}
+
+// providerTurnID is the Turn's provider identity. ACP has no turn id, so
+// it is Ensemble's own correlation id, named as such and bound to what the
+// agent does know: its session id and the messageId of the exact
+// session/prompt request. It is not an id the agent issued.
+func providerTurnID(psid, msgID string) string {
+	return "ensemble:" + psid + ":" + msgID
 }
 
 // messageID is the prompt's ACP message id: a UUIDv5 of (workspace,

@@ -3,16 +3,20 @@
 // every live session of the runtime.
 //
 // The adapter owns the provider Turn identity. ACP has no provider turn id,
-// so each prompt gets "<connection nonce>:<provider session id>:<ordinal>",
-// unique per connection and never reused. Output for a prompt is held until
-// the Host's acceptance barrier (TurnSink.Accepted) has returned.
+// so each prompt's identity is Ensemble's own correlation id
+// "ensemble:<provider session id>:<messageId>", where messageId is the one
+// this adapter put in the exact session/prompt request (a UUIDv5 of the
+// workspace and ClientSubmitID). Acceptance means: the request was written
+// to the agent, and the agent either reported progress for that session or
+// did not refuse it within the rejection window. Output for a prompt is held
+// until the Host's acceptance barrier (TurnSink.Accepted) has returned.
 //
-// Dispatch errors: *host.ProviderError when the prompt certainly did not
-// run — the agent answered it with a JSON-RPC error before doing any work,
-// or it was refused locally before being written (codes session_busy,
-// session_not_started, provider_session_mismatch …); any other error leaves
-// the delivery outcome unknown (connection lost, caller gave up, Accepted
-// failed).
+// Dispatch errors: *host.ProviderError when the agent answered the prompt
+// with a JSON-RPC error before doing any work; *host.LocalError when this
+// adapter refused it before writing anything (codes session_busy,
+// session_not_started, provider_session_mismatch), which the Host treats
+// as "not sent, retry"; any other error leaves the delivery outcome
+// unknown (connection lost, caller gave up, Accepted failed).
 //
 // A provider session takes one prompt at a time. Its fence is released
 // only after the Turn's terminal was recorded (transient sink failures are
@@ -169,9 +173,11 @@ func (r *Runtime) Start(ctx context.Context, req host.StartRequest) (host.StartR
 		case ctx.Err() != nil:
 			return host.StartResult{}, ctx.Err()
 		}
-		// The agent could not load it (unknown, expired …): start fresh and
-		// report Resumed=false so the Host knows history did not carry over.
-		r.log.Info("session/load failed; starting a new provider session", "providerSession", psid, "err", err)
+		// The agent could not load it (unknown, expired …): never start
+		// over silently; the Host marks the session and lets a member
+		// choose a fresh agent session.
+		r.log.Info("session/load failed; the session's agent context is lost", "providerSession", psid, "err", err)
+		return host.StartResult{}, fmt.Errorf("acp: session/load %s: %w: %v", psid, host.ErrContextLost, err)
 	}
 
 	resp, err := c.cs.NewSession(ctx, newRequest(cwd))
@@ -204,9 +210,20 @@ func (r *Runtime) Cancel(ctx context.Context, ref host.TurnRef) (host.CancelRepo
 	return host.CancelReport{Confirmed: true}, nil
 }
 
-// Close forgets the live provider session. A prompt still running in it is
-// cancelled; session/close is sent only when the agent advertises it.
-func (r *Runtime) Close(ctx context.Context, ws, sessionID string) error {
+// Release forgets the live provider session here. A prompt still running
+// in it is cancelled; the agent keeps the session, so the replica that
+// owns the session now can load it.
+func (r *Runtime) Release(ctx context.Context, ws, sessionID string) error {
+	return r.unbind(ctx, ws, sessionID, false)
+}
+
+// Destroy is Release plus session/close, sent only when the agent
+// advertises it: the provider session is ended for good.
+func (r *Runtime) Destroy(ctx context.Context, ws, sessionID string) error {
+	return r.unbind(ctx, ws, sessionID, true)
+}
+
+func (r *Runtime) unbind(ctx context.Context, ws, sessionID string, destroy bool) error {
 	key := sessionKey{ws: ws, id: sessionID}
 	defer r.keys.lock(key)()
 	c := r.current()
@@ -219,11 +236,11 @@ func (r *Runtime) Close(ctx context.Context, ws, sessionID string) error {
 	}
 	if t := c.turnByPSID(psid); t != nil && !t.isFinished() {
 		if err := c.cancelPrompt(ctx, psid); err != nil {
-			r.log.Warn("session/cancel on close failed", "providerSession", psid, "err", err)
+			r.log.Warn("session/cancel on release failed", "providerSession", psid, "err", err)
 		}
 		t.cancelWaiters()
 	}
-	if c.caps.SessionCapabilities.Close != nil {
+	if destroy && c.caps.SessionCapabilities.Close != nil {
 		if _, err := c.cs.CloseSession(ctx, closeRequest(psid)); err != nil {
 			return fmt.Errorf("acp: session/close: %w", err)
 		}

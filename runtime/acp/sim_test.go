@@ -264,9 +264,10 @@ func TestCancelHangingTurn(t *testing.T) {
 	// The session is busy while the prompt runs.
 	busy := newSink(t)
 	err = dispatch(rt, ref("s1", "t2"), st.ProviderSessionID, "hello", busy)
-	var pe *host.ProviderError
-	if !errors.As(err, &pe) || pe.Code != "session_busy" {
-		t.Fatalf("dispatch into a busy session = %v", err)
+	// A local refusal, not the provider's: the Host keeps the claim retryable.
+	var le *host.LocalError
+	if !errors.As(err, &le) || le.Code != "session_busy" {
+		t.Fatalf("dispatch into a busy session = %v (%T), want *host.LocalError", err, err)
 	}
 	if len(busy.snapshot()) != 0 {
 		t.Errorf("busy refusal reported to the sink: %s", busy.dump())
@@ -312,10 +313,15 @@ func TestCrashLosesStateAndNextStartReconnects(t *testing.T) {
 	}
 
 	// Live sessions were forgotten: Start launches a new agent, which does
-	// not know the old provider session.
-	again, err := rt.Start(context.Background(), host.StartRequest{WorkspaceID: "ws1", SessionID: "a", ProviderSessionID: a.ProviderSessionID})
+	// not know the old provider session and says so; the explicit fresh
+	// start (no provider session id) works.
+	_, err = rt.Start(context.Background(), host.StartRequest{WorkspaceID: "ws1", SessionID: "a", ProviderSessionID: a.ProviderSessionID})
+	if !errors.Is(err, host.ErrContextLost) {
+		t.Fatalf("start after crash = %v, want ErrContextLost", err)
+	}
+	again, err := rt.Start(context.Background(), host.StartRequest{WorkspaceID: "ws1", SessionID: "a"})
 	if err != nil {
-		t.Fatalf("start after crash: %v", err)
+		t.Fatalf("fresh start after crash: %v", err)
 	}
 	if !again.Created || again.Resumed || again.ProviderSessionID == a.ProviderSessionID {
 		t.Fatalf("start after crash = %+v", again)
@@ -328,10 +334,16 @@ func TestCrashLosesStateAndNextStartReconnects(t *testing.T) {
 		t.Fatalf("terminal = %+v", term)
 	}
 	_, newTurnID := checkBarrier(t, sink.snapshot())
-	oldNonce, _, _ := strings.Cut(oldTurnID, ":")
-	newNonce, _, _ := strings.Cut(newTurnID, ":")
-	if oldNonce == newNonce {
-		t.Errorf("new connection reuses the nonce %q", oldNonce)
+	// The identity is Ensemble's correlation id bound to the agent's
+	// session id and the prompt request's messageId, never reused.
+	for _, id := range []string{oldTurnID, newTurnID} {
+		parts := strings.Split(id, ":")
+		if len(parts) != 3 || parts[0] != "ensemble" || parts[1] == "" || len(parts[2]) != 36 {
+			t.Errorf("provider turn id %q is not ensemble:<provider session>:<messageId>", id)
+		}
+	}
+	if !strings.HasPrefix(newTurnID, "ensemble:"+again.ProviderSessionID+":") || oldTurnID == newTurnID {
+		t.Errorf("provider turn ids %q then %q", oldTurnID, newTurnID)
 	}
 }
 
@@ -350,8 +362,10 @@ func TestResumeViaSessionLoad(t *testing.T) {
 		t.Fatalf("start on live session = %+v", live)
 	}
 
-	if err := rt.Close(context.Background(), "ws1", "s1"); err != nil {
-		t.Fatalf("close: %v", err)
+	// A transport release (lease lost, shutdown) keeps the agent's
+	// session: it can be loaded again with its history.
+	if err := rt.Release(context.Background(), "ws1", "s1"); err != nil {
+		t.Fatalf("release: %v", err)
 	}
 	resumed := start(t, rt, "s1", first.ProviderSessionID)
 	if !resumed.Created || !resumed.Resumed || resumed.ProviderSessionID != first.ProviderSessionID {
@@ -372,17 +386,33 @@ func TestResumeViaSessionLoad(t *testing.T) {
 		t.Errorf("answer does not echo the prompt: %q", byKey["text-1"])
 	}
 
-	// A provider session the agent does not know starts fresh.
-	other := start(t, rt, "s2", "sim-unknown")
-	if !other.Created || other.Resumed || other.ProviderSessionID == "sim-unknown" {
-		t.Fatalf("start with unknown provider session = %+v", other)
+	// A provider session the agent does not know is never replaced by a
+	// fresh one silently: Start reports the lost context, and only a start
+	// without a provider session id (the explicit choice) starts fresh.
+	_, err := rt.Start(context.Background(), host.StartRequest{WorkspaceID: "ws1", SessionID: "s2", ProviderSessionID: "sim-unknown"})
+	if !errors.Is(err, host.ErrContextLost) {
+		t.Fatalf("start with an unknown provider session = %v, want ErrContextLost", err)
+	}
+	other := start(t, rt, "s2", "")
+	if !other.Created || other.Resumed || other.ProviderSessionID == "" {
+		t.Fatalf("fresh start = %+v", other)
+	}
+
+	// Destroy ends the binding and sends session/close (the sim agent
+	// answers it for a session it knows, so a nil error proves it went).
+	if err := rt.Destroy(context.Background(), "ws1", "s1"); err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	var le *host.LocalError
+	if err := dispatch(rt, ref("s1", "t3"), first.ProviderSessionID, "gone?", newSink(t)); !errors.As(err, &le) || le.Code != "session_not_started" {
+		t.Fatalf("dispatch after destroy = %v", err)
 	}
 }
 
 func TestDispatchRequiresStart(t *testing.T) {
 	rt := newSimRuntime(t)
 	err := dispatch(rt, ref("s1", "t1"), "", "hello", newSink(t))
-	var pe *host.ProviderError
+	var pe *host.LocalError
 	if !errors.As(err, &pe) || pe.Code != "session_not_started" {
 		t.Fatalf("dispatch without start = %v", err)
 	}
@@ -621,7 +651,8 @@ func TestInterruptedDispatchIsOutcomeUnknownAndCancelsPrompt(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !errors.As(err, &pe) || pe.Code != "session_busy" || time.Now().After(deadline) {
+		var le *host.LocalError
+		if !errors.As(err, &le) || le.Code != "session_busy" || time.Now().After(deadline) {
 			t.Fatalf("dispatch after abandon = %v", err)
 		}
 		time.Sleep(time.Millisecond)
