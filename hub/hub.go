@@ -109,6 +109,7 @@ type Hub struct {
 	conns      map[*Conn]struct{}
 	closed     bool
 	incarn     uint64 // topic incarnations, part of each topic's epoch
+	nextSlot   uint32 // heartbeat slot of the next connection
 
 	dmu    sync.Mutex // dirty queue (after mu in lock order)
 	dq     []*topic
@@ -140,8 +141,9 @@ func New(cfg Config) *Hub {
 		h.wg.Add(1)
 		go h.worker()
 	}
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.janitor()
+	go h.heartbeat()
 	return h
 }
 
@@ -425,10 +427,14 @@ type Stats struct {
 	Events        int64
 	FramesFanned  int64
 	SlowConsumers int64
+	// Superseded counts queued frames replaced by a newer one of the same
+	// key (latest wins); QueuedBytes is what all connections hold unsent.
+	Superseded  int64
+	QueuedBytes int64
 }
 
 type stats struct {
-	conns, topics, rereads, events, fanned, slow atomic.Int64
+	conns, topics, rereads, events, fanned, slow, superseded, queued atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -437,5 +443,6 @@ func (h *Hub) Stats() Stats {
 		Connections: h.stats.conns.Load(), Topics: h.stats.topics.Load(),
 		Rereads: h.stats.rereads.Load(), Events: h.stats.events.Load(),
 		FramesFanned: h.stats.fanned.Load(), SlowConsumers: h.stats.slow.Load(),
+		Superseded: h.stats.superseded.Load(), QueuedBytes: h.stats.queued.Load(),
 	}
 }
