@@ -30,7 +30,7 @@ func benchDeltaApply(b *testing.B, watchers int) {
 	conns := make([]*Conn, watchers)
 	for i := range conns {
 		srv, _ := wsPair(b)
-		c, err := h.Attach(srv, "c", nil)
+		c, err := h.Attach(srv, "c", nil, ConnOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -53,8 +53,10 @@ func benchDeltaApply(b *testing.B, watchers int) {
 		if i%64 == 63 {
 			b.StopTimer()
 			for _, c := range conns {
-				for c.pop() != nil {
+				c.qmu.Lock()
+				for c.take(nil) != nil {
 				}
+				c.qmu.Unlock()
 			}
 			b.StartTimer()
 		}

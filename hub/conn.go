@@ -3,7 +3,9 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +18,7 @@ import (
 // Close codes. 4000–4499: the client should reconnect (with backoff);
 // 4500–4999: it should not reconnect without a change (new token, fix).
 const (
-	CloseShutdown        websocket.StatusCode = 4001 // server shutting down
+	CloseShutdown        websocket.StatusCode = 4001 // server shutting down: reconnect elsewhere
 	CloseIdle            websocket.StatusCode = 4002 // nothing received for too long
 	CloseSlowConsumer    websocket.StatusCode = 4008 // fell too far behind
 	CloseTokenExpired    websocket.StatusCode = 4010 // reconnect with a fresh token
@@ -26,46 +28,90 @@ const (
 
 var pingFrame = []byte(`{"type":"ping"}`)
 
-// Conn is one WebSocket watcher: a reader (Run's goroutine), a writer
-// goroutine fed by a bounded, byte-capped queue, and its subscriptions.
+// Batch bounds: what one multi-event frame may carry.
+const (
+	batchFrames = 64
+	batchBytes  = 64 << 10
+)
+
+// Wire is the optional socket-level seam under a connection: between
+// Begin and End, everything the WebSocket library writes is gathered in
+// memory, and End puts it on the socket in one system call under one
+// write deadline. Without a Wire each frame is written under its own
+// context deadline.
+type Wire interface {
+	Begin()
+	// End writes what was gathered; an error means the socket is unusable
+	// (os.ErrDeadlineExceeded when the peer did not read in time).
+	End(deadline time.Time) error
+}
+
+// ConnOptions configure a connection before it runs.
+type ConnOptions struct {
+	// Batch: the client opted into several events per frame (a JSON array
+	// of frames).
+	Batch bool
+	Wire  Wire
+}
+
+// Conn is one WebSocket watcher: a reader (Run's goroutine) and its
+// subscriptions. It has no writer goroutine while idle: a frame queued on
+// an idle connection starts one, which drains the queue and exits.
 type Conn struct {
-	h   *Hub
-	ws  *websocket.Conn
-	id  string
-	log *slog.Logger
+	h    *Hub
+	ws   *websocket.Conn
+	id   string
+	log  *slog.Logger
+	opts ConnOptions
 
 	// ctx ends when the connection starts closing; request handlers use it.
 	ctx    context.Context
 	cancel context.CancelFunc
 
 	lastRead atomic.Int64 // unix nanos of the last frame received
+	slot     uint8        // heartbeat slot: pings are spread over the interval
 
 	qmu         sync.Mutex
 	queue       []*outFrame
 	qhead       int
 	qbytes      int
-	latest      map[string]*outFrame // key → newest queued event frame
+	latest      map[string]*outFrame // key → newest queued frame; nil while empty
+	writing     bool                 // a flush goroutine owns the socket
 	closing     bool
 	closeCode   websocket.StatusCode
 	closeReason string
-	wake        chan struct{}
-	closingCh   chan struct{}
 
 	subMu    sync.Mutex
-	subs     map[string]*topic
+	subs     []*topic // few per connection: a slice beats a map
 	detached bool
 
-	writerDone chan struct{}
-	done       chan struct{}
+	finished chan struct{} // the close handshake is over
+	done     chan struct{}
 }
 
 type outFrame struct {
 	data []byte
 	ev   *event // nil for responses and other must-send frames
-	// superseded: a newer event with the same key is queued behind this
-	// one; a small marker with this seq is sent instead, so seq stays
-	// gap-free.
+	key  string // latest-wins key ("" for none)
+	// superseded: a newer frame with the same key is queued behind this
+	// one; repl is sent instead (for events a small marker with this
+	// seq, so seq stays gap-free).
 	superseded bool
+	repl       []byte
+}
+
+func (f *outFrame) size() int {
+	if f.superseded {
+		return len(f.repl)
+	}
+	return len(f.data)
+}
+
+func (f *outFrame) bytes() []byte {
+	if f.superseded {
+		return f.repl
+	}
+	return f.data
 }
 
 // KindSuperseded marks a snapshot event a lagging connection skipped
@@ -78,22 +124,20 @@ func supersededFrame(ev *event) []byte {
 	return b
 }
 
-// markerSize approximates a superseded marker for queue accounting.
-const markerSize = 160
-
 // Attach registers an accepted WebSocket with the hub. Call Run next.
-func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger) (*Conn, error) {
+func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger, opts ConnOptions) (*Conn, error) {
 	if log == nil {
 		log = h.log
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
 	c := &Conn{
-		h: h, ws: ws, id: id, log: log, ctx: ctx, cancel: cancel,
-		latest: map[string]*outFrame{}, wake: make(chan struct{}, 1), closingCh: make(chan struct{}),
-		subs: map[string]*topic{}, writerDone: make(chan struct{}), done: make(chan struct{}),
+		h: h, ws: ws, id: id, log: log, opts: opts, ctx: ctx, cancel: cancel,
+		finished: make(chan struct{}), done: make(chan struct{}),
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	h.mu.Lock()
+	h.nextSlot++
+	c.slot = uint8(h.nextSlot % heartbeatSlots)
 	if h.closed {
 		h.mu.Unlock()
 		cancel()
@@ -115,11 +159,10 @@ func (c *Conn) Context() context.Context { return c.ctx }
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // Run reads frames and hands each text frame to handle, in order, on this
-// goroutine; handle must not block for long. Run starts the writer and
-// returns once the connection is closed, the writer has stopped and the
-// subscriptions are released.
+// goroutine; handle must not block for long. Run returns once the
+// connection is closed, the close handshake is over and the subscriptions
+// are released.
 func (c *Conn) Run(handle func(frame []byte)) {
-	go c.writeLoop()
 	for {
 		typ, data, err := c.ws.Read(context.Background())
 		if err != nil {
@@ -136,7 +179,7 @@ func (c *Conn) Run(handle func(frame []byte)) {
 		handle(data)
 	}
 	c.Close(websocket.StatusGoingAway, "")
-	<-c.writerDone
+	<-c.finished
 	c.h.detach(c)
 	close(c.done)
 }
@@ -144,6 +187,14 @@ func (c *Conn) Run(handle func(frame []byte)) {
 // Send queues a frame that must be delivered (responses, ready). It
 // reports false when the connection is closing.
 func (c *Conn) Send(data []byte) bool { return c.enqueue(&outFrame{data: data}) }
+
+// SendLatest queues a must-send frame under a latest-wins key: if an
+// older frame with the same key is still unsent, it is replaced by its
+// repl (a small answer that stands for it), so a client that repeats a
+// request without reading holds one full answer in the queue, not many.
+func (c *Conn) SendLatest(key string, data, repl []byte) bool {
+	return c.enqueue(&outFrame{data: data, key: key, repl: repl})
+}
 
 // SendJSON encodes v and queues it.
 func (c *Conn) SendJSON(v any) bool {
@@ -155,66 +206,184 @@ func (c *Conn) SendJSON(v any) bool {
 	return c.Send(b)
 }
 
-func (c *Conn) enqueueEvent(ev *event) { c.enqueue(&outFrame{data: ev.data, ev: ev}) }
+func (c *Conn) enqueueEvent(ev *event) { c.enqueue(&outFrame{data: ev.data, ev: ev, key: ev.key}) }
 
-// enqueue never blocks: it is called under topic locks. Once a watcher lags
-// (its queue holds more than an eighth of the cap), snapshot kinds become
-// latest-wins: an older unsent event with the same key is superseded by the
-// newer one. A queue still over its byte cap closes the connection.
+// enqueue never blocks: it is called under topic locks. Keyed responses
+// are always latest-wins. Once a watcher lags (its queue holds more than
+// an eighth of the cap), snapshot event kinds become latest-wins too. A
+// queue still over its byte cap closes the connection as a slow consumer.
 func (c *Conn) enqueue(f *outFrame) bool {
 	c.qmu.Lock()
 	if c.closing {
 		c.qmu.Unlock()
 		return false
 	}
-	if f.ev != nil && f.ev.key != "" {
-		if old := c.latest[f.ev.key]; old != nil && !old.superseded && len(old.data) > markerSize &&
-			c.qbytes >= c.h.cfg.QueueBytes/8 {
-			old.superseded = true
-			c.qbytes -= len(old.data) - markerSize
+	if f.key != "" {
+		if old := c.latest[f.key]; old != nil && !old.superseded && (old.ev == nil || c.qbytes >= c.h.cfg.QueueBytes/8) {
+			if old.ev != nil {
+				old.repl = supersededFrame(old.ev)
+			}
+			if len(old.repl) < len(old.data) {
+				c.qbytes -= len(old.data) - len(old.repl)
+				c.h.stats.queued.Add(int64(len(old.repl) - len(old.data)))
+				old.superseded = true
+				c.h.stats.superseded.Add(1)
+			}
 		}
-		c.latest[f.ev.key] = f
+		if c.latest == nil {
+			c.latest = map[string]*outFrame{}
+		}
+		c.latest[f.key] = f
 	}
 	c.queue = append(c.queue, f)
 	c.qbytes += len(f.data)
+	c.h.stats.queued.Add(int64(len(f.data)))
 	over := c.qbytes > c.h.cfg.QueueBytes && len(c.queue)-c.qhead > 1
+	start := !c.writing && !over
+	if start {
+		c.writing = true
+	}
 	c.qmu.Unlock()
 	if over {
-		c.h.stats.slow.Add(1)
-		c.Close(CloseSlowConsumer, "slow consumer")
+		c.slow("queue over its byte cap")
 		return false
 	}
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if start {
+		go c.flush()
 	}
 	return true
 }
 
-// pop returns the next bytes to write, or nil when the queue is empty.
-func (c *Conn) pop() []byte {
-	c.qmu.Lock()
-	defer c.qmu.Unlock()
-	if c.qhead == len(c.queue) {
-		c.queue, c.qhead = c.queue[:0], 0
-		return nil
+// slow closes a connection that fell too far behind with 4008 and counts it.
+func (c *Conn) slow(why string) {
+	if c.closeWith(CloseSlowConsumer, "slow consumer") {
+		c.h.stats.slow.Add(1)
+		c.log.Info("hub: slow consumer closed", "why", why)
 	}
-	f := c.queue[c.qhead]
-	c.queue[c.qhead] = nil
-	c.qhead++
-	if c.qhead >= 1024 && c.qhead*2 >= len(c.queue) { // a queue that never drains must not grow forever
+}
+
+// take removes the next frames to write, up to one batch (one frame for a
+// client that did not opt in). It returns nil when the queue is empty.
+func (c *Conn) take(batch [][]byte) [][]byte {
+	n, size := 0, 0
+	for c.qhead < len(c.queue) {
+		f := c.queue[c.qhead]
+		if n > 0 && (!c.opts.Batch || n >= batchFrames || size+f.size() > batchBytes) {
+			break
+		}
+		c.queue[c.qhead] = nil
+		c.qhead++
+		if f.key != "" && c.latest[f.key] == f {
+			delete(c.latest, f.key)
+		}
+		b := f.bytes()
+		c.qbytes -= len(b)
+		c.h.stats.queued.Add(-int64(len(b)))
+		batch = append(batch, b)
+		n++
+		size += len(b)
+	}
+	if c.qhead == len(c.queue) { // drained: hold no buffers while idle
+		c.queue, c.qhead, c.latest = nil, 0, nil
+	} else if c.qhead >= 1024 && c.qhead*2 >= len(c.queue) { // a queue that never drains must not grow forever
 		c.queue = append(c.queue[:0:0], c.queue[c.qhead:]...)
 		c.qhead = 0
 	}
-	if f.ev != nil && f.ev.key != "" && c.latest[f.ev.key] == f {
-		delete(c.latest, f.ev.key)
+	return batch
+}
+
+// flush is the on-demand writer: it owns the socket until the queue is
+// empty, then exits. When the connection starts closing it performs the
+// close handshake.
+func (c *Conn) flush() {
+	var batch [][]byte
+	for {
+		c.qmu.Lock()
+		if c.closing {
+			c.qmu.Unlock()
+			c.finish()
+			return
+		}
+		batch = c.take(batch[:0])
+		if len(batch) == 0 {
+			c.writing = false
+			c.qmu.Unlock()
+			return
+		}
+		c.qmu.Unlock()
+		if err := c.writeBatch(batch); err != nil {
+			c.writeFailed(err)
+			return
+		}
+		clear(batch)
 	}
-	if f.superseded {
-		c.qbytes -= markerSize
-		return supersededFrame(f.ev)
+}
+
+// writeFailed handles a failed write: the socket is unusable (a partial
+// frame may be on it), so it is dropped without a handshake. A write that
+// timed out is a slow consumer.
+func (c *Conn) writeFailed(err error) {
+	if timedOut(err) {
+		c.slow("write timed out")
+	} else {
+		c.closeWith(websocket.StatusGoingAway, "")
 	}
-	c.qbytes -= len(f.data)
-	return f.data
+	_ = c.ws.CloseNow()
+	close(c.finished)
+}
+
+func timedOut(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// writeBatch writes frames: one frame as is, several as one JSON array
+// frame (only clients that opted in get several). With a Wire it is one
+// system call under one deadline.
+func (c *Conn) writeBatch(batch [][]byte) error {
+	data := batch[0]
+	var buf *[]byte
+	if len(batch) > 1 {
+		buf = getBuf()
+		b := append((*buf)[:0], '[')
+		for i, f := range batch {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, f...)
+		}
+		data = append(b, ']')
+		*buf = data
+		defer putBuf(buf)
+	}
+	return c.write(data)
+}
+
+func (c *Conn) write(data []byte) error {
+	if w := c.opts.Wire; w != nil {
+		w.Begin()
+		err := c.ws.Write(context.Background(), websocket.MessageText, data) // gathered in memory: cannot block
+		if eerr := w.End(time.Now().Add(c.h.cfg.WriteTimeout)); err == nil {
+			err = eerr
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.h.cfg.WriteTimeout)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageText, data)
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, batchBytes+1024); return &b }}
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= 4*batchBytes { // an oversized one-off goes to the GC
+		bufPool.Put(b)
+	}
 }
 
 func (c *Conn) isClosing() bool {
@@ -223,18 +392,26 @@ func (c *Conn) isClosing() bool {
 	return c.closing
 }
 
-// Close starts closing with a close code; it never blocks. The writer
+// Close starts closing with a close code; it never blocks. A writer
 // sends the close frame and completes the handshake.
-func (c *Conn) Close(code websocket.StatusCode, reason string) {
+func (c *Conn) Close(code websocket.StatusCode, reason string) { c.closeWith(code, reason) }
+
+// closeWith reports whether this call started the close.
+func (c *Conn) closeWith(code websocket.StatusCode, reason string) bool {
 	c.qmu.Lock()
 	if c.closing {
 		c.qmu.Unlock()
-		return
+		return false
 	}
 	c.closing, c.closeCode, c.closeReason = true, code, reason
+	start := !c.writing
+	c.writing = true
 	c.qmu.Unlock()
-	close(c.closingCh)
 	c.cancel()
+	if start {
+		go c.finish()
+	}
+	return true
 }
 
 // Abort drops the socket without a close handshake (a shutdown whose
@@ -244,62 +421,29 @@ func (c *Conn) Abort() {
 	_ = c.ws.CloseNow()
 }
 
-func (c *Conn) write(data []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.h.cfg.WriteTimeout)
-	defer cancel()
-	return c.ws.Write(ctx, websocket.MessageText, data)
-}
-
-func (c *Conn) writeLoop() {
-	defer close(c.writerDone)
-	ping := time.NewTicker(c.h.cfg.PingInterval)
-	defer ping.Stop()
-	for {
-		select {
-		case <-c.closingCh:
-			c.finish()
-			return
-		case <-c.wake:
-			for !c.isClosing() {
-				data := c.pop()
-				if data == nil {
-					break
-				}
-				if err := c.write(data); err != nil {
-					c.Close(websocket.StatusGoingAway, "")
-					_ = c.ws.CloseNow()
-					return
-				}
-			}
-		case <-ping.C:
-			if time.Since(time.Unix(0, c.lastRead.Load())) > c.h.cfg.IdleTimeout {
-				c.Close(CloseIdle, "idle timeout")
-				continue
-			}
-			if err := c.write(pingFrame); err != nil {
-				c.Close(websocket.StatusGoingAway, "")
-				_ = c.ws.CloseNow()
-				return
-			}
-		}
-	}
-}
-
 // finish flushes what is still queued (briefly; not for a slow consumer)
 // and performs the close handshake.
 func (c *Conn) finish() {
+	defer close(c.finished)
 	c.qmu.Lock()
 	code, reason := c.closeCode, c.closeReason
 	c.qmu.Unlock()
 	if code != CloseSlowConsumer && code != websocket.StatusGoingAway {
 		deadline := time.Now().Add(time.Second)
+		var batch [][]byte
 		for time.Now().Before(deadline) {
-			data := c.pop()
-			if data == nil || c.write(data) != nil {
+			c.qmu.Lock()
+			batch = c.take(batch[:0])
+			c.qmu.Unlock()
+			if len(batch) == 0 || c.writeBatch(batch) != nil {
 				break
 			}
 		}
 	}
+	c.qmu.Lock()
+	c.h.stats.queued.Add(-int64(c.qbytes))
+	c.queue, c.qhead, c.qbytes, c.latest = nil, 0, 0, nil
+	c.qmu.Unlock()
 	if code == websocket.StatusGoingAway {
 		_ = c.ws.CloseNow() // the peer is gone or went away
 		return
@@ -311,10 +455,7 @@ func (c *Conn) finish() {
 func (h *Hub) detach(c *Conn) {
 	c.subMu.Lock()
 	c.detached = true
-	ts := make([]*topic, 0, len(c.subs))
-	for _, t := range c.subs {
-		ts = append(ts, t)
-	}
+	ts := append([]*topic(nil), c.subs...)
 	c.subMu.Unlock()
 	for _, t := range ts {
 		if h.unregister(c, t) {
@@ -327,10 +468,11 @@ func (h *Hub) detach(c *Conn) {
 	h.stats.conns.Add(-1)
 }
 
-// CloseConns closes every connection with 4001 (server shutting down) in
-// batches of batch, waiting for each batch to finish its close handshake.
-// When ctx ends the remaining sockets are dropped without a handshake.
-func (h *Hub) CloseConns(ctx context.Context, batch int) error {
+// CloseConns closes every connection with closeFn (which must start the
+// close, e.g. CloseShutdown after a reconnect hint) in batches of batch,
+// waiting for each batch to finish its close handshake. When ctx ends the
+// remaining sockets are dropped without a handshake.
+func (h *Hub) CloseConns(ctx context.Context, batch int, closeFn func(*Conn)) error {
 	if batch <= 0 {
 		batch = 64
 	}
@@ -343,7 +485,7 @@ func (h *Hub) CloseConns(ctx context.Context, batch int) error {
 	for i := 0; i < len(conns); i += batch {
 		group := conns[i:min(i+batch, len(conns))]
 		for _, c := range group {
-			c.Close(CloseShutdown, "server shutting down")
+			closeFn(c)
 		}
 		for _, c := range group {
 			select {

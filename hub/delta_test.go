@@ -278,7 +278,7 @@ func encodeMessages(ms []host.Message) string {
 func watch(t testing.TB, h *Hub, ws, sid string, pos *Position) *wsClient {
 	t.Helper()
 	srv, cli := wsPair(t)
-	c, err := h.Attach(srv, host.RandomID("c"), nil)
+	c, err := h.Attach(srv, host.RandomID("c"), nil, ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,6 +118,7 @@ type Hub struct {
 	conns      map[*Conn]struct{}
 	closed     bool
 	incarn     uint64 // topic incarnations, part of each topic's epoch
+	nextSlot   uint32 // heartbeat slot of the next connection
 
 	dmu    sync.Mutex // dirty queue (after mu in lock order)
 	dq     []*topic
@@ -149,8 +150,9 @@ func New(cfg Config) *Hub {
 		h.wg.Add(1)
 		go h.worker()
 	}
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.janitor()
+	go h.heartbeat()
 	return h
 }
 
@@ -460,11 +462,15 @@ type Stats struct {
 	DeltasApplied   int64
 	DeltaDuplicates int64
 	DeltaGapRereads int64
+	// Superseded counts queued frames replaced by a newer one of the same
+	// key (latest wins); QueuedBytes is what all connections hold unsent.
+	Superseded  int64
+	QueuedBytes int64
 }
 
 type stats struct {
-	conns, topics, rereads, events, fanned, slow atomic.Int64
-	deltas, deltaDups, deltaGaps                 atomic.Int64
+	conns, topics, rereads, events, fanned, slow, superseded, queued atomic.Int64
+	deltas, deltaDups, deltaGaps                                     atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -475,5 +481,6 @@ func (h *Hub) Stats() Stats {
 		FramesFanned: h.stats.fanned.Load(), SlowConsumers: h.stats.slow.Load(),
 		DeltasApplied: h.stats.deltas.Load(), DeltaDuplicates: h.stats.deltaDups.Load(),
 		DeltaGapRereads: h.stats.deltaGaps.Load(),
+		Superseded:      h.stats.superseded.Load(), QueuedBytes: h.stats.queued.Load(),
 	}
 }

@@ -219,23 +219,26 @@ func TestConnQueueLatestWinsAndSlowConsumer(t *testing.T) {
 	h := New(Config{Reader: &fakeReader{}, Bus: NewLocalBus(), QueueBytes: 8000})
 	defer h.Close()
 	srv, _ := wsPair(t)
-	c, err := h.Attach(srv, "c1", nil)
+	c, err := h.Attach(srv, "c1", nil, ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No writer runs: everything stays queued.
+	// A writer that never finishes: everything stays queued.
+	c.qmu.Lock()
+	c.writing = true
+	c.qmu.Unlock()
 	ev := func(seq int64, key string, size int) *event {
 		return &event{sub: "session:w/s", epoch: "e.1", seq: seq, key: key, data: []byte(strings.Repeat("x", size))}
 	}
 	c.enqueueEvent(ev(1, "k", 300))
 	c.enqueueEvent(ev(2, "k", 300)) // not lagging yet: both kept
-	if d := c.pop(); len(d) != 300 {
+	if d := pop(c); len(d) != 300 {
 		t.Fatalf("first frame superseded while not lagging")
 	}
 	c.enqueueEvent(ev(3, "", 1200)) // now over an eighth of the cap
 	c.enqueueEvent(ev(4, "k", 300)) // supersedes seq 2
 	var got []string
-	for d := c.pop(); d != nil; d = c.pop() {
+	for d := pop(c); d != nil; d = pop(c) {
 		if strings.HasPrefix(string(d), "{") {
 			got = append(got, string(d))
 		} else {
@@ -263,7 +266,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	h := New(Config{Reader: &fakeReader{}, Bus: NewLocalBus(), Workers: 8})
 	srv, cli := wsPair(t)
-	c, err := h.Attach(srv, "c", nil)
+	c, err := h.Attach(srv, "c", nil, ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +294,7 @@ func TestTopicsLingerThenGo(t *testing.T) {
 	h := New(Config{Reader: &fakeReader{}, Bus: bus, Linger: 100 * time.Millisecond})
 	defer h.Close()
 	srv, _ := wsPair(t)
-	c, err := h.Attach(srv, "c", nil)
+	c, err := h.Attach(srv, "c", nil, ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,4 +322,14 @@ func TestTopicsLingerThenGo(t *testing.T) {
 		t.Fatal("topic must linger for resume")
 	}
 	waitUntil(t, func() bool { return h.Stats().Topics == 0 && bus.Workspaces() == 0 })
+}
+
+// pop takes the next frame as the writer would.
+func pop(c *Conn) []byte {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if b := c.take(nil); len(b) > 0 {
+		return b[0]
+	}
+	return nil
 }

@@ -80,7 +80,7 @@ func (cl *wsClient) drain(ver int64) string {
 func subscribeErr(t *testing.T, h *Hub, req SubscribeRequest) (SubscribeResult, error) {
 	t.Helper()
 	srv, _ := wsPair(t)
-	c, err := h.Attach(srv, host.RandomID("c"), nil)
+	c, err := h.Attach(srv, host.RandomID("c"), nil, ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

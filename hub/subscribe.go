@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"slices"
 
 	"github.com/ensemble-dev/ensemble/host"
 )
@@ -144,7 +145,7 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 	}
 	if _, again := t.subs[c]; !again {
 		t.subs[c] = struct{}{}
-		c.subs[t.name] = t
+		c.subs = append(c.subs, t)
 		t.watched.Store(true)
 		held = false
 	}
@@ -160,7 +161,7 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 // false when c had no such subscription.
 func (h *Hub) Unsubscribe(c *Conn, ws, sub string) bool {
 	c.subMu.Lock()
-	t := c.subs[sub]
+	t := c.sub(sub)
 	c.subMu.Unlock()
 	if t == nil || t.ws != ws {
 		return false
@@ -176,9 +177,9 @@ func (h *Hub) Unsubscribe(c *Conn, ws, sub string) bool {
 func (h *Hub) unregister(c *Conn, t *topic) bool {
 	t.mu.Lock()
 	c.subMu.Lock()
-	ok := c.subs[t.name] == t
+	ok := c.sub(t.name) == t
 	if ok {
-		delete(c.subs, t.name)
+		c.subs = slices.DeleteFunc(c.subs, func(x *topic) bool { return x == t })
 		delete(t.subs, c)
 	}
 	c.subMu.Unlock()
@@ -197,8 +198,18 @@ func (c *Conn) Subscriptions() []Subscription {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	out := make([]Subscription, 0, len(c.subs))
-	for name, t := range c.subs {
-		out = append(out, Subscription{Sub: name, Workspace: t.ws})
+	for _, t := range c.subs {
+		out = append(out, Subscription{Sub: t.name, Workspace: t.ws})
 	}
 	return out
+}
+
+// sub finds c's subscription by topic name. Caller holds c.subMu.
+func (c *Conn) sub(name string) *topic {
+	for _, t := range c.subs {
+		if t.name == name {
+			return t
+		}
+	}
+	return nil
 }

@@ -20,6 +20,8 @@ type WireError struct {
 	Message   string `json:"message"`
 	Retryable bool   `json:"retryable"`
 	Reason    string `json:"reason,omitempty"`
+	// RetryAfterMs is the server's back-off hint (admission control).
+	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
 }
 
 func (e *WireError) Error() string { return e.Code + ": " + e.Message }
@@ -48,6 +50,7 @@ type frame struct {
 	Version int64           `json:"version"`
 	Payload json.RawMessage `json:"payload"`
 	Reason  string          `json:"reason"`
+	AfterMs int64           `json:"afterMs"` // reconnect
 }
 
 // SubState is the seq bookkeeping of one subscription on one client:
@@ -83,6 +86,11 @@ type Client struct {
 	Duplicates atomic.Int64 // an event with seq ≤ the last applied one
 	Stale      atomic.Int64 // events for a sub before its subscribe answer (allowed by the protocol; discarded)
 	EpochMoves atomic.Int64 // an event in another epoch than the subscription's
+	Batches    atomic.Int64 // multi-event frames received
+	Deferred   atomic.Int64 // subscribes the server deferred with a retryAfterMs hint
+	// ReconnectAfterMs is the delay of the server's reconnect frame (a
+	// draining replica), -1 while none came.
+	ReconnectAfterMs atomic.Int64
 }
 
 type call struct {
@@ -97,6 +105,9 @@ type DialOptions struct {
 	OnEvent func(ev *Event, at time.Time)
 	// HTTPClient for the upgrade (nil: a shared client without timeouts).
 	HTTPClient *http.Client
+	// NoBatch speaks protocol 1 (one event per frame) instead of offering
+	// ensemble.v2.
+	NoBatch bool
 }
 
 // Dial connects to a replica at addr (host:port), authenticates with a
@@ -106,7 +117,7 @@ func Dial(ctx context.Context, addr, token string, o DialOptions) (*Client, erro
 		return nil, err
 	}
 	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/v1/ws", &websocket.DialOptions{
-		Subprotocols: []string{"ensemble.v1"}, HTTPClient: o.HTTPClient,
+		Subprotocols: subprotocols(o.NoBatch), HTTPClient: o.HTTPClient,
 	})
 	if err != nil {
 		return nil, err
@@ -131,13 +142,38 @@ func Dial(ctx context.Context, addr, token string, o DialOptions) (*Client, erro
 		return nil, fmt.Errorf("expected ready, got %.200s", data)
 	}
 	c := &Client{ws: ws, onEvent: o.OnEvent, pending: map[string]*call{}, subs: map[string]*SubState{}, done: make(chan struct{})}
+	c.ReconnectAfterMs.Store(-1)
 	go c.readLoop()
 	return c, nil
 }
 
+func subprotocols(noBatch bool) []string {
+	if noBatch {
+		return []string{"ensemble.v1"}
+	}
+	return []string{"ensemble.v2", "ensemble.v1"}
+}
+
+// decodeFrames reads one WebSocket message: a frame, or (protocol 2) a
+// JSON array of frames.
+func decodeFrames(data []byte, one *frame, many *[]frame) []frame {
+	if len(data) > 0 && data[0] == '[' {
+		*many = (*many)[:0]
+		if json.Unmarshal(data, many) != nil {
+			return nil
+		}
+		return *many
+	}
+	*one = frame{}
+	if json.Unmarshal(data, one) != nil {
+		return nil
+	}
+	return []frame{*one}
+}
+
 func (c *Client) readLoop() {
 	defer close(c.done)
-	var err error
+	var err, frameErr error
 	for {
 		var data []byte
 		_, data, err = c.ws.Read(context.Background())
@@ -145,41 +181,20 @@ func (c *Client) readLoop() {
 			break
 		}
 		at := time.Now()
-		var f frame
-		if json.Unmarshal(data, &f) != nil {
-			continue
+		var one frame
+		var many []frame
+		frames := decodeFrames(data, &one, &many)
+		if len(frames) > 1 {
+			c.Batches.Add(1)
 		}
-		switch f.Type {
-		case "response":
-			c.mu.Lock()
-			cl := c.pending[f.ID]
-			delete(c.pending, f.ID)
-			c.mu.Unlock()
-			if cl != nil {
-				if f.OK && cl.onResult != nil {
-					cl.onResult(f.Result)
-				}
-				cl.ch <- f
-			}
-		case "event":
-			c.event(&Event{Sub: f.Sub, Epoch: f.Epoch, Seq: f.Seq, Kind: f.Kind, Version: f.Version, Payload: f.Payload}, at)
-		case "ping":
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = c.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
-			}()
-		case "unsubscribed":
-			c.mu.Lock()
-			if s := c.subs[f.Sub]; s != nil {
-				s.Active = false
-			}
-			c.mu.Unlock()
-		case "error":
-			if f.Error != nil {
-				err = f.Error
+		for _, f := range frames {
+			if e := c.handle(f, at); e != nil {
+				frameErr = e
 			}
 		}
+	}
+	if frameErr != nil { // the server's stated reason beats the close that followed
+		err = frameErr
 	}
 	c.mu.Lock()
 	if c.err == nil {
@@ -192,6 +207,45 @@ func (c *Client) readLoop() {
 	for _, cl := range pend {
 		cl.ch <- frame{Type: "closed"}
 	}
+}
+
+// handle applies one server frame; it returns the error an error frame
+// carries.
+func (c *Client) handle(f frame, at time.Time) error {
+	switch f.Type {
+	case "response":
+		c.mu.Lock()
+		cl := c.pending[f.ID]
+		delete(c.pending, f.ID)
+		c.mu.Unlock()
+		if cl != nil {
+			if f.OK && cl.onResult != nil {
+				cl.onResult(f.Result)
+			}
+			cl.ch <- f
+		}
+	case "event":
+		c.event(&Event{Sub: f.Sub, Epoch: f.Epoch, Seq: f.Seq, Kind: f.Kind, Version: f.Version, Payload: f.Payload}, at)
+	case "ping":
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = c.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
+		}()
+	case "unsubscribed":
+		c.mu.Lock()
+		if s := c.subs[f.Sub]; s != nil {
+			s.Active = false
+		}
+		c.mu.Unlock()
+	case "reconnect":
+		c.ReconnectAfterMs.Store(f.AfterMs)
+	case "error":
+		if f.Error != nil {
+			return f.Error
+		}
+	}
+	return nil
 }
 
 // event checks seq continuity and hands in-sequence events to onEvent.
@@ -318,17 +372,29 @@ func (c *Client) Subscribe(ctx context.Context, workspace, sessionID string, res
 			in["position"] = resume.Position
 		}
 	}
-	var res SubscribeResult
-	err := c.call(ctx, "subscribe", in, &res, func(raw json.RawMessage) {
-		var r SubscribeResult
-		if json.Unmarshal(raw, &r) != nil {
-			return
+	for {
+		var res SubscribeResult
+		err := c.call(ctx, "subscribe", in, &res, func(raw json.RawMessage) {
+			var r SubscribeResult
+			if json.Unmarshal(raw, &r) != nil {
+				return
+			}
+			c.mu.Lock()
+			c.subs[r.Sub] = &SubState{Name: r.Sub, Epoch: r.Epoch, Seq: r.Seq, Active: true, Recovered: r.Recovered, Position: r.Position}
+			c.mu.Unlock()
+		})
+		var we *WireError
+		if !errors.As(err, &we) || we.RetryAfterMs <= 0 {
+			return res, err
 		}
-		c.mu.Lock()
-		c.subs[r.Sub] = &SubState{Name: r.Sub, Epoch: r.Epoch, Seq: r.Seq, Active: true, Recovered: r.Recovered, Position: r.Position}
-		c.mu.Unlock()
-	})
-	return res, err
+		// Admission control: obey the server's back-off hint.
+		c.Deferred.Add(1)
+		select {
+		case <-time.After(time.Duration(we.RetryAfterMs) * time.Millisecond):
+		case <-ctx.Done():
+			return res, err
+		}
+	}
 }
 
 // Sub returns a copy of a subscription's state.

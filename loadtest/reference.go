@@ -83,10 +83,16 @@ func (s *refServer) handleWS(w http.ResponseWriter, r *http.Request) {
 		t.mu.Unlock()
 		c.kill()
 	}()
+	batch := r.URL.Query().Get("batch") == "1" // the same multi-event frames as ensemble.v2
 	go func() { // the one writer
+		var buf []byte
 		for {
 			select {
 			case b := <-c.q:
+				if batch {
+					buf = drainBatch(c.q, b, buf[:0])
+					b = buf
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				err := ws.Write(ctx, websocket.MessageText, b)
 				cancel()
@@ -104,6 +110,33 @@ func (s *refServer) handleWS(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// drainBatch appends first and whatever else is queued (up to 64 frames
+// or 64 KiB, the hub's bounds) to buf: one frame alone, several as a JSON
+// array.
+func drainBatch(q chan []byte, first, buf []byte) []byte {
+	n := 1
+	buf = append(buf, first...)
+	for n < 64 && len(buf) < 64<<10 {
+		select {
+		case b := <-q:
+			if n == 1 {
+				buf = append(append(append(buf[:0], '['), first...), ',')
+			} else {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, b...)
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	if n > 1 {
+		buf = append(buf, ']')
+	}
+	return buf
 }
 
 // publish sends one stamped frame to every subscriber of the topic.
@@ -245,10 +278,15 @@ type refClient struct {
 	done chan struct{}
 }
 
+type refEvent struct {
+	Seq  int64  `json:"seq"`
+	Text string `json:"text"`
+}
+
 // dialRef subscribes to a topic and waits for the subscribed frame; each
 // later frame goes to onFrame (stamp text and seq) on the reader goroutine.
 func dialRef(ctx context.Context, addr, topic string, gaps, dups *atomic.Int64, onFrame func(text string, at time.Time)) (*refClient, error) {
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws?topic="+topic, nil)
+	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws?batch=1&topic="+topic, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -275,23 +313,25 @@ func dialRef(ctx context.Context, addr, topic string, gaps, dups *atomic.Int64, 
 				return
 			}
 			at := time.Now()
-			var ev struct {
-				Seq  int64  `json:"seq"`
-				Text string `json:"text"`
+			if len(data) > 0 && data[0] != '[' {
+				data = append(append([]byte{'['}, data...), ']')
 			}
-			if json.Unmarshal(data, &ev) != nil {
+			var evs []refEvent
+			if json.Unmarshal(data, &evs) != nil {
 				continue
 			}
-			switch {
-			case ev.Seq <= c.seq:
-				dups.Add(1)
-				continue
-			case ev.Seq > c.seq+1:
-				gaps.Add(1)
-			}
-			c.seq = ev.Seq
-			if onFrame != nil {
-				onFrame(ev.Text, at)
+			for _, ev := range evs {
+				switch {
+				case ev.Seq <= c.seq:
+					dups.Add(1)
+					continue
+				case ev.Seq > c.seq+1:
+					gaps.Add(1)
+				}
+				c.seq = ev.Seq
+				if onFrame != nil {
+					onFrame(ev.Text, at)
+				}
 			}
 		}
 	}()

@@ -16,12 +16,21 @@ type wireError struct {
 	Message   string    `json:"message"`
 	Retryable bool      `json:"retryable"`
 	Reason    string    `json:"reason,omitempty"`
+	// RetryAfterMs is a back-off hint on some retryable errors: retry no
+	// sooner than this.
+	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
 }
 
 // toWire classifies err. Typed Host errors keep their message and reason;
 // anything else gets a generic message so internals never leak (the cause
 // is logged instead).
 func toWire(err error, log *slog.Logger, op string) wireError {
+	var rl *retryLater
+	if errors.As(err, &rl) {
+		w := toWire(rl.err, log, op)
+		w.RetryAfterMs = max(1, rl.after.Milliseconds())
+		return w
+	}
 	var he *host.Error
 	if errors.As(err, &he) {
 		if he.Code == host.CodeInternal {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -106,6 +107,10 @@ func restInput(r *http.Request, maxBody int64) (json.RawMessage, error) {
 		if errors.As(err, &mbe) {
 			return nil, &host.Error{Code: host.CodeInvalidInput, Reason: "body_too_large",
 				Message: "body exceeds " + strconv.FormatInt(maxBody, 10) + " bytes"}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, &host.Error{Code: host.CodeInvalidInput, Reason: "body_timeout",
+				Message: "the body did not arrive within the read timeout"}
 		}
 		if err != nil {
 			return nil, errorf(host.CodeInvalidInput, "could not read the body")

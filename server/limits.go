@@ -44,6 +44,10 @@ type Limits struct {
 	// MaxPendingHello bounds connections that are upgraded but not yet
 	// authenticated (503 unavailable beyond).
 	MaxPendingHello int
+	// MaxSubscribes bounds subscribes running at once on this replica
+	// (unavailable with retryAfterMs beyond): the admission control that
+	// paces a reconnect storm.
+	MaxSubscribes int
 }
 
 // DefaultLimits are the limits of a server configured with none.
@@ -59,11 +63,15 @@ func DefaultLimits() Limits {
 		HTTPBurst:       100,
 		MaxConnsPerUser: 32,
 		MaxPendingHello: 1024,
+		MaxSubscribes:   64,
 	}
 }
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
+	if l.MaxSubscribes <= 0 {
+		l.MaxSubscribes = d.MaxSubscribes
+	}
 	if l.MaxFrameBytes <= 0 {
 		l.MaxFrameBytes = d.MaxFrameBytes
 	}

@@ -368,7 +368,12 @@ func subscribe(ctx context.Context, s *Server, c caller, in subscribeIn) (any, e
 	if c.ws == nil {
 		return nil, errorf(host.CodeUnsupported, "subscribe is only available over the WebSocket")
 	}
-	err := s.cfg.Hub.Subscribe(ctx, c.ws.conn, hub.SubscribeRequest{
+	release, err := s.admitSubscribe()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	err = s.cfg.Hub.Subscribe(ctx, c.ws.conn, hub.SubscribeRequest{
 		Workspace: in.Workspace, Topic: in.Topic, SessionID: in.SessionID, Resume: in.Resume, Position: in.Position,
 	}, func(res hub.SubscribeResult) { c.reply(res) })
 	if err != nil {

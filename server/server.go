@@ -5,7 +5,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -24,8 +23,20 @@ import (
 // Subprotocol is the WebSocket subprotocol clients must request.
 const Subprotocol = "ensemble.v1"
 
-// ProtocolVersion is sent in the ready frame.
+// SubprotocolBatch is protocol version 2: version 1 plus multi-event
+// frames (a JSON array of frames). A client opts in by offering it.
+const SubprotocolBatch = "ensemble.v2"
+
+// ProtocolVersion is sent in the ready frame (ProtocolVersion+1 for
+// SubprotocolBatch).
 const ProtocolVersion = 1
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // Config wires a Server. Host, Hub and Verifier are required.
 type Config struct {
@@ -53,6 +64,9 @@ type Config struct {
 	// the verifier's leeway, so a token Verify still accepts is not
 	// refused by the close (default auth.DefaultLeeway).
 	TokenLeeway time.Duration
+	// ReconnectJitter bounds the random delay a draining replica gives
+	// each client before it reconnects elsewhere (default 5s).
+	ReconnectJitter time.Duration
 }
 
 // Server is the http.Handler for the whole API.
@@ -70,6 +84,11 @@ type Server struct {
 	conns        *connCounter  // open WebSocket connections per user
 	httpLimiters *userLimiters // HTTP request rate per user
 	pendingHello atomic.Int64  // upgraded connections still waiting for hello
+	inFlight     atomic.Int64  // WebSocket requests running
+
+	subscribeSlots   chan struct{} // admission of subscribes (admission.go)
+	subscribeRefused atomic.Int64
+	lastRefusal      atomic.Int64
 
 	// onRequest, when set (tests only), runs at the start of every
 	// WebSocket request handler.
@@ -87,6 +106,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, limits: cfg.Limits.withDefaults()}
 	s.conns = &connCounter{max: s.limits.MaxConnsPerUser}
+	s.subscribeSlots = make(chan struct{}, s.limits.MaxSubscribes)
 	s.httpLimiters = &userLimiters{limit: limitOf(s.limits.HTTPRate), burst: s.limits.HTTPBurst}
 	if s.cfg.Ready == nil {
 		s.cfg.Ready = s.hostReady
@@ -97,28 +117,6 @@ func New(cfg Config) *Server {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
-
-// Shutdown refuses new WebSocket connections, closes the open ones with
-// 4001 (server shutting down, reconnect) in bounded batches and waits for
-// their handlers. Hijacked connections are invisible to http.Server's own
-// Shutdown, which is why this exists; call it before http.Server.Shutdown.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.draining.Store(true)
-	s.mu.Unlock()
-	err := s.cfg.Hub.CloseConns(ctx, 64)
-	done := make(chan struct{})
-	go func() {
-		s.active.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return err
-	case <-ctx.Done():
-		return errors.Join(err, ctx.Err())
-	}
-}
 
 // enter registers a WebSocket handler unless the server is draining.
 func (s *Server) enter() bool {

@@ -156,8 +156,9 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols:    []string{Subprotocol},
+	hw := &smallHijack{ResponseWriter: w}
+	ws, err := websocket.Accept(hw, r, &websocket.AcceptOptions{
+		Subprotocols:    []string{SubprotocolBatch, Subprotocol}, // the newest the client offers
 		CompressionMode: websocket.CompressionDisabled,
 		OriginPatterns:  s.cfg.OriginPatterns,
 	})
@@ -167,7 +168,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		}
 		return // Accept answered the HTTP request
 	}
-	if ws.Subprotocol() != Subprotocol {
+	batch := ws.Subprotocol() == SubprotocolBatch
+	if !batch && ws.Subprotocol() != Subprotocol {
 		if !hasHeader {
 			s.pendingHello.Add(-1)
 		}
@@ -189,16 +191,16 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := host.RandomID("conn")
-	conn, err := s.cfg.Hub.Attach(ws, id, s.log.With("conn", id))
+	conn, err := s.cfg.Hub.Attach(ws, id, s.log.With("conn", id), hub.ConnOptions{Batch: batch, Wire: hw.wire})
 	if err != nil {
 		_ = ws.Close(hub.CloseShutdown, "server shutting down")
 		return
 	}
 	if s.draining.Load() { // Shutdown may have listed connections before this one attached
-		conn.Close(hub.CloseShutdown, "server shutting down")
+		s.sendReconnect(conn)
 	}
 	s.metrics.wsOpened.Inc()
-	sess := &wsSession{s: s, conn: conn, remote: r.RemoteAddr, p: p, exp: exp, sem: make(chan struct{}, s.limits.MaxInFlight),
+	sess := &wsSession{s: s, conn: conn, protocol: ProtocolVersion + b2i(batch), remote: r.RemoteAddr, p: p, exp: exp, sem: make(chan struct{}, s.limits.MaxInFlight),
 		limiter: rate.NewLimiter(limitOf(s.limits.RequestRate), s.limits.RequestBurst)}
 	sess.sendReady()
 	sess.armExpiry(exp)
@@ -339,6 +341,8 @@ type wsSession struct {
 	sem     chan struct{}
 	limiter *rate.Limiter  // frames from the client
 	wg      sync.WaitGroup // request handlers
+	// protocol is the negotiated version: 2 with multi-event frames.
+	protocol int
 
 	mu     sync.Mutex
 	p      auth.Principal
@@ -356,7 +360,7 @@ func (ws *wsSession) sendReady() {
 	ws.mu.Lock()
 	p, exp := ws.p, ws.exp
 	ws.mu.Unlock()
-	ws.conn.SendJSON(readyFrame{Type: "ready", Protocol: ProtocolVersion, ServerEpoch: ws.s.cfg.Host.Epoch(),
+	ws.conn.SendJSON(readyFrame{Type: "ready", Protocol: ws.protocol, ServerEpoch: ws.s.cfg.Host.Epoch(),
 		ConnectionID: ws.conn.ID(), Principal: p, ExpiresAt: exp.UTC(), OffsetUnit: "utf16"})
 }
 
@@ -396,6 +400,22 @@ func (ws *wsSession) respond(id json.RawMessage, op string, result any, err erro
 	}
 	ws.s.metrics.request("ws", op, "ok")
 	ws.conn.SendJSON(responseFrame{Type: "response", ID: id, OK: true, Result: result})
+}
+
+// respondSubscribed answers a subscribe latest-wins: while an earlier
+// answer for the same topic is still unsent, that one (and its snapshot)
+// is replaced by a small superseded error, so a client that re-subscribes
+// without reading queues one snapshot per topic, not one per request.
+func (ws *wsSession) respondSubscribed(id json.RawMessage, res hub.SubscribeResult) {
+	b, err := json.Marshal(responseFrame{Type: "response", ID: id, OK: true, Result: res})
+	if err != nil {
+		ws.respond(id, "subscribe", nil, err)
+		return
+	}
+	repl, _ := json.Marshal(responseFrame{Type: "response", ID: id, Error: &wireError{Code: host.CodeOperationConflict,
+		Reason: "superseded", Message: "superseded by a later subscribe to the same topic on this connection"}})
+	ws.s.metrics.request("ws", "subscribe", "ok")
+	ws.conn.SendLatest("subscribe\x00"+res.Sub, b, repl)
 }
 
 // parseFrame is the frame decoder: one JSON object with no unknown
@@ -454,9 +474,18 @@ func (ws *wsSession) handleFrame(data []byte) {
 			ws.respond(id, f.Op, nil, rateLimited("in_flight", "too many requests in flight on this connection"))
 			return
 		}
+		ws.s.inFlight.Add(1) // before the check, so Shutdown's wait cannot miss it
+		if ws.s.draining.Load() {
+			ws.s.inFlight.Add(-1)
+			<-ws.sem
+			ws.respond(id, f.Op, nil, &host.Error{Code: host.CodeUnavailable, Reason: "draining",
+				Message: "this replica is draining; reconnect to another"})
+			return
+		}
 		ws.wg.Add(1)
 		go func() {
 			defer ws.wg.Done()
+			defer ws.s.inFlight.Add(-1)
 			defer func() { <-ws.sem }()
 			ws.runRequest(id, f.Op, f.Input)
 		}()
@@ -479,7 +508,13 @@ func (ws *wsSession) runRequest(id json.RawMessage, op string, input json.RawMes
 		(*hook)(op)
 	}
 	c := caller{p: ws.principal(), ws: ws}
-	c.reply = func(result any) { ws.respond(id, op, result, nil) }
+	c.reply = func(result any) {
+		if res, ok := result.(hub.SubscribeResult); ok {
+			ws.respondSubscribed(id, res)
+			return
+		}
+		ws.respond(id, op, result, nil)
+	}
 	res, err := ws.s.dispatch(ws.conn.Context(), c, op, input)
 	if errors.Is(err, errReplied) {
 		return

@@ -31,6 +31,8 @@ type serveConfig struct {
 	simRate                                          time.Duration
 	simScenario, logLevel, workspace                 string
 	shutdownGrace                                    time.Duration
+	httpTimeouts                                     server.HTTPTimeouts
+	reconnectJitter                                  time.Duration
 	pprofAddr                                        string
 	sessionLease                                     time.Duration  // cluster mode (cluster.go)
 	security                                         securityConfig // tokens, origins, limits (security.go)
@@ -57,6 +59,12 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	pprofAddr := pprofFlag(f)
 	lease := f.duration("session-lease", "ENSEMBLE_SESSION_LEASE", host.DefaultLeaseTTL, "cluster mode: session ownership lease; a dead replica's sessions are taken over after it")
 	security := securityFlags(f)
+	dt := server.DefaultHTTPTimeouts()
+	readHeader := f.duration("http-read-header-timeout", "ENSEMBLE_HTTP_READ_HEADER_TIMEOUT", dt.ReadHeader, "time to read a request's headers")
+	readT := f.duration("http-read-timeout", "ENSEMBLE_HTTP_READ_TIMEOUT", dt.Read, "time to read a whole request, body included (a slower body is answered body_timeout)")
+	writeT := f.duration("http-write-timeout", "ENSEMBLE_HTTP_WRITE_TIMEOUT", dt.Write, "time to handle a request and write its response")
+	idleT := f.duration("http-idle-timeout", "ENSEMBLE_HTTP_IDLE_TIMEOUT", dt.Idle, "how long an idle keep-alive connection is kept")
+	jitter := f.duration("reconnect-jitter", "ENSEMBLE_RECONNECT_JITTER", 5*time.Second, "on shutdown, clients are told to reconnect after a random delay below this")
 	if err := f.parse(args); err != nil {
 		return c, err
 	}
@@ -65,6 +73,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		noMigrate: *noMigrate, simRate: *rate, simScenario: *scenario, logLevel: *level,
 		workspace: *ws, shutdownGrace: *grace}
 	c.sessionLease = *lease
+	c.httpTimeouts = server.HTTPTimeouts{ReadHeader: *readHeader, Read: *readT, Write: *writeT, Idle: *idleT}
+	c.reconnectJitter = *jitter
 	var err error
 	if c.security, err = security(); err != nil {
 		return c, err
@@ -142,7 +152,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	hb := hub.New(hub.Config{Reader: h, Bus: bus, Logger: log.With("component", "hub")})
 	defer hb.Close()
 	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(bus, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server"),
-		OriginPatterns: c.security.origins, Limits: c.security.limits, TokenLeeway: c.security.leeway})
+		OriginPatterns: c.security.origins, Limits: c.security.limits, TokenLeeway: c.security.leeway,
+		ReconnectJitter: c.reconnectJitter})
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -155,7 +166,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := c.httpTimeouts.HTTPServer(srv)
 	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
 	relayDone := make(chan struct{})
@@ -171,8 +182,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
 	defer cancel()
+	// Stop accepting and drain plain HTTP while the WebSockets drain.
+	httpDone := make(chan struct{})
+	go func() { defer close(httpDone); _ = httpSrv.Shutdown(sctx) }()
 	_ = srv.Shutdown(sctx)
-	_ = httpSrv.Shutdown(sctx)
+	<-httpDone
 	stopWorkers()
 	<-relayDone
 	if errors.Is(err, http.ErrServerClosed) {

@@ -35,7 +35,7 @@ test('handshake, ping, subscribe, resume and resync', async () => {
   conn.start();
   await tick();
   const ws = FakeWS.all[0];
-  assert.deepEqual(ws.protocols, ['ensemble.v1']);
+  assert.deepEqual(ws.protocols, ['ensemble.v2', 'ensemble.v1']);
   assert.deepEqual(ws.sent[0], { type: 'hello', token: 'tok' });
 
   conn.subscribe({ workspace: 'w1', topic: 'workspace' }, {
@@ -156,4 +156,36 @@ test('a session subscription resumes from its durable position on another replic
   assert.deepEqual(seen, ['hubA.1/3', 'hubA.1/4', 'hubB.7/41']);
   assert.equal(changes.length, 1);
   conn.stop && conn.stop();
+});
+
+test('protocol 2: a multi-event frame, a deferred subscribe and a drain', async () => {
+  FakeWS.all = [];
+  const conn = new Connection({ url: 'ws://x/v1/ws', token: 'tok', WebSocketImpl: FakeWS, timeoutMs: 2000 });
+  const seen = [];
+  conn.start();
+  await tick();
+  const ws = FakeWS.all[0];
+  conn.subscribe({ workspace: 'w1', topic: 'workspace' }, { onSnapshot: () => {}, onEvent: (k, p, ev) => seen.push(ev.seq), onError: () => {} });
+  ws.push({ type: 'ready', protocol: 2, serverEpoch: 'ep1', connectionId: 'c1', principal: {} });
+  await tick();
+  // admission control: the first subscribe is deferred with a hint
+  let req = ws.lastRequest('subscribe');
+  ws.push({ type: 'response', id: req.id, ok: false, error: { code: 'unavailable', message: 'busy', retryable: true, reason: 'busy', retryAfterMs: 30 } });
+  await tick(5);
+  assert.equal(ws.lastRequest('subscribe').id, req.id, 'no retry before the hint');
+  await tick(40);
+  req = ws.lastRequest('subscribe');
+  ws.push({ type: 'response', id: req.id, ok: true, result: { sub: 'workspace:w1', epoch: 'e1', seq: 1, recovered: false, snapshot: { sessions: [] } } });
+  await tick();
+  // several events in one frame, applied in order
+  ws.onmessage({ data: JSON.stringify([2, 3, 4].map((seq) => ({ type: 'event', sub: 'workspace:w1', epoch: 'e1', seq, kind: 'session_summary', payload: {} }))) });
+  assert.deepEqual(seen, [2, 3, 4]);
+  // a draining replica: reconnect after the delay it gave, not the backoff
+  ws.push({ type: 'reconnect', reason: 'draining', afterMs: 25 });
+  ws.close(4001, 'server draining; reconnect in 25 ms');
+  await tick(5);
+  assert.equal(FakeWS.all.length, 1);
+  await tick(40);
+  assert.equal(FakeWS.all.length, 2, 'reconnected after the hinted delay');
+  conn.stop();
 });

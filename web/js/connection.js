@@ -8,6 +8,9 @@
 import { positionAfterEvent, positionAfterResult, withPosition } from './position.js';
 
 export const PROTOCOL = 'ensemble.v1';
+// PROTOCOLS offers version 2 first: several events may arrive in one frame
+// (a JSON array of frames, in order).
+export const PROTOCOLS = ['ensemble.v2', PROTOCOL];
 
 // backoffDelay is "full jitter": a uniform delay in [0, min(cap, base·2^n)),
 // never below a small floor so a flapping server is not hammered.
@@ -34,12 +37,13 @@ export function classifyEvent(sub, ev) {
 }
 
 export class RequestError extends Error {
-  constructor({ code = 'internal', message = 'request failed', retryable = false, reason = '' } = {}) {
+  constructor({ code = 'internal', message = 'request failed', retryable = false, reason = '', retryAfterMs = 0 } = {}) {
     super(message);
     this.name = 'RequestError';
     this.code = code;
     this.retryable = !!retryable;
     this.reason = reason;
+    this.retryAfterMs = retryAfterMs; // the server's back-off hint, obeyed on retry
   }
 }
 
@@ -184,7 +188,7 @@ export class Connection extends EventTarget {
     this._setState('reconnecting', { retryAt: 0, attempt: this.attempt });
     let ws;
     try {
-      ws = new this.WebSocketImpl(this.url, [PROTOCOL]);
+      ws = new this.WebSocketImpl(this.url, PROTOCOLS);
     } catch (err) {
       this._scheduleReconnect(`cannot open WebSocket: ${err.message}`);
       return;
@@ -202,6 +206,7 @@ export class Connection extends EventTarget {
       this.lastFrameAt = Date.now();
       let msg;
       try { msg = JSON.parse(e.data); } catch { return; }
+      if (Array.isArray(msg)) { for (const m of msg) if (this.ws === ws) this._onFrame(m); return; }
       this._onFrame(msg);
     };
     ws.onclose = (e) => {
@@ -233,6 +238,10 @@ export class Connection extends EventTarget {
         return;
       case 'ping':
         this._send({ type: 'pong' });
+        return;
+      case 'reconnect':
+        // A draining replica: reconnect (to any replica) after its jittered delay.
+        this.reconnectAfterMs = msg.afterMs || 0;
         return;
       case 'response':
         this._onResponse(msg);
@@ -328,7 +337,7 @@ export class Connection extends EventTarget {
       // Retry transient failures on this same connection; a reconnect
       // resubscribes anyway.
       if (err.retryable && err.reason !== 'connection_lost' && this.ws === ws) {
-        sub.retryTimer = setTimeout(() => this._subscribeOne(sub), backoffDelay(2));
+        sub.retryTimer = setTimeout(() => this._subscribeOne(sub), err.retryAfterMs || backoffDelay(2));
       }
       return;
     }
@@ -422,7 +431,8 @@ export class Connection extends EventTarget {
 
   _scheduleReconnect(reason) {
     clearTimeout(this.timers.retry);
-    const delay = backoffDelay(this.attempt);
+    let delay = backoffDelay(this.attempt);
+    if (this.reconnectAfterMs != null) { delay = this.reconnectAfterMs; this.reconnectAfterMs = null; }
     this.attempt += 1;
     this._setState('reconnecting', { retryAt: Date.now() + delay, reason, attempt: this.attempt });
     this.timers.retry = setTimeout(() => this._connect(), delay);
