@@ -123,9 +123,21 @@ type Turn struct {
 	// CancelRequested: a durable cancel intent exists for this Turn.
 	CancelRequested bool       `json:"cancelRequested,omitempty"`
 	SubmittedBy     string     `json:"submittedBy,omitempty"`
-	CreatedAt       time.Time  `json:"createdAt"`
+	// TurnLabels: who and what the Turn is shown as, recorded when it happened.
+	TurnLabels
+	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt       time.Time  `json:"updatedAt"`
 	SettledAt       *time.Time `json:"settledAt,omitempty"`
+}
+
+// TurnLabels are display facts recorded as they happen, so a label never
+// depends on what the server runs today: the author's display name at
+// admission, who asked to stop it, and the agent that ran it.
+type TurnLabels struct {
+	SubmittedByName string     `json:"submittedByName,omitempty"`
+	CanceledBy      string     `json:"canceledBy,omitempty"`
+	CanceledByName  string     `json:"canceledByName,omitempty"`
+	Agent           *AgentInfo `json:"agent,omitempty"`
 }
 
 // Settled reports whether the Turn reached a terminal state.
@@ -172,7 +184,9 @@ type Message struct {
 	// Streaming is true while the agent may still append to it.
 	Streaming bool      `json:"streaming"`
 	Author    string    `json:"author,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
+	// AuthorName is the author's display name at admission.
+	AuthorName string    `json:"authorName,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 

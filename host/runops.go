@@ -347,7 +347,7 @@ func (h *Host) submitFollowUp(ctx context.Context, op RuntimeOperation) {
 	}
 	res, err := h.SendInput(ctx, SendInput{
 		WorkspaceID: op.WorkspaceID, SessionID: op.SessionID, ClientSubmitID: DenyFollowUpPrefix + op.ID,
-		Content: *op.FollowUp, SubmittedBy: op.RespondedBy,
+		Content: *op.FollowUp, SubmittedBy: op.RespondedBy, SubmittedByName: op.RespondedByName,
 	})
 	if ctx.Err() != nil && err != nil {
 		return

@@ -71,6 +71,9 @@ type SessionSnapshot struct {
 	// InteractionTree is the session's execution tree (absent when the
 	// server keeps no interactions).
 	InteractionTree *InteractionSnapshot `json:"interactionTree,omitempty"`
+	// Interactions is the durable history of the snapshot's turns (every
+	// state, with who answered what), so a reload shows past approvals.
+	Interactions []host.Interaction `json:"interactions"`
 }
 
 // WorkspaceSnapshot is the snapshot of a workspace topic: the first page of

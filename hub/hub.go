@@ -24,6 +24,7 @@ type Reader interface {
 	ListSessionTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error)
 	ListSessionMessages(ctx context.Context, ws, sessionID string, q host.MessageQuery) (host.MessagePage, error)
 	GetSessionInteractionTreeSnapshot(ctx context.Context, ws, rootSessionID string) (host.InteractionTree, error)
+	ListTurnInteractions(ctx context.Context, ws, sessionID string, fromSeq, toSeq int64) ([]host.Interaction, error)
 }
 
 // Config wires a Hub. Reader and Bus are required; zero values elsewhere

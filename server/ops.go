@@ -203,7 +203,7 @@ func sessionCreate(ctx context.Context, s *Server, c caller, in sessionCreateIn)
 	}
 	return s.cfg.Host.CreateSession(ctx, host.CreateSessionInput{
 		WorkspaceID: in.Workspace, Title: in.Title, Settings: in.Settings, Content: in.Content,
-		ClientSubmitID: in.ClientSubmitID, CreatedBy: c.p.UserID,
+		ClientSubmitID: in.ClientSubmitID, CreatedBy: c.p.UserID, CreatedByName: c.p.Name,
 	})
 }
 
@@ -273,6 +273,7 @@ func turnSubmit(ctx context.Context, s *Server, c caller, in submitIn) (any, err
 	return s.cfg.Host.SendInput(ctx, host.SendInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, ClientSubmitID: in.ClientSubmitID,
 		Content: in.Content, Placement: in.Placement, TurnID: in.TurnID, SubmittedBy: c.p.UserID,
+		SubmittedByName: c.p.Name,
 	})
 }
 
@@ -288,7 +289,7 @@ type cancelIn struct {
 	Wait *int64 `json:"wait"`
 }
 
-func turnCancel(ctx context.Context, s *Server, _ caller, in cancelIn) (any, error) {
+func turnCancel(ctx context.Context, s *Server, c caller, in cancelIn) (any, error) {
 	wait := defaultCancelWait
 	if in.Wait != nil {
 		if *in.Wait < 0 || *in.Wait > host.MaxCancelWait.Milliseconds() {
@@ -298,6 +299,7 @@ func turnCancel(ctx context.Context, s *Server, _ caller, in cancelIn) (any, err
 	}
 	return s.cfg.Host.CancelTurn(ctx, host.CancelInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, TurnID: in.TurnID, Wait: wait,
+		By: c.p.UserID, ByName: c.p.Name,
 	})
 }
 
@@ -313,10 +315,28 @@ func turnList(ctx context.Context, s *Server, _ caller, in turnListIn) (any, err
 		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
 	}
 	p, err := s.cfg.Host.ListSessionTurns(ctx, in.Workspace, in.SessionID, host.TurnQuery{Before: in.Before, Limit: in.Limit})
+	if err != nil {
+		return nil, err
+	}
 	if p.Turns == nil {
 		p.Turns = []host.Turn{}
 	}
-	return p, err
+	// Each page carries its turns' interaction history, so paging back
+	// shows past approvals with who answered them.
+	from, to := host.SeqRange(p.Turns)
+	hist := []host.Interaction{}
+	if from <= to {
+		if hist, err = s.cfg.Host.ListTurnInteractions(ctx, in.Workspace, in.SessionID, from, to); err != nil {
+			return nil, err
+		}
+	}
+	return turnListResult{TurnPage: p, Interactions: hist}, nil
+}
+
+// turnListResult is a page of turns and their interaction history.
+type turnListResult struct {
+	host.TurnPage
+	Interactions []host.Interaction `json:"interactions"`
 }
 
 type messageListIn struct {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,9 +16,9 @@ import (
 const turnCols = `workspace_id, session_id, id, seq, origin, phase, outcome, failure_reason,
 	stop_reason, provider_session_id, provider_turn_id, client_submit_id,
 	identity_anchor_turn_id, retracted, cancel_requested, submitted_by, created_at,
-	updated_at, settled_at`
+	updated_at, settled_at, labels_json`
 
-const turnNCols = 19
+const turnNCols = 20
 
 // scanTurn scans into untyped values and decodes them itself, so a corrupt
 // value yields a decode error for that row with its key filled in rather
@@ -59,6 +60,11 @@ func decodeTurn(v []any) (host.Turn, error) {
 	if v[18] != nil {
 		at := fromMS(d.int(18, "settled_at"))
 		t.SettledAt = &at
+	}
+	if labels := d.str(19, "labels_json"); d.err == nil && labels != "" {
+		if err := json.Unmarshal([]byte(labels), &t.TurnLabels); err != nil {
+			d.err = fmt.Errorf("column labels_json: %w", err)
+		}
 	}
 	if d.err == nil && !t.Phase.Valid() {
 		d.err = fmt.Errorf("invalid phase %q", t.Phase)
@@ -155,28 +161,36 @@ func (t *tx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn,
 }
 
 func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO turns (`+turnCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	labels, err := json.Marshal(tu.TurnLabels)
+	if err != nil {
+		return fmt.Errorf("sqlite: insert turn %s: encode labels: %w", tu.ID, err)
+	}
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO turns (`+turnCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tu.WorkspaceID, tu.SessionID, tu.ID, tu.Seq, tu.Origin, string(tu.Phase),
 		string(tu.Outcome), tu.FailureReason, tu.StopReason, tu.ProviderSessionID,
 		tu.ProviderTurnID, tu.ClientSubmitID, tu.IdentityAnchorTurnID, boolInt(tu.Retracted),
 		boolInt(tu.CancelRequested), tu.SubmittedBy, ms(tu.CreatedAt), ms(tu.UpdatedAt),
-		msPtr(tu.SettledAt))
+		msPtr(tu.SettledAt), string(labels))
 	return classify("insert turn", err)
 }
 
 // UpdateTurn rewrites the mutable columns. Seq, the identity anchor and the
 // creation time are immutable and left as inserted.
 func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
+	labels, err := json.Marshal(tu.TurnLabels)
+	if err != nil {
+		return fmt.Errorf("sqlite: update turn %s: encode labels: %w", tu.ID, err)
+	}
 	res, err := t.tx.ExecContext(ctx, `UPDATE turns SET origin = ?, phase = ?, outcome = ?,
 		failure_reason = ?, stop_reason = ?, provider_session_id = ?, provider_turn_id = ?,
 		client_submit_id = ?, retracted = ?, cancel_requested = ?, submitted_by = ?,
-		updated_at = ?, settled_at = ?
+		updated_at = ?, settled_at = ?, labels_json = ?
 		WHERE workspace_id = ? AND session_id = ? AND id = ?`,
 		tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
 		tu.ProviderSessionID, tu.ProviderTurnID, tu.ClientSubmitID, boolInt(tu.Retracted),
 		boolInt(tu.CancelRequested), tu.SubmittedBy, ms(tu.UpdatedAt), msPtr(tu.SettledAt),
-		tu.WorkspaceID, tu.SessionID, tu.ID)
+		string(labels), tu.WorkspaceID, tu.SessionID, tu.ID)
 	return affectedOne("update turn "+tu.ID, res, err)
 }
 
