@@ -32,11 +32,11 @@ const (
 
 // SendInput submits one user message to a session.
 type SendInput struct {
-	WorkspaceID    string
-	SessionID      string
-	ClientSubmitID string
-	Content        MessageContent
-	Placement      Placement
+	WorkspaceID     string
+	SessionID       string
+	ClientSubmitID  string
+	Content         MessageContent
+	Placement       Placement
 	TurnID          string
 	SubmittedBy     string
 	SubmittedByName string

@@ -121,13 +121,13 @@ type Turn struct {
 	IdentityAnchorTurnID string `json:"identityAnchorTurnId,omitempty"`
 	Retracted            bool   `json:"retracted,omitempty"`
 	// CancelRequested: a durable cancel intent exists for this Turn.
-	CancelRequested bool       `json:"cancelRequested,omitempty"`
-	SubmittedBy     string     `json:"submittedBy,omitempty"`
+	CancelRequested bool   `json:"cancelRequested,omitempty"`
+	SubmittedBy     string `json:"submittedBy,omitempty"`
 	// TurnLabels: who and what the Turn is shown as, recorded when it happened.
 	TurnLabels
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt       time.Time  `json:"updatedAt"`
-	SettledAt       *time.Time `json:"settledAt,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+	SettledAt *time.Time `json:"settledAt,omitempty"`
 }
 
 // TurnLabels are display facts recorded as they happen, so a label never
@@ -182,12 +182,12 @@ type Message struct {
 	Content     MessageContent `json:"content"`
 	Tool        *ToolCall      `json:"tool,omitempty"`
 	// Streaming is true while the agent may still append to it.
-	Streaming bool      `json:"streaming"`
-	Author    string    `json:"author,omitempty"`
+	Streaming bool   `json:"streaming"`
+	Author    string `json:"author,omitempty"`
 	// AuthorName is the author's display name at admission.
 	AuthorName string    `json:"authorName,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 // ToolCall is the latest known state of one agent tool call.

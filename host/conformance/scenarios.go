@@ -40,5 +40,7 @@ func Scenarios() []Scenario {
 		InteractionOneTreeFact,
 		RecoverOperationsFirst,
 		RecoverDenialBeforeDelivery,
+		LabelsNamesAndAgent,
+		InteractionHistoryDurable,
 	}
 }

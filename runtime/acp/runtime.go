@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	acpsdk "github.com/coder/acp-go-sdk"
+
 	"github.com/ensemble-dev/ensemble/host"
 )
 
@@ -84,8 +86,9 @@ type Runtime struct {
 	delivered deliveredSet
 
 	mu      sync.Mutex
-	conn    *connection   // current connection; nil before the first Start or after it died
-	dialing chan struct{} // closed when an in-progress dial ends
+	info    *acpsdk.Implementation // what the agent said about itself at initialize
+	conn    *connection            // current connection; nil before the first Start or after it died
+	dialing chan struct{}          // closed when an in-progress dial ends
 	closed  bool
 }
 
@@ -123,9 +126,20 @@ func New(cfg Config) *Runtime {
 	}
 }
 
-// Describe names the agent.
+// Describe names the agent: as configured until it has introduced itself
+// (ACP initialize agentInfo), then by its own name and version.
 func (r *Runtime) Describe() host.AgentInfo {
-	return host.AgentInfo{Name: r.cfg.Name, Simulated: r.cfg.Simulated}
+	a := host.AgentInfo{Name: r.cfg.Name, Simulated: r.cfg.Simulated}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.info != nil {
+		// Name, not the longer Title: the GUI shows "simulated" itself.
+		if r.info.Name != "" {
+			a.Name = r.info.Name
+		}
+		a.Version = r.info.Version
+	}
+	return a
 }
 
 // Start ensures a live provider session for (workspace, session): the live

@@ -76,6 +76,11 @@ func TestDescribe(t *testing.T) {
 	if got := rt.Describe(); got != (host.AgentInfo{Name: sim.Name, Simulated: true}) {
 		t.Fatalf("Describe = %+v", got)
 	}
+	// Once the agent has introduced itself, its own version is known.
+	start(t, rt, "s1", "")
+	if got := rt.Describe(); got != (host.AgentInfo{Name: sim.Name, Version: "1", Simulated: true}) {
+		t.Fatalf("Describe after initialize = %+v", got)
+	}
 	if err := rt.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
