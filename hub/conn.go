@@ -55,6 +55,13 @@ type Conn struct {
 	subs     map[string]*topic
 	detached bool
 
+	// presence (presence.go)
+	since            time.Time
+	pmu              sync.Mutex
+	userID, userName string
+	typingIn         string
+	typingUntil      time.Time
+
 	writerDone chan struct{}
 	done       chan struct{}
 }
@@ -91,6 +98,7 @@ func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger) (*Conn, er
 		h: h, ws: ws, id: id, log: log, ctx: ctx, cancel: cancel,
 		latest: map[string]*outFrame{}, wake: make(chan struct{}, 1), closingCh: make(chan struct{}),
 		subs: map[string]*topic{}, writerDone: make(chan struct{}), done: make(chan struct{}),
+		since: time.Now().UTC(),
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	h.mu.Lock()
@@ -325,6 +333,7 @@ func (h *Hub) detach(c *Conn) {
 	delete(h.conns, c)
 	h.mu.Unlock()
 	h.stats.conns.Add(-1)
+	h.presenceWake()
 }
 
 // CloseConns closes every connection with 4001 (server shutting down) in

@@ -63,6 +63,15 @@ type Config struct {
 	MessageWindowBytes int
 	// SessionPage is the size of a workspace topic's snapshot (default 50).
 	SessionPage int
+	// Presence shares who is here between replicas (default: in-process).
+	// Replica is the replica name shown in presence (default: the epoch).
+	Presence PresenceStore
+	Replica  string
+	// PresenceInterval is how often presence is published and merged
+	// (default 1s); PresenceTTL how long a replica's entries outlive its
+	// last publish (default 6s: a dead replica's people leave within it).
+	PresenceInterval time.Duration
+	PresenceTTL      time.Duration
 }
 
 func (c *Config) defaults() {
@@ -94,6 +103,14 @@ func (c *Config) defaults() {
 	setInt(&c.MessageWindow, 200)
 	setInt(&c.MessageWindowBytes, 1<<20)
 	setInt(&c.SessionPage, 50)
+	if c.Presence == nil {
+		c.Presence = NewLocalPresence()
+	}
+	if c.Replica == "" {
+		c.Replica = c.Epoch
+	}
+	setDur(&c.PresenceInterval, time.Second)
+	setDur(&c.PresenceTTL, 6*c.PresenceInterval)
 }
 
 // Hub owns topics, connections and the reread workers.
@@ -110,6 +127,8 @@ type Hub struct {
 	conns      map[*Conn]struct{}
 	closed     bool
 	incarn     uint64 // topic incarnations, part of each topic's epoch
+
+	pwake chan struct{} // presence changed locally
 
 	dmu    sync.Mutex // dirty queue (after mu in lock order)
 	dq     []*topic
@@ -135,14 +154,15 @@ func New(cfg Config) *Hub {
 	h := &Hub{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		workspaces: map[string]*wsEntry{}, conns: map[*Conn]struct{}{},
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), pwake: make(chan struct{}, 1),
 	}
 	for range cfg.Workers {
 		h.wg.Add(1)
 		go h.worker()
 	}
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.janitor()
+	go h.presenceLoop()
 	return h
 }
 

@@ -418,7 +418,7 @@ func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
 	}
 	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
 		Messages: sv.sortedMessages(), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree,
-		Interactions: nonNil(sv.history)}, nil
+		Interactions: nonNil(sv.history), Presence: t.presenceLocked()}, nil
 }
 
 func (t *topic) refreshWorkspace(ctx context.Context, d dirtySet) error {
@@ -521,5 +521,5 @@ func (t *topic) workspaceSnapshotLocked(p host.SessionPage) WorkspaceSnapshot {
 	if p.Sessions == nil {
 		p.Sessions = []host.Session{}
 	}
-	return WorkspaceSnapshot{Sessions: p.Sessions, NextCursor: p.NextCursor}
+	return WorkspaceSnapshot{Sessions: p.Sessions, NextCursor: p.NextCursor, Presence: t.presenceLocked()}
 }

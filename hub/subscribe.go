@@ -121,6 +121,7 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 		held = false
 	}
 	c.subMu.Unlock()
+	h.presenceWake()
 	reply(res)
 	for _, ev := range replay {
 		c.enqueueEvent(ev)
@@ -141,6 +142,7 @@ func (h *Hub) Unsubscribe(c *Conn, ws, sub string) bool {
 		return false
 	}
 	h.release(t)
+	h.presenceWake()
 	return true
 }
 

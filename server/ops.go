@@ -150,6 +150,7 @@ var ops = map[string]opFunc{
 	"interaction.respond": op("interaction.respond", interactionRespond),
 	"subscribe":           op("subscribe", subscribe),
 	"unsubscribe":         op("unsubscribe", unsubscribe),
+	"presence.typing":     op("presence.typing", presenceTyping),
 }
 
 // dispatch runs one operation for a caller.
@@ -395,4 +396,27 @@ func unsubscribe(_ context.Context, s *Server, c caller, in unsubscribeIn) (any,
 		return nil, errorf(host.CodeUnsupported, "unsubscribe is only available over the WebSocket")
 	}
 	return unsubscribeResult{Unsubscribed: s.cfg.Hub.Unsubscribe(c.ws.conn, in.Workspace, in.Sub)}, nil
+}
+
+type typingIn struct {
+	wsField
+	SessionID string `json:"sessionId"`
+	Typing    bool   `json:"typing"`
+}
+
+// presenceTyping says the caller is (or stopped) typing in a session they
+// watch on this connection; it lapses by itself after a few seconds, so a
+// client repeats it while the person keeps typing.
+func presenceTyping(_ context.Context, s *Server, c caller, in typingIn) (any, error) {
+	if c.ws == nil {
+		return nil, errorf(host.CodeUnsupported, "presence.typing is only available over the WebSocket")
+	}
+	if in.SessionID == "" {
+		return nil, errorf(host.CodeInvalidInput, "sessionId is required")
+	}
+	if !c.ws.conn.Watches(in.Workspace, in.SessionID) {
+		return nil, errorf(host.CodeNotFound, "session %s is not watched on this connection: subscribe first", in.SessionID)
+	}
+	c.ws.conn.SetTyping(in.SessionID, in.Typing)
+	return struct{}{}, nil
 }

@@ -198,6 +198,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		conn.Close(hub.CloseShutdown, "server shutting down")
 	}
 	s.metrics.wsOpened.Inc()
+	conn.SetIdentity(p.UserID, p.Name)
 	sess := &wsSession{s: s, conn: conn, remote: r.RemoteAddr, p: p, exp: exp, sem: make(chan struct{}, s.limits.MaxInFlight),
 		limiter: rate.NewLimiter(limitOf(s.limits.RequestRate), s.limits.RequestBurst)}
 	sess.sendReady()
@@ -530,6 +531,7 @@ func (ws *wsSession) swapPrincipal(p auth.Principal, exp time.Time) bool {
 		return false
 	}
 	ws.armExpiry(exp)
+	ws.conn.SetIdentity(p.UserID, p.Name)
 	for _, sub := range ws.conn.Subscriptions() {
 		if role, ok := p.RoleIn(sub.Workspace); !ok || !auth.Allowed(role, "subscribe") {
 			if ws.s.cfg.Hub.Unsubscribe(ws.conn, sub.Workspace, sub.Sub) {
