@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -201,6 +202,10 @@ func newRuntime(c serveConfig, log *slog.Logger) (*acp.Runtime, error) {
 	argv := strings.Fields(c.agent)
 	if len(argv) == 0 {
 		return nil, errors.New("--agent is empty")
+	}
+	// Say so now, not at the first prompt: the agent starts lazily.
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, fmt.Errorf("--agent %q: %w (give a path to an ACP agent binary, or sim)", argv[0], err)
 	}
 	cfg := acp.Config{Command: argv, Logger: log}
 	if len(argv) > 1 && argv[1] == "sim-agent" {

@@ -320,6 +320,10 @@ func (r *Runtime) connect(ctx context.Context) (*connection, error) {
 			c.stop() // Shutdown ran while we dialed
 			return nil, ErrShutdown
 		}
+		if err != nil && ctx.Err() == nil {
+			// The caller sees a failed turn; the operator needs the cause.
+			r.log.Error("agent failed to start", "err", err)
+		}
 		return c, err
 	}
 }
