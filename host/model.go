@@ -198,6 +198,16 @@ type ToolCall struct {
 	Status string          `json:"status,omitempty"`
 	Input  json.RawMessage `json:"input,omitempty"`
 	Output string          `json:"output,omitempty"`
+	// Diffs are the file edits the tool proposes or made, so people can
+	// see what they approve (ACP diff content).
+	Diffs []ToolDiff `json:"diffs,omitempty"`
+}
+
+// ToolDiff is one file edit: OldText is absent for a new file.
+type ToolDiff struct {
+	Path    string  `json:"path"`
+	OldText *string `json:"oldText,omitempty"`
+	NewText string  `json:"newText"`
 }
 
 // ClaimState is the durable submit-claim lifecycle.
