@@ -66,6 +66,15 @@ type readyFrame struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 	// OffsetUnit names the unit of message_delta offsets.
 	OffsetUnit string `json:"offsetUnit"`
+	// Agent is the agent this server runs now (labels of past turns come
+	// from the turns); Limits are the sizes a client checks before sending.
+	Agent  host.AgentInfo `json:"agent"`
+	Limits readyLimits    `json:"limits"`
+}
+
+type readyLimits struct {
+	MaxFrameBytes  int64 `json:"maxFrameBytes"`
+	MaxPromptBytes int   `json:"maxPromptBytes"`
 }
 
 // refreshResult answers auth.refresh.
@@ -358,7 +367,9 @@ func (ws *wsSession) sendReady() {
 	p, exp := ws.p, ws.exp
 	ws.mu.Unlock()
 	ws.conn.SendJSON(readyFrame{Type: "ready", Protocol: ProtocolVersion, ServerEpoch: ws.s.cfg.Host.Epoch(),
-		ConnectionID: ws.conn.ID(), Principal: p, ExpiresAt: exp.UTC(), OffsetUnit: "utf16"})
+		ConnectionID: ws.conn.ID(), Principal: p, ExpiresAt: exp.UTC(), OffsetUnit: "utf16",
+		Agent:  ws.s.cfg.Host.Agent(),
+		Limits: readyLimits{MaxFrameBytes: ws.s.limits.MaxFrameBytes, MaxPromptBytes: ws.s.limits.MaxPromptBytes}})
 }
 
 // armExpiry closes the connection with 4010 when the token expires (plus

@@ -77,6 +77,11 @@ func freeAddr(t *testing.T) string {
 func startServer(t *testing.T, dataDir string, extra ...string) *serverProc {
 	t.Helper()
 	addr := freeAddr(t)
+	for i := 0; i+1 < len(extra); i++ {
+		if extra[i] == "--addr" { // a restart on the same address
+			addr = extra[i+1]
+		}
+	}
 	args := append([]string{"serve", "--addr", addr, "--data-dir", dataDir}, extra...)
 	cmd := exec.Command(ensembleBinary(t), args...)
 	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
