@@ -100,6 +100,11 @@ const (
 	ReasonRefusal                = "refusal"
 )
 
+// StopServerShutdown is the stop reason of a Turn whose agent was stopped
+// by a graceful server shutdown (SIGTERM): its outcome stays unknown
+// (failed, execution_status_unknown), but it was a planned restart.
+const StopServerShutdown = "server_shutdown"
+
 // Turn is one user submission and the agent's work on it.
 type Turn struct {
 	WorkspaceID string    `json:"workspace"`

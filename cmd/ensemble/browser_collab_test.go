@@ -271,8 +271,9 @@ func TestBrowserCollaboration(t *testing.T) {
 	waitJS(t, alice, "the offline banner", `!document.querySelector('#offline-banner').hidden &&
 		/Live updates paused — reconnecting/.test(document.querySelector('#offline-banner').textContent)`)
 	offline := js[[]any](t, alice, "offline state", `[document.querySelector('#stop').hidden, document.querySelector('#session-live').hidden,
-		[...document.querySelectorAll('#transcript .turn-status[data-active="true"]')].length]`)
-	if offline[0] != true || offline[1] != true || offline[2] != 0.0 {
+		[...document.querySelectorAll('#transcript .turn-status[data-active="true"]')].length,
+		document.querySelectorAll('#session-list .live-dot.on').length]`)
+	if offline[0] != true || offline[1] != true || offline[2] != 0.0 || offline[3] != 0.0 {
 		t.Fatalf("offline, nothing may claim the agent is working: %v", offline)
 	}
 	screenshot(t, alice, "06-offline")

@@ -192,6 +192,7 @@ type wireTurn struct {
 	Phase         string `json:"phase"`
 	Outcome       string `json:"outcome"`
 	FailureReason string `json:"failureReason"`
+	StopReason    string `json:"stopReason"`
 }
 
 type wireMessage struct {
@@ -274,7 +275,8 @@ func TestCrashMidTurnAndRestart(t *testing.T) {
 
 	q := startServer(t, dataDir)
 	tr := q.turn(t, sid)
-	if tr.ID != sent.Turn.ID || tr.Phase != "settled" || tr.Outcome != "failed" || tr.FailureReason != "execution_status_unknown" {
+	if tr.ID != sent.Turn.ID || tr.Phase != "settled" || tr.Outcome != "failed" || tr.FailureReason != "execution_status_unknown" ||
+		tr.StopReason == "server_shutdown" { // a crash is not a planned restart
 		t.Fatalf("after restart the turn reads %+v", tr)
 	}
 	after := q.messages(t, sid)

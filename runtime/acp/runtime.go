@@ -245,6 +245,12 @@ func (r *Runtime) Close(ctx context.Context, ws, sessionID string) error {
 	return nil
 }
 
+func (r *Runtime) shuttingDown() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
 // Shutdown stops the agent (SIGTERM, then kill after StopGrace) and waits
 // for every goroutine of the runtime, which first reports StateLost for any
 // Turn still running. If ctx ends first, pending sink calls are cancelled.

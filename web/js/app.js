@@ -180,8 +180,8 @@ function start(token, claimsPrincipal) {
       if (!t || t.phase === 'settled') stopping.delete(id);
     }
     header.setWorkspaces(principal.workspaces, state.workspace);
-    sessions.render(state);
     const connected = conn.state === 'connected';
+    sessions.render(state, { connected });
     const role = currentRole();
     const subagent = !!(open && open.session && open.session.parentId);
     const readOnly = role === 'viewer' || subagent;

@@ -493,7 +493,8 @@ export function turnStatus(t, { meId = '', offline = false } = {}) {
         case 'canceled': return { label: by ? `Stopped by ${by}` : 'stopped', tone: 'muted', active: false };
         case 'interrupted': return { label: by ? `Interrupted by ${by}` : 'interrupted', tone: 'muted', active: false };
         case 'failed': {
-          const f = explainFailure(t.failureReason);
+          // A graceful restart stays outcome unknown, but says what it was.
+          const f = explainFailure(t.stopReason === 'server_shutdown' ? 'server_shutdown' : t.failureReason);
           return { label: 'failed', tone: 'error', active: false, detail: `${f.text} ${f.next}`, reason: t.failureReason || '' };
         }
         default: return { label: t.outcome || 'settled', tone: 'muted', active: false };

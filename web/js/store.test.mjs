@@ -83,6 +83,10 @@ test('turn status and phase monotonicity', () => {
   assert.equal(S.turnStatus({ phase: 'settled', outcome: 'canceled' }).label, 'stopped');
   assert.equal(S.turnStatus({ phase: 'settled', outcome: 'canceled', canceledBy: 'bob', canceledByName: 'Bob' }).label, 'Stopped by Bob');
   assert.equal(S.turnStatus({ phase: 'settled', outcome: 'canceled', canceledBy: 'me', canceledByName: 'Me' }, { meId: 'me' }).label, 'Stopped by you');
+  // A graceful restart is explained as one, not as a crash.
+  const restart = S.turnStatus({ phase: 'settled', outcome: 'failed', failureReason: 'execution_status_unknown', stopReason: 'server_shutdown' });
+  assert.match(restart.detail, /planned restart/);
+  assert.doesNotMatch(S.turnStatus({ phase: 'settled', outcome: 'failed', failureReason: 'execution_status_unknown' }).detail, /restart/);
   // Offline, a running turn is not claimed to be working.
   const off = S.turnStatus({ phase: 'durably_accepted' }, { offline: true });
   assert.equal(off.active, false);
