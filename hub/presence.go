@@ -263,8 +263,19 @@ func (h *Hub) presenceTick(published map[string]presencePut, now time.Time) {
 			h.log.Warn("hub: read presence", "workspace", ws, "err", err)
 			continue
 		}
+		// One pass to bucket by session, so each topic merges only its own.
+		bySession := map[string][]PresenceEntry{}
+		for _, e := range all {
+			if e.SessionID != "" {
+				bySession[e.SessionID] = append(bySession[e.SessionID], e)
+			}
+		}
 		for _, t := range topics {
-			t.setPresence(MergePresence(all, t.sid))
+			if t.sid == "" {
+				t.setPresence(MergePresence(all, ""))
+			} else {
+				t.setPresence(MergePresence(bySession[t.sid], t.sid))
+			}
 		}
 	}
 }

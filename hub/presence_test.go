@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,3 +145,33 @@ func TestPresenceAcrossReplicas(t *testing.T) {
 		t.Fatalf("a dead replica's watchers lingered %v", d)
 	}
 }
+
+// BenchmarkPresenceTick is one presence round on a busy replica: 1000
+// connections over 50 sessions of one workspace, nothing changed (the
+// steady state: collect, compare, list, merge, compare per topic).
+func BenchmarkPresenceTick(b *testing.B) {
+	h := New(Config{Reader: &fakeReader{}, Bus: NewLocalBus(), PresenceInterval: time.Hour})
+	defer h.Close()
+	var topics []*topic
+	for i := range 50 {
+		tp, err := h.acquire(kindSession, "w", "s"+itoa(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		topics = append(topics, tp)
+	}
+	t := &testing.T{}
+	for i := range 1000 {
+		fakeConn(t, h, topics[i%50], "c"+itoa(i), "u"+itoa(i%300), "User "+itoa(i%300))
+	}
+	published := map[string]presencePut{}
+	now := time.Now()
+	h.presenceTick(published, now)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		h.presenceTick(published, now)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
