@@ -184,7 +184,7 @@ function start(token, claimsPrincipal) {
     sessions.render(state, { connected });
     const role = currentRole();
     const subagent = !!(open && open.session && open.session.parentId);
-    const readOnly = role === 'viewer' || subagent;
+    const readOnly = !canPrompt();
     transcript.render(state, {
       principal, names, connected,
       canPrompt: !readOnly && connected,
@@ -308,7 +308,7 @@ function start(token, claimsPrincipal) {
       }
       if (d.refreshed) return;
       // Errors about the connection are stale once it is back.
-      if (['unavailable', 'rate_limited'].includes(composerErrorCode) || composerErrorCode === 'connection') showComposerError(null);
+      if (['unavailable', 'rate_limited'].includes(composerErrorCode)) showComposerError(null);
       if (state.open && state.open.error && ['unavailable', 'internal'].includes(state.open.error.code)) state.open.error = null;
       for (const p of state.pending.values()) if (p.status === 'waiting') send(p);
       composer.showNote('');
@@ -520,8 +520,7 @@ function start(token, claimsPrincipal) {
     if (!text) return;
     const size = checkPrompt(text, limits);
     if (!size.ok) {
-      showComposerError({ code: 'invalid_input', message: size.error });
-      composer.showError(size.error);
+      showComposerError(size.error); // the text stays in the box
       return;
     }
     typing.stop();

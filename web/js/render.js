@@ -134,6 +134,23 @@ export function diffView(diffs) {
   }));
 }
 
+// diffSlot is a place for a tool's diffs, re-rendered only when they change.
+export function diffSlot(cls) {
+  const el = h('div', { class: cls });
+  let key = '';
+  return {
+    el,
+    set(diffs) {
+      const k = JSON.stringify(diffs || []);
+      if (k !== key) {
+        key = k;
+        el.replaceChildren(...(diffs && diffs.length ? [diffView(diffs)] : []));
+      }
+      el.hidden = !(diffs && diffs.length);
+    },
+  };
+}
+
 // parsePlan reads a plan notice ("Plan:" then "- [x] step" lines, the
 // runtime's rendering of an ACP plan) into entries; null if it is not one.
 export function parsePlan(text) {

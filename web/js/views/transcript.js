@@ -8,7 +8,7 @@ import {
   sortedMessages, messageText, turnStatus, visiblePending, clockTime, splitFences,
   actionable, interactionStatus, respondNote, turnInteractions, authorLabel, agentLabel,
 } from '../store.js';
-import { markdownView, diffView, parsePlan, planView } from '../render.js';
+import { markdownView, diffSlot, parsePlan, planView } from '../render.js';
 import { errorLine } from '../explain.js';
 
 export const SIM_HINTS = [
@@ -136,7 +136,8 @@ export function createTranscript(root, handlers) {
         for (const it of its) {
           const about = it.requestId || (it.tool && it.tool.id);
           const placed = msgs.some((x) => x.turnId === m.turnId && x.kind === 'tool_call' && x.tool && x.tool.id === about);
-          if (toolId ? about !== toolId : !(last && !placed)) continue;
+          const here = toolId ? about === toolId : last && !placed;
+          if (!here) continue;
           const tool = toolId ? m.tool : null;
           const iv = view(`i:${it.sessionId}:${it.turnId}:${it.requestId || it.id}`, () => interactionView(handlers));
           iv.update(it, { open, rootTurnId: m.turnId, rootSettled: !!(turn && turn.phase === 'settled'), ctx, tool });
@@ -344,10 +345,9 @@ function toolView() {
   const inPre = h('pre', { class: 'tool-input-text' });
   const input = h('details', { class: 'tool-input' }, h('summary', null, 'Input'), inPre);
   const text = markdownView();
-  const diffs = h('div', { class: 'tool-diffs' });
-  let diffKey = '';
+  const diffs = diffSlot('tool-diffs');
   const card = h('div', { class: 'tool-card' },
-    h('div', { class: 'tool-head' }, ic, title, kind, status), text.el, diffs, input, out);
+    h('div', { class: 'tool-head' }, ic, title, kind, status), text.el, diffs.el, input, out);
   const el = h('article', { class: 'msg msg-agent msg-tool' }, head.el, card);
   let iconName = '';
   return {
@@ -375,12 +375,7 @@ function toolView() {
       input.hidden = !inputText || inputText === '{}' || inputText === 'null';
       setText(outPre, t.output || '');
       out.hidden = !t.output;
-      const dk = JSON.stringify(t.diffs || []);
-      if (dk !== diffKey) {
-        diffKey = dk;
-        diffs.replaceChildren(...(t.diffs && t.diffs.length ? [diffView(t.diffs)] : []));
-      }
-      diffs.hidden = !(t.diffs && t.diffs.length);
+      diffs.set(t.diffs);
     },
   };
 }
@@ -465,8 +460,7 @@ function interactionView(handlers) {
   const toolLine = h('div', { class: 'interaction-tool' });
   const inPre = h('pre', { class: 'tool-input-text' });
   const input = h('details', { class: 'tool-input' }, h('summary', null, 'Details'), inPre);
-  const diffs = h('div', { class: 'interaction-diffs' });
-  let diffKey = '';
+  const diffs = diffSlot('interaction-diffs');
   const options = h('div', { class: 'interaction-options' });
   const why = h('div', { class: 'interaction-why' });
   const note = h('input', { class: 'interaction-note', type: 'text', maxlength: '2000',
@@ -475,7 +469,7 @@ function interactionView(handlers) {
   const mine = h('div', { class: 'interaction-mine' });
   const err = h('div', { class: 'inline-error', role: 'alert' });
   const el = h('div', { class: 'interaction' },
-    h('div', { class: 'interaction-head' }, icon('key'), kind, from), title, prompt.el, toolLine, diffs, input, options, why, note, status, mine, err);
+    h('div', { class: 'interaction-head' }, icon('key'), kind, from), title, prompt.el, toolLine, diffs.el, input, options, why, note, status, mine, err);
   let lastKey = '';
   let current = null;
   let busy = false;
@@ -512,12 +506,7 @@ function interactionView(handlers) {
       const inputText = t.input == null ? '' : (typeof t.input === 'string' ? t.input : JSON.stringify(t.input, null, 2));
       setText(inPre, inputText);
       input.hidden = !inputText || inputText === '{}' || inputText === 'null';
-      const dk = JSON.stringify(t.diffs || []);
-      if (dk !== diffKey) {
-        diffKey = dk;
-        diffs.replaceChildren(...(t.diffs && t.diffs.length ? [diffView(t.diffs)] : []));
-      }
-      diffs.hidden = !(t.diffs && t.diffs.length);
+      diffs.set(t.diffs);
       // The diff is what is approved: the raw input is then detail only.
       if (t.diffs && t.diffs.length) input.hidden = true;
       setText(why, open_ && !ctx.canAnswer ? ctx.answerBlocked || 'Your role cannot answer this.' : '');
