@@ -23,6 +23,7 @@ var minRole = map[string]Role{
 	"turn.cancel":           RoleMember,
 	"interaction.respond":   RoleMember,
 	"goal.control":          RoleMember,
+	"presence.typing":       RoleMember, // only someone who can prompt is "typing"
 	// admin: also delete, restore, purge
 	"session.delete":  RoleAdmin,
 	"session.restore": RoleAdmin,

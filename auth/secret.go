@@ -82,3 +82,11 @@ func readSecret(path string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// LoadSecret returns the local secret in <dataDir>/jwt-secret without
+// creating one: a token signed with a secret no server uses is worthless,
+// so a tool that mints tokens must find the server's. The error wraps
+// fs.ErrNotExist when there is none.
+func LoadSecret(dataDir string) ([]byte, error) {
+	return readSecret(filepath.Join(dataDir, SecretFile))
+}

@@ -10,8 +10,9 @@ type CreateSessionInput struct {
 	Settings       map[string]string
 	Content        *MessageContent
 	ClientSubmitID string
-	// CreatedBy is the principal's user id.
-	CreatedBy string
+	// CreatedBy is the principal's user id; CreatedByName its display name.
+	CreatedBy     string
+	CreatedByName string
 }
 
 // CreateSessionResult is the created (or, on retry, existing) session and,
@@ -31,13 +32,14 @@ const (
 
 // SendInput submits one user message to a session.
 type SendInput struct {
-	WorkspaceID    string
-	SessionID      string
-	ClientSubmitID string
-	Content        MessageContent
-	Placement      Placement
-	TurnID         string
-	SubmittedBy    string
+	WorkspaceID     string
+	SessionID       string
+	ClientSubmitID  string
+	Content         MessageContent
+	Placement       Placement
+	TurnID          string
+	SubmittedBy     string
+	SubmittedByName string
 }
 
 // Disposition says what a submission became.
@@ -64,6 +66,8 @@ type CancelInput struct {
 	SessionID   string
 	TurnID      string
 	Wait        time.Duration
+	// By and ByName: who asked to stop, recorded on the Turn.
+	By, ByName string
 }
 
 // CancelResult keeps durable intent, provider confirmation and canonical

@@ -40,6 +40,7 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 			return nil // idempotent: the first intent (or the terminal) stands
 		}
 		t.CancelRequested, t.UpdatedAt = true, h.nowUTC()
+		t.CanceledBy, t.CanceledByName = in.By, in.ByName
 		// ACP: cancelling a prompt answers its pending permission requests
 		// "cancelled"; the canonical interactions say so at once.
 		if err := endInteractions(ctx, tx, t, InteractionCanceled, ResolutionTurnCanceled, t.UpdatedAt); err != nil {

@@ -647,6 +647,7 @@ func (k *turnSink) Subagent(ctx context.Context, req SubagentRequest) (TurnRef, 
 			WorkspaceID: child.WorkspaceID, SessionID: child.ID, ID: ref.TurnID, Seq: 1,
 			Origin: "subagent", Phase: PhaseDurablyAccepted, ProviderSessionID: req.ProviderSessionID,
 			ProviderTurnID: req.ProviderTurnID, SubmittedBy: t.SubmittedBy, CreatedAt: now, UpdatedAt: now,
+			TurnLabels: TurnLabels{SubmittedByName: t.SubmittedByName, Agent: t.Agent},
 		}
 		child.ActiveTurnID = ct.ID
 		if err := tx.InsertSession(ctx, child); err != nil {

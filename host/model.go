@@ -104,6 +104,11 @@ const (
 	ReasonRefusal                = "refusal"
 )
 
+// StopServerShutdown is the stop reason of a Turn whose agent was stopped
+// by a graceful server shutdown (SIGTERM): its outcome stays unknown
+// (failed, execution_status_unknown), but it was a planned restart.
+const StopServerShutdown = "server_shutdown"
+
 // Turn is one user submission and the agent's work on it.
 type Turn struct {
 	WorkspaceID string    `json:"workspace"`
@@ -128,11 +133,23 @@ type Turn struct {
 	// made canonical for this Turn.
 	AppliedSeq int64 `json:"-"`
 	// CancelRequested: a durable cancel intent exists for this Turn.
-	CancelRequested bool       `json:"cancelRequested,omitempty"`
-	SubmittedBy     string     `json:"submittedBy,omitempty"`
-	CreatedAt       time.Time  `json:"createdAt"`
-	UpdatedAt       time.Time  `json:"updatedAt"`
-	SettledAt       *time.Time `json:"settledAt,omitempty"`
+	CancelRequested bool   `json:"cancelRequested,omitempty"`
+	SubmittedBy     string `json:"submittedBy,omitempty"`
+	// TurnLabels: who and what the Turn is shown as, recorded when it happened.
+	TurnLabels
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+	SettledAt *time.Time `json:"settledAt,omitempty"`
+}
+
+// TurnLabels are display facts recorded as they happen, so a label never
+// depends on what the server runs today: the author's display name at
+// admission, who asked to stop it, and the agent that ran it.
+type TurnLabels struct {
+	SubmittedByName string     `json:"submittedByName,omitempty"`
+	CanceledBy      string     `json:"canceledBy,omitempty"`
+	CanceledByName  string     `json:"canceledByName,omitempty"`
+	Agent           *AgentInfo `json:"agent,omitempty"`
 }
 
 // Settled reports whether the Turn reached a terminal state.
@@ -177,10 +194,12 @@ type Message struct {
 	Content     MessageContent `json:"content"`
 	Tool        *ToolCall      `json:"tool,omitempty"`
 	// Streaming is true while the agent may still append to it.
-	Streaming bool      `json:"streaming"`
-	Author    string    `json:"author,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Streaming bool   `json:"streaming"`
+	Author    string `json:"author,omitempty"`
+	// AuthorName is the author's display name at admission.
+	AuthorName string    `json:"authorName,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 // ToolCall is the latest known state of one agent tool call.
@@ -191,6 +210,16 @@ type ToolCall struct {
 	Status string          `json:"status,omitempty"`
 	Input  json.RawMessage `json:"input,omitempty"`
 	Output string          `json:"output,omitempty"`
+	// Diffs are the file edits the tool proposes or made, so people can
+	// see what they approve (ACP diff content).
+	Diffs []ToolDiff `json:"diffs,omitempty"`
+}
+
+// ToolDiff is one file edit: OldText is absent for a new file.
+type ToolDiff struct {
+	Path    string  `json:"path"`
+	OldText *string `json:"oldText,omitempty"`
+	NewText string  `json:"newText"`
 }
 
 // ClaimState is the durable submit-claim lifecycle.

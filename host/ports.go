@@ -159,7 +159,10 @@ type Runtime interface {
 
 // AgentInfo labels the agent behind a runtime.
 type AgentInfo struct {
-	Name      string `json:"name"`
+	Name string `json:"name"`
+	// Version is what the agent reported about itself (ACP initialize
+	// agentInfo), empty until it did.
+	Version   string `json:"version,omitempty"`
 	Simulated bool   `json:"simulated"`
 }
 

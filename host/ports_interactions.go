@@ -26,6 +26,9 @@ package host
 //     root Turn gives RootTurnID ""). A root session that is missing,
 //     deleted or provisional is ErrNotFound; a root without turns has
 //     RootTurnID "" and no root interactions.
+//   - SessionInteractions lists every interaction (any state) of one
+//     session's Turns with fromSeq <= seq <= toSeq, ordered by (turn seq,
+//     created at, request id): the durable history paged with its turns.
 //   - LatestTurn returns the session's Turn with the highest seq (retracted
 //     or not), or ErrNotFound.
 //   - DeleteProvisionalSession also removes the session's interactions and
@@ -61,6 +64,7 @@ var ErrConflict = errors.New("conflict")
 type InteractionStore interface {
 	GetInteraction(ctx context.Context, ref InteractionRef) (Interaction, error)
 	InteractionTree(ctx context.Context, ws, rootSessionID string) (InteractionTree, error)
+	SessionInteractions(ctx context.Context, ws, sessionID string, fromSeq, toSeq int64) ([]Interaction, error)
 	GetRuntimeOperation(ctx context.Context, ws, id string) (RuntimeOperation, error)
 	DueRuntimeOperations(ctx context.Context, now time.Time, limit int) ([]RuntimeOperation, []Quarantined, error)
 	RequeueRuntimeOperations(ctx context.Context, replica string, now time.Time) (int, error)

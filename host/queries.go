@@ -166,3 +166,34 @@ func storeErr(err error, format string, args ...any) error {
 	}
 	return wrap(code, err, msg, args...)
 }
+
+// ListTurnInteractions is the durable interaction history of a visible
+// session's Turns with fromSeq <= seq <= toSeq: answered, withdrawn,
+// superseded and pending alike, with who answered what. Clients page it
+// with turn.list and get it in a session snapshot.
+func (h *Host) ListTurnInteractions(ctx context.Context, ws, sessionID string, fromSeq, toSeq int64) ([]Interaction, error) {
+	if _, err := h.GetSession(ctx, ws, sessionID); err != nil {
+		return nil, err
+	}
+	if h.istore == nil {
+		return []Interaction{}, nil
+	}
+	out, err := h.istore.SessionInteractions(ctx, ws, sessionID, fromSeq, toSeq)
+	if err != nil {
+		return nil, storeErr(err, "interactions of session %s", sessionID)
+	}
+	return out, nil
+}
+
+// SeqRange is the smallest and largest seq of ts (0, -1 when empty, an
+// empty range).
+func SeqRange(ts []Turn) (from, to int64) {
+	if len(ts) == 0 {
+		return 0, -1
+	}
+	from, to = ts[0].Seq, ts[0].Seq
+	for _, t := range ts[1:] {
+		from, to = min(from, t.Seq), max(to, t.Seq)
+	}
+	return from, to
+}

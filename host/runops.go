@@ -349,7 +349,7 @@ func (h *Host) submitFollowUp(ctx context.Context, op RuntimeOperation) {
 	}
 	res, err := h.sendInput(ctx, SendInput{
 		WorkspaceID: op.WorkspaceID, SessionID: op.SessionID, ClientSubmitID: DenyFollowUpPrefix + op.ID,
-		Content: *op.FollowUp, SubmittedBy: op.RespondedBy,
+		Content: *op.FollowUp, SubmittedBy: op.RespondedBy, SubmittedByName: op.RespondedByName,
 	})
 	if ctx.Err() != nil && err != nil {
 		return

@@ -89,7 +89,7 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 			return &Error{Code: CodeSessionBusy, Reason: "turn_active",
 				Message: "a turn is running in this session; wait for it or cancel it"}
 		}
-		sess, turn, claim, err = h.admit(ctx, tx, emit, s, turnID, in.ClientSubmitID, content, content.Digest(), in.SubmittedBy)
+		sess, turn, claim, err = h.admit(ctx, tx, emit, s, turnID, in.ClientSubmitID, content, content.Digest(), in.SubmittedBy, in.SubmittedByName)
 		return err
 	})
 	unlock()
@@ -120,12 +120,14 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 // prepared claim, the queued Turn, the user message and the session's
 // active turn. The claim's creation time is the message's occurrence;
 // digest is what a retry of the same request must match.
-func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, turnID, clientSubmitID string, content MessageContent, digest, by string) (Session, Turn, SubmitClaim, error) {
+func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, turnID, clientSubmitID string, content MessageContent, digest, by, byName string) (Session, Turn, SubmitClaim, error) {
 	now := h.nowUTC()
+	agent := h.runtime.Describe()
 	turn := Turn{
 		WorkspaceID: s.WorkspaceID, SessionID: s.ID, ID: turnID,
 		Seq: s.TurnCount + 1, Origin: "user", Phase: PhaseQueued,
 		ClientSubmitID: clientSubmitID, SubmittedBy: by, CreatedAt: now, UpdatedAt: now,
+		TurnLabels: TurnLabels{SubmittedByName: byName, Agent: &agent},
 	}
 	claim := SubmitClaim{
 		WorkspaceID: s.WorkspaceID, ClientSubmitID: clientSubmitID, SessionID: s.ID,
@@ -143,7 +145,7 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 	msg := Message{
 		WorkspaceID: s.WorkspaceID, SessionID: s.ID, ID: turn.ID + ".prompt", TurnID: turn.ID,
 		Role: RoleUser, Kind: KindText, Version: s.MessageVersion, Ordinal: s.MessageVersion,
-		Content: content, Author: by, CreatedAt: claim.CreatedAt, UpdatedAt: now,
+		Content: content, Author: by, AuthorName: byName, CreatedAt: claim.CreatedAt, UpdatedAt: now,
 	}
 	if err := tx.PutMessage(ctx, msg); err != nil {
 		return s, turn, claim, err

@@ -76,7 +76,7 @@ func (h *Host) CreateSession(ctx context.Context, in CreateSessionInput) (Create
 				State: ClaimAccepted, CreatedAt: now, UpdatedAt: now})
 		}
 		var err error
-		sess, turn, claim, err = h.admit(ctx, tx, emit, sess, turnID, in.ClientSubmitID, *content, digest, in.CreatedBy)
+		sess, turn, claim, err = h.admit(ctx, tx, emit, sess, turnID, in.ClientSubmitID, *content, digest, in.CreatedBy, in.CreatedByName)
 		return err
 	})
 	if err != nil && content != nil && h.admitted(ctx, err, in.WorkspaceID, in.ClientSubmitID, turnID) {

@@ -104,6 +104,10 @@ func (k *turnSink) Accepted(ctx context.Context, providerSessionID, providerTurn
 		}
 		t.Phase, t.UpdatedAt = PhaseDurablyAccepted, k.h.nowUTC()
 		t.ProviderSessionID, t.ProviderTurnID = providerSessionID, providerTurnID
+		// The agent that accepted the prompt is the one that runs it (its
+		// version is known once it has introduced itself).
+		agent := k.h.runtime.Describe()
+		t.Agent = &agent
 		if err := tx.UpdateTurn(ctx, t); err != nil {
 			return err
 		}

@@ -85,6 +85,13 @@ type Conn struct {
 	subs     []*topic // few per connection: a slice beats a map
 	detached bool
 
+	// presence (presence.go)
+	since            time.Time
+	pmu              sync.Mutex
+	userID, userName string
+	typingIn         string
+	typingUntil      time.Time
+
 	finished chan struct{} // the close handshake is over
 	done     chan struct{}
 }
@@ -133,6 +140,7 @@ func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger, opts ConnO
 	c := &Conn{
 		h: h, ws: ws, id: id, log: log, opts: opts, ctx: ctx, cancel: cancel,
 		finished: make(chan struct{}), done: make(chan struct{}),
+		since: time.Now().UTC(),
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	h.mu.Lock()
@@ -466,6 +474,7 @@ func (h *Hub) detach(c *Conn) {
 	delete(h.conns, c)
 	h.mu.Unlock()
 	h.stats.conns.Add(-1)
+	h.presenceWake()
 }
 
 // CloseConns closes every connection with closeFn (which must start the

@@ -80,6 +80,11 @@ type SessionSnapshot struct {
 	// InteractionTree is the session's execution tree (absent when the
 	// server keeps no interactions).
 	InteractionTree *InteractionSnapshot `json:"interactionTree,omitempty"`
+	// Interactions is the durable history of the snapshot's turns (every
+	// state, with who answered what), so a reload shows past approvals.
+	Interactions []host.Interaction `json:"interactions"`
+	// Presence is who watches the session right now.
+	Presence Presence `json:"presence"`
 }
 
 // WorkspaceSnapshot is the snapshot of a workspace topic: the first page of
@@ -87,4 +92,6 @@ type SessionSnapshot struct {
 type WorkspaceSnapshot struct {
 	Sessions   []host.Session `json:"sessions"`
 	NextCursor string         `json:"nextCursor,omitempty"`
+	// Presence is who is connected to the workspace right now.
+	Presence Presence `json:"presence"`
 }

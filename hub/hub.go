@@ -27,6 +27,7 @@ type Reader interface {
 	GetSession(ctx context.Context, ws, id string) (host.Session, error)
 	ListSessions(ctx context.Context, ws string, q host.SessionQuery) (host.SessionPage, error)
 	GetSessionInteractionTreeSnapshot(ctx context.Context, ws, rootSessionID string) (host.InteractionTree, error)
+	ListTurnInteractions(ctx context.Context, ws, sessionID string, fromSeq, toSeq int64) ([]host.Interaction, error)
 }
 
 // Config wires a Hub. Reader and Bus are required; zero values elsewhere
@@ -69,6 +70,15 @@ type Config struct {
 	// than the window reads from the store (default 1000, at most 1000);
 	// past it the client gets a snapshot.
 	CatchUpMessages int
+	// Presence shares who is here between replicas (default: in-process).
+	// Replica is the replica name shown in presence (default: the epoch).
+	Presence PresenceStore
+	Replica  string
+	// PresenceInterval is how often presence is published and merged
+	// (default 1s); PresenceTTL how long a replica's entries outlive its
+	// last publish (default 6s: a dead replica's people leave within it).
+	PresenceInterval time.Duration
+	PresenceTTL      time.Duration
 }
 
 func (c *Config) defaults() {
@@ -102,6 +112,14 @@ func (c *Config) defaults() {
 	setInt(&c.SessionPage, 50)
 	setInt(&c.CatchUpMessages, 1000)
 	c.CatchUpMessages = min(c.CatchUpMessages, 1000)
+	if c.Presence == nil {
+		c.Presence = NewLocalPresence()
+	}
+	if c.Replica == "" {
+		c.Replica = c.Epoch
+	}
+	setDur(&c.PresenceInterval, time.Second)
+	setDur(&c.PresenceTTL, 6*c.PresenceInterval)
 }
 
 // Hub owns topics, connections and the reread workers.
@@ -119,6 +137,8 @@ type Hub struct {
 	closed     bool
 	incarn     uint64 // topic incarnations, part of each topic's epoch
 	nextSlot   uint32 // heartbeat slot of the next connection
+
+	pwake chan struct{} // presence changed locally
 
 	dmu    sync.Mutex // dirty queue (after mu in lock order)
 	dq     []*topic
@@ -144,15 +164,16 @@ func New(cfg Config) *Hub {
 	h := &Hub{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		workspaces: map[string]*wsEntry{}, conns: map[*Conn]struct{}{},
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), pwake: make(chan struct{}, 1),
 	}
 	for range cfg.Workers {
 		h.wg.Add(1)
 		go h.worker()
 	}
-	h.wg.Add(2)
+	h.wg.Add(3)
 	go h.janitor()
 	go h.heartbeat()
+	go h.presenceLoop()
 	return h
 }
 

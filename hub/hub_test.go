@@ -56,6 +56,10 @@ func (f *fakeReader) GetSessionInteractionTreeSnapshot(context.Context, string, 
 	return host.InteractionTree{}, host.Errorf(host.CodeUnsupported, "no interactions")
 }
 
+func (f *fakeReader) ListTurnInteractions(context.Context, string, string, int64, int64) ([]host.Interaction, error) {
+	return nil, nil
+}
+
 func TestLocalBus(t *testing.T) {
 	b := NewLocalBus()
 	var got []host.Fact

@@ -68,6 +68,9 @@ func (t *topic) loadLocked(ctx context.Context) error {
 	t.loaded = true
 	t.mu.Unlock()
 	t.root.Store(rootOf(s))
+	if err := t.readHistory(ctx); err != nil {
+		return err
+	}
 	if tree, ok, err := t.readTree(ctx, rootOf(s)); err != nil {
 		return err
 	} else if ok {
@@ -118,6 +121,9 @@ func (t *topic) refreshTree(ctx context.Context) error {
 	if err != nil || !ok {
 		return err
 	}
+	if err := t.readHistory(ctx); err != nil {
+		return err
+	}
 	key := jsonKey(tree)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -127,6 +133,35 @@ func (t *topic) refreshTree(ctx context.Context) error {
 	t.sv.tree, t.sv.treeKey = &tree, key
 	t.emit(KindInteractionSnapshot, "interactions:"+root, tree)
 	return nil
+}
+
+// readHistory rereads the interaction history of the window's turns.
+// Caller holds readMu.
+func (t *topic) readHistory(ctx context.Context) error {
+	t.mu.Lock()
+	from, to := host.SeqRange(t.sv.turns)
+	t.mu.Unlock()
+	if from > to {
+		return nil
+	}
+	hist, err := t.h.cfg.Reader.ListTurnInteractions(ctx, t.ws, t.sid, from, to)
+	if err != nil {
+		if host.CodeOf(err) == host.CodeNotFound {
+			return nil // a removed session: the session reread says so
+		}
+		return err
+	}
+	t.mu.Lock()
+	t.sv.history = hist
+	t.mu.Unlock()
+	return nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
@@ -397,5 +432,5 @@ func (t *topic) workspaceSnapshotLocked(p host.SessionPage) WorkspaceSnapshot {
 	if p.Sessions == nil {
 		p.Sessions = []host.Session{}
 	}
-	return WorkspaceSnapshot{Sessions: p.Sessions, NextCursor: p.NextCursor}
+	return WorkspaceSnapshot{Sessions: p.Sessions, NextCursor: p.NextCursor, Presence: t.presenceLocked()}
 }

@@ -150,6 +150,7 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 		held = false
 	}
 	c.subMu.Unlock()
+	h.presenceWake()
 	reply(res)
 	for _, ev := range replay {
 		c.enqueueEvent(ev)
@@ -170,6 +171,7 @@ func (h *Hub) Unsubscribe(c *Conn, ws, sub string) bool {
 		return false
 	}
 	h.release(t)
+	h.presenceWake()
 	return true
 }
 

@@ -50,6 +50,9 @@ type topic struct {
 	loaded bool
 	sv     sessionView
 	wv     workspaceView
+	// presence last emitted (presence.go), and its encoding.
+	presence    Presence
+	presenceKey string
 	// root is the session's immutable tree root (a string), set at load.
 	root atomic.Value
 	// streamEpoch names the session's message history (streamEpochOf),

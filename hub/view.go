@@ -33,6 +33,8 @@ type sessionView struct {
 	// store keeps no interactions); treeKey its encoding.
 	tree    *InteractionSnapshot
 	treeKey string
+	// history: every interaction of the window's turns, as last read.
+	history []host.Interaction
 }
 
 // viewMsg is one message of the window. Streamed text is appended to a
@@ -159,7 +161,8 @@ func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
 		turns = []host.Turn{}
 	}
 	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
-		Messages: sv.messagesAfter(-1), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree}, nil
+		Messages: sv.messagesAfter(-1), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree,
+		Interactions: nonNil(sv.history), Presence: t.presenceLocked()}, nil
 }
 
 // streamEpochOf names a session's message history. Versions are canonical

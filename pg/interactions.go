@@ -187,6 +187,17 @@ func (t *tx) TurnInteractions(ctx context.Context, ws, sessionID, turnID string)
 	return out, t.result(err)
 }
 
+// SessionInteractions lists a session's interactions of the Turns whose
+// seq is in [fromSeq, toSeq], in the order the agent asked.
+func (s *Store) SessionInteractions(ctx context.Context, ws, sessionID string, fromSeq, toSeq int64) ([]host.Interaction, error) {
+	return withPool(ctx, s, func(q querier) ([]host.Interaction, error) {
+		return queryInteractions(ctx, q, `SELECT `+sqlcols.Prefixed("i.", interactionCols)+` FROM interactions i
+			JOIN turns t ON t.workspace_id = i.workspace_id AND t.session_id = i.session_id AND t.id = i.turn_id
+			WHERE i.workspace_id = $1 AND i.session_id = $2 AND t.seq BETWEEN $3 AND $4
+			ORDER BY t.seq, i.created_at, i.request_id`, ws, sessionID, fromSeq, toSeq)
+	})
+}
+
 func queryInteractions(ctx context.Context, q querier, query string, args ...any) ([]host.Interaction, error) {
 	rows, err := q.Query(ctx, query, args...)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
-	content_json, tool_json, streaming, author, created_at, updated_at, text`
+	content_json, tool_json, streaming, author, created_at, updated_at, text, author_name`
 
 func scanMessage(row pgx.Row) (host.Message, error) {
 	var (
@@ -23,7 +23,7 @@ func scanMessage(row pgx.Row) (host.Message, error) {
 		tool       *string
 	)
 	err := row.Scan(&m.WorkspaceID, &m.SessionID, &m.ID, &m.TurnID, &role, &kind, &m.Version,
-		&m.Ordinal, &content, &tool, &m.Streaming, &m.Author, &m.CreatedAt, &m.UpdatedAt, &text)
+		&m.Ordinal, &content, &tool, &m.Streaming, &m.Author, &m.CreatedAt, &m.UpdatedAt, &text, &m.AuthorName)
 	if err != nil {
 		return host.Message{}, err
 	}
@@ -75,17 +75,18 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 		return err
 	}
 	_, err = t.tx.Exec(ctx, `INSERT INTO messages (`+messageCols+`, text_len)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
 			text = excluded.text, text_len = excluded.text_len,
 			turn_id = excluded.turn_id, role = excluded.role, kind = excluded.kind,
 			version = excluded.version, ordinal = excluded.ordinal,
 			content_json = excluded.content_json, tool_json = excluded.tool_json,
 			streaming = excluded.streaming, author = excluded.author,
-			created_at = excluded.created_at, updated_at = excluded.updated_at`,
+			created_at = excluded.created_at, updated_at = excluded.updated_at,
+			author_name = excluded.author_name`,
 		m.WorkspaceID, m.SessionID, m.ID, m.TurnID, string(m.Role), string(m.Kind), m.Version,
 		m.Ordinal, string(content), tool, m.Streaming, m.Author, m.CreatedAt, m.UpdatedAt,
-		text, host.UTF16Len(text))
+		text, m.AuthorName, host.UTF16Len(text))
 	if err != nil {
 		return t.fail(classify("put message", err))
 	}

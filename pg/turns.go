@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +15,7 @@ import (
 const turnCols = `workspace_id, session_id, id, seq, origin, phase, outcome, failure_reason,
 	stop_reason, provider_session_id, provider_turn_id, client_submit_id,
 	identity_anchor_turn_id, retracted, cancel_requested, submitted_by, created_at,
-	updated_at, settled_at, applied_seq`
+	updated_at, settled_at, applied_seq, labels_json`
 
 // scanTurn reads one row and validates the values the column types cannot
 // (phase, outcome). An invalid row yields a *decodeError with the key
@@ -23,13 +24,17 @@ func scanTurn(row pgx.Row) (host.Turn, error) {
 	var (
 		t              host.Turn
 		phase, outcome string
+		labels         string
 	)
 	err := row.Scan(&t.WorkspaceID, &t.SessionID, &t.ID, &t.Seq, &t.Origin, &phase, &outcome,
 		&t.FailureReason, &t.StopReason, &t.ProviderSessionID, &t.ProviderTurnID,
 		&t.ClientSubmitID, &t.IdentityAnchorTurnID, &t.Retracted, &t.CancelRequested,
-		&t.SubmittedBy, &t.CreatedAt, &t.UpdatedAt, &t.SettledAt, &t.AppliedSeq)
+		&t.SubmittedBy, &t.CreatedAt, &t.UpdatedAt, &t.SettledAt, &t.AppliedSeq, &labels)
 	if err != nil {
 		return host.Turn{}, err
+	}
+	if err := json.Unmarshal([]byte(labels), &t.TurnLabels); err != nil {
+		return t, &decodeError{what: "turn " + turnRef(t).Key(), err: fmt.Errorf("labels: %w", err)}
 	}
 	t.Phase, t.Outcome = host.TurnPhase(phase), host.TurnOutcome(outcome)
 	t.CreatedAt, t.UpdatedAt, t.SettledAt = utc(t.CreatedAt), utc(t.UpdatedAt), utcPtr(t.SettledAt)
@@ -95,14 +100,18 @@ func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
 	if t.failed != nil {
 		return t.failed
 	}
+	labels, err := json.Marshal(tu.TurnLabels)
+	if err != nil {
+		return fmt.Errorf("pg: insert turn %s: encode labels: %w", tu.ID, err)
+	}
 	tag, err := t.tx.Exec(ctx, `INSERT INTO turns (`+turnCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 		ON CONFLICT DO NOTHING`,
 		tu.WorkspaceID, tu.SessionID, tu.ID, tu.Seq, tu.Origin, string(tu.Phase),
 		string(tu.Outcome), tu.FailureReason, tu.StopReason, tu.ProviderSessionID,
 		tu.ProviderTurnID, tu.ClientSubmitID, tu.IdentityAnchorTurnID, tu.Retracted,
 		tu.CancelRequested, tu.SubmittedBy, tu.CreatedAt, tu.UpdatedAt, tu.SettledAt,
-		tu.AppliedSeq)
+		tu.AppliedSeq, string(labels))
 	if err != nil {
 		return t.fail(classify("insert turn", err))
 	}
@@ -119,15 +128,19 @@ func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
 	if t.failed != nil {
 		return t.failed
 	}
+	labels, err := json.Marshal(tu.TurnLabels)
+	if err != nil {
+		return fmt.Errorf("pg: update turn %s: encode labels: %w", tu.ID, err)
+	}
 	tag, err := t.tx.Exec(ctx, `UPDATE turns SET origin = $1, phase = $2, outcome = $3,
 		failure_reason = $4, stop_reason = $5, provider_session_id = $6, provider_turn_id = $7,
 		client_submit_id = $8, retracted = $9, cancel_requested = $10, submitted_by = $11,
-		updated_at = $12, settled_at = $13, applied_seq = GREATEST(applied_seq, $14)
+		updated_at = $12, settled_at = $13, applied_seq = GREATEST(applied_seq, $14), labels_json = $18
 		WHERE workspace_id = $15 AND session_id = $16 AND id = $17`,
 		tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
 		tu.ProviderSessionID, tu.ProviderTurnID, tu.ClientSubmitID, tu.Retracted,
 		tu.CancelRequested, tu.SubmittedBy, tu.UpdatedAt, tu.SettledAt,
-		tu.AppliedSeq, tu.WorkspaceID, tu.SessionID, tu.ID)
+		tu.AppliedSeq, tu.WorkspaceID, tu.SessionID, tu.ID, string(labels))
 	return t.affectedOne("update turn "+tu.ID, tag, err)
 }
 

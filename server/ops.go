@@ -151,6 +151,7 @@ var ops = map[string]opFunc{
 	"interaction.respond":   op("interaction.respond", interactionRespond),
 	"subscribe":             op("subscribe", subscribe),
 	"unsubscribe":           op("unsubscribe", unsubscribe),
+	"presence.typing":       op("presence.typing", presenceTyping),
 }
 
 // dispatch runs one operation for a caller.
@@ -204,7 +205,7 @@ func sessionCreate(ctx context.Context, s *Server, c caller, in sessionCreateIn)
 	}
 	return s.cfg.Host.CreateSession(ctx, host.CreateSessionInput{
 		WorkspaceID: in.Workspace, Title: in.Title, Settings: in.Settings, Content: in.Content,
-		ClientSubmitID: in.ClientSubmitID, CreatedBy: c.p.UserID,
+		ClientSubmitID: in.ClientSubmitID, CreatedBy: c.p.UserID, CreatedByName: c.p.Name,
 	})
 }
 
@@ -287,6 +288,7 @@ func turnSubmit(ctx context.Context, s *Server, c caller, in submitIn) (any, err
 	return s.cfg.Host.SendInput(ctx, host.SendInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, ClientSubmitID: in.ClientSubmitID,
 		Content: in.Content, Placement: in.Placement, TurnID: in.TurnID, SubmittedBy: c.p.UserID,
+		SubmittedByName: c.p.Name,
 	})
 }
 
@@ -302,7 +304,7 @@ type cancelIn struct {
 	Wait *int64 `json:"wait"`
 }
 
-func turnCancel(ctx context.Context, s *Server, _ caller, in cancelIn) (any, error) {
+func turnCancel(ctx context.Context, s *Server, c caller, in cancelIn) (any, error) {
 	wait := defaultCancelWait
 	if in.Wait != nil {
 		if *in.Wait < 0 || *in.Wait > host.MaxCancelWait.Milliseconds() {
@@ -312,6 +314,7 @@ func turnCancel(ctx context.Context, s *Server, _ caller, in cancelIn) (any, err
 	}
 	return s.cfg.Host.CancelTurn(ctx, host.CancelInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, TurnID: in.TurnID, Wait: wait,
+		By: c.p.UserID, ByName: c.p.Name,
 	})
 }
 
@@ -327,10 +330,28 @@ func turnList(ctx context.Context, s *Server, _ caller, in turnListIn) (any, err
 		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
 	}
 	p, err := s.cfg.Host.ListSessionTurns(ctx, in.Workspace, in.SessionID, host.TurnQuery{Before: in.Before, Limit: in.Limit})
+	if err != nil {
+		return nil, err
+	}
 	if p.Turns == nil {
 		p.Turns = []host.Turn{}
 	}
-	return p, err
+	// Each page carries its turns' interaction history, so paging back
+	// shows past approvals with who answered them.
+	from, to := host.SeqRange(p.Turns)
+	hist := []host.Interaction{}
+	if from <= to {
+		if hist, err = s.cfg.Host.ListTurnInteractions(ctx, in.Workspace, in.SessionID, from, to); err != nil {
+			return nil, err
+		}
+	}
+	return turnListResult{TurnPage: p, Interactions: hist}, nil
+}
+
+// turnListResult is a page of turns and their interaction history.
+type turnListResult struct {
+	host.TurnPage
+	Interactions []host.Interaction `json:"interactions"`
 }
 
 type messageListIn struct {
@@ -396,4 +417,27 @@ func unsubscribe(_ context.Context, s *Server, c caller, in unsubscribeIn) (any,
 		return nil, errorf(host.CodeUnsupported, "unsubscribe is only available over the WebSocket")
 	}
 	return unsubscribeResult{Unsubscribed: s.cfg.Hub.Unsubscribe(c.ws.conn, in.Workspace, in.Sub)}, nil
+}
+
+type typingIn struct {
+	wsField
+	SessionID string `json:"sessionId"`
+	Typing    bool   `json:"typing"`
+}
+
+// presenceTyping says the caller is (or stopped) typing in a session they
+// watch on this connection; it lapses by itself after a few seconds, so a
+// client repeats it while the person keeps typing.
+func presenceTyping(_ context.Context, s *Server, c caller, in typingIn) (any, error) {
+	if c.ws == nil {
+		return nil, errorf(host.CodeUnsupported, "presence.typing is only available over the WebSocket")
+	}
+	if in.SessionID == "" {
+		return nil, errorf(host.CodeInvalidInput, "sessionId is required")
+	}
+	if !c.ws.conn.Watches(in.Workspace, in.SessionID) {
+		return nil, errorf(host.CodeNotFound, "session %s is not watched on this connection: subscribe first", in.SessionID)
+	}
+	c.ws.conn.SetTyping(in.SessionID, in.Typing)
+	return struct{}{}, nil
 }

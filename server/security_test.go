@@ -189,6 +189,8 @@ func opInput(op, ws string, tn tenant) map[string]any {
 		in["topic"], in["sessionId"] = "session", tn.idle
 	case "unsubscribe":
 		in["sub"] = tn.idleSub
+	case "presence.typing":
+		in["sessionId"], in["typing"] = tn.idle, true
 	default: // session.get, delete, restore, purge, fork; turn.list, message.list; goal.get, goal.control
 		in["sessionId"] = tn.idle
 	}

@@ -66,6 +66,15 @@ type readyFrame struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 	// OffsetUnit names the unit of message_delta offsets.
 	OffsetUnit string `json:"offsetUnit"`
+	// Agent is the agent this server runs now (labels of past turns come
+	// from the turns); Limits are the sizes a client checks before sending.
+	Agent  host.AgentInfo `json:"agent"`
+	Limits readyLimits    `json:"limits"`
+}
+
+type readyLimits struct {
+	MaxFrameBytes  int64 `json:"maxFrameBytes"`
+	MaxPromptBytes int   `json:"maxPromptBytes"`
 }
 
 // refreshResult answers auth.refresh.
@@ -200,6 +209,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		s.sendReconnect(conn)
 	}
 	s.metrics.wsOpened.Inc()
+	conn.SetIdentity(p.UserID, p.Name)
 	sess := &wsSession{s: s, conn: conn, protocol: ProtocolVersion + b2i(batch), remote: r.RemoteAddr, p: p, exp: exp, sem: make(chan struct{}, s.limits.MaxInFlight),
 		limiter: rate.NewLimiter(limitOf(s.limits.RequestRate), s.limits.RequestBurst)}
 	sess.sendReady()
@@ -361,7 +371,9 @@ func (ws *wsSession) sendReady() {
 	p, exp := ws.p, ws.exp
 	ws.mu.Unlock()
 	ws.conn.SendJSON(readyFrame{Type: "ready", Protocol: ws.protocol, ServerEpoch: ws.s.cfg.Host.Epoch(),
-		ConnectionID: ws.conn.ID(), Principal: p, ExpiresAt: exp.UTC(), OffsetUnit: "utf16"})
+		ConnectionID: ws.conn.ID(), Principal: p, ExpiresAt: exp.UTC(), OffsetUnit: "utf16",
+		Agent:  ws.s.cfg.Host.Agent(),
+		Limits: readyLimits{MaxFrameBytes: ws.s.limits.MaxFrameBytes, MaxPromptBytes: ws.s.limits.MaxPromptBytes}})
 }
 
 // armExpiry closes the connection with 4010 when the token expires (plus
@@ -565,6 +577,7 @@ func (ws *wsSession) swapPrincipal(p auth.Principal, exp time.Time) bool {
 		return false
 	}
 	ws.armExpiry(exp)
+	ws.conn.SetIdentity(p.UserID, p.Name)
 	for _, sub := range ws.conn.Subscriptions() {
 		if role, ok := p.RoleIn(sub.Workspace); !ok || !auth.Allowed(role, "subscribe") {
 			if ws.s.cfg.Hub.Unsubscribe(ws.conn, sub.Workspace, sub.Sub) {

@@ -154,6 +154,19 @@ func (t *tx) TurnInteractions(ctx context.Context, ws, sessionID, turnID string)
 		WHERE workspace_id = ? AND session_id = ? AND turn_id = ? ORDER BY request_id`, ws, sessionID, turnID)
 }
 
+// SessionInteractions lists a session's interactions of the Turns whose
+// seq is in [fromSeq, toSeq], in the order the agent asked.
+func (s *Store) SessionInteractions(ctx context.Context, ws, sessionID string, fromSeq, toSeq int64) ([]host.Interaction, error) {
+	r, err := s.reader()
+	if err != nil {
+		return nil, err
+	}
+	return queryInteractions(ctx, r, `SELECT `+sqlcols.Prefixed("i.", interactionCols)+` FROM interactions i
+		JOIN turns t ON t.workspace_id = i.workspace_id AND t.session_id = i.session_id AND t.id = i.turn_id
+		WHERE i.workspace_id = ? AND i.session_id = ? AND t.seq BETWEEN ? AND ?
+		ORDER BY t.seq, i.created_at, i.request_id`, ws, sessionID, fromSeq, toSeq)
+}
+
 func queryInteractions(ctx context.Context, q querier, query string, args ...any) ([]host.Interaction, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {

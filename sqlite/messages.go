@@ -12,7 +12,7 @@ import (
 )
 
 const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
-	content_json, tool_json, streaming, author, created_at, updated_at, text`
+	content_json, tool_json, streaming, author, created_at, updated_at, text, author_name`
 
 func scanMessage(sc scanner) (host.Message, error) {
 	var (
@@ -24,7 +24,7 @@ func scanMessage(sc scanner) (host.Message, error) {
 		created, updated int64
 	)
 	err := sc.Scan(&m.WorkspaceID, &m.SessionID, &m.ID, &m.TurnID, &role, &kind, &m.Version,
-		&m.Ordinal, &content, &tool, &streaming, &m.Author, &created, &updated, &text)
+		&m.Ordinal, &content, &tool, &streaming, &m.Author, &created, &updated, &text, &m.AuthorName)
 	if err != nil {
 		return host.Message{}, err
 	}
@@ -75,17 +75,18 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 		return err
 	}
 	_, err = t.tx.ExecContext(ctx, `INSERT INTO messages (`+messageCols+`, text_len)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
 			text = excluded.text, text_len = excluded.text_len,
 			turn_id = excluded.turn_id, role = excluded.role, kind = excluded.kind,
 			version = excluded.version, ordinal = excluded.ordinal,
 			content_json = excluded.content_json, tool_json = excluded.tool_json,
 			streaming = excluded.streaming, author = excluded.author,
-			created_at = excluded.created_at, updated_at = excluded.updated_at`,
+			created_at = excluded.created_at, updated_at = excluded.updated_at,
+			author_name = excluded.author_name`,
 		m.WorkspaceID, m.SessionID, m.ID, m.TurnID, string(m.Role), string(m.Kind), m.Version,
 		m.Ordinal, string(content), tool, boolInt(m.Streaming), m.Author, ms(m.CreatedAt),
-		ms(m.UpdatedAt), text, host.UTF16Len(text))
+		ms(m.UpdatedAt), text, m.AuthorName, host.UTF16Len(text))
 	return classify("put message", err)
 }
 

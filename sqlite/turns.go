@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,9 +16,9 @@ import (
 const turnCols = `workspace_id, session_id, id, seq, origin, phase, outcome, failure_reason,
 	stop_reason, provider_session_id, provider_turn_id, client_submit_id,
 	identity_anchor_turn_id, retracted, cancel_requested, submitted_by, created_at,
-	updated_at, settled_at, applied_seq`
+	updated_at, settled_at, applied_seq, labels_json`
 
-const turnNCols = 20
+const turnNCols = 21
 
 // scanTurn scans into untyped values and decodes them itself, so a corrupt
 // value yields a decode error for that row with its key filled in rather
@@ -60,6 +61,11 @@ func decodeTurn(v []any) (host.Turn, error) {
 	if v[18] != nil {
 		at := fromMS(d.int(18, "settled_at"))
 		t.SettledAt = &at
+	}
+	if labels := d.str(20, "labels_json"); d.err == nil && labels != "" {
+		if err := json.Unmarshal([]byte(labels), &t.TurnLabels); err != nil {
+			d.err = fmt.Errorf("column labels_json: %w", err)
+		}
 	}
 	if d.err == nil && !t.Phase.Valid() {
 		d.err = fmt.Errorf("invalid phase %q", t.Phase)
@@ -156,13 +162,17 @@ func (t *tx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn,
 }
 
 func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO turns (`+turnCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	labels, err := json.Marshal(tu.TurnLabels)
+	if err != nil {
+		return fmt.Errorf("sqlite: insert turn %s: encode labels: %w", tu.ID, err)
+	}
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO turns (`+turnCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tu.WorkspaceID, tu.SessionID, tu.ID, tu.Seq, tu.Origin, string(tu.Phase),
 		string(tu.Outcome), tu.FailureReason, tu.StopReason, tu.ProviderSessionID,
 		tu.ProviderTurnID, tu.ClientSubmitID, tu.IdentityAnchorTurnID, boolInt(tu.Retracted),
 		boolInt(tu.CancelRequested), tu.SubmittedBy, ms(tu.CreatedAt), ms(tu.UpdatedAt),
-		msPtr(tu.SettledAt), tu.AppliedSeq)
+		msPtr(tu.SettledAt), tu.AppliedSeq, string(labels))
 	return classify("insert turn", err)
 }
 
@@ -170,15 +180,19 @@ func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
 // creation time are immutable and left as inserted; applied_seq only moves
 // forward, so a Turn read earlier can never undo applied output.
 func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
+	labels, err := json.Marshal(tu.TurnLabels)
+	if err != nil {
+		return fmt.Errorf("sqlite: update turn %s: encode labels: %w", tu.ID, err)
+	}
 	res, err := t.tx.ExecContext(ctx, `UPDATE turns SET origin = ?, phase = ?, outcome = ?,
 		failure_reason = ?, stop_reason = ?, provider_session_id = ?, provider_turn_id = ?,
 		client_submit_id = ?, retracted = ?, cancel_requested = ?, submitted_by = ?,
-		updated_at = ?, settled_at = ?, applied_seq = max(applied_seq, ?)
+		updated_at = ?, settled_at = ?, applied_seq = max(applied_seq, ?), labels_json = ?
 		WHERE workspace_id = ? AND session_id = ? AND id = ?`,
 		tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
 		tu.ProviderSessionID, tu.ProviderTurnID, tu.ClientSubmitID, boolInt(tu.Retracted),
 		boolInt(tu.CancelRequested), tu.SubmittedBy, ms(tu.UpdatedAt), msPtr(tu.SettledAt),
-		tu.AppliedSeq, tu.WorkspaceID, tu.SessionID, tu.ID)
+		tu.AppliedSeq, string(labels), tu.WorkspaceID, tu.SessionID, tu.ID)
 	return affectedOne("update turn "+tu.ID, res, err)
 }
 

@@ -10,7 +10,11 @@ import (
 // static holds only what the browser needs; node unit tests (*.test.mjs)
 // and the node package marker stay out of the binary.
 //
+// web/vendor holds the vendored browser libraries (see
+// scripts/refresh-web-vendor.sh); their npm manifests stay out too.
+//
 //go:embed index.html favicon.svg css/*.css js/*.js js/views/*.js
+//go:embed vendor/*/*.js vendor/*/*/*.js vendor/*/*.mjs vendor/*/*.css vendor/*/LICENSE*
 var static embed.FS
 
 // FS returns the static root: index.html at its top, then css/ and js/.

@@ -3,6 +3,7 @@ package web
 import (
 	"os/exec"
 
+	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/testenv"
 	"io/fs"
 	"strings"
@@ -48,5 +49,25 @@ func TestJavaScriptModules(t *testing.T) {
 	out, err := exec.Command(node, "--test", "js/").CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test js/: %v\n%s", err, out)
+	}
+}
+
+// Every error code the server can answer, and every failure reason a turn
+// can settle with, has a plain-language sentence in the GUI (explain.js;
+// its node tests check each has a next step).
+func TestEveryCodeIsExplained(t *testing.T) {
+	src, err := fs.ReadFile(FS(), "js/explain.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := []string{host.ReasonExecutionStatusUnknown, host.ReasonProviderRejected, host.ReasonProviderStateLost,
+		host.ReasonDeliveryUnknown, host.ReasonProviderError, host.ReasonMaxTokens, host.ReasonRefusal, host.StopServerShutdown}
+	for _, c := range host.Codes {
+		words = append(words, string(c))
+	}
+	for _, w := range words {
+		if !strings.Contains(string(src), "  "+w+": [") {
+			t.Errorf("explain.js has no sentence for %q", w)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -93,4 +94,44 @@ func metricsRegistry(bus factBus, h *host.Host) *prometheus.Registry {
 			Help: "Sessions whose runtime this replica owns."}, func() float64 { return float64(h.HeldLeases()) }),
 	)
 	return reg
+}
+
+// presenceStore is where the hub shares presence: the Redis bus's store
+// in cluster mode, the hub's in-process one otherwise (nil).
+func presenceStore(bus factBus) hub.PresenceStore {
+	rb, ok := bus.(*redisbus.Bus)
+	if !ok {
+		return nil
+	}
+	return redisPresence{rb.Presence()}
+}
+
+// redisPresence encodes the hub's entries for the bus's opaque blobs.
+type redisPresence struct{ p *redisbus.Presence }
+
+func (r redisPresence) Put(ctx context.Context, ws, replica string, entries []hub.PresenceEntry, ttl time.Duration) error {
+	var blob []byte
+	if len(entries) > 0 {
+		var err error
+		if blob, err = json.Marshal(entries); err != nil {
+			return err
+		}
+	}
+	return r.p.Put(ctx, ws, replica, blob, ttl)
+}
+
+func (r redisPresence) List(ctx context.Context, ws string) ([]hub.PresenceEntry, error) {
+	blobs, err := r.p.List(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	var out []hub.PresenceEntry
+	for _, b := range blobs {
+		var es []hub.PresenceEntry
+		if err := json.Unmarshal(b, &es); err != nil {
+			continue // a replica of another version: skip its entries, keep the rest
+		}
+		out = append(out, es...)
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +56,19 @@ func TestStoreSelection(t *testing.T) {
 	}
 	if _, err := sqlitePath("mysql://u:secret@db/x", "/data"); err == nil || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("an unknown URL is refused without echoing credentials: %v", err)
+	}
+}
+
+// A missing agent binary is reported when serve starts, not at the first
+// prompt (the agent process starts lazily).
+func TestServeRefusesMissingAgent(t *testing.T) {
+	var out, errOut bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "no-such-agent")
+	err := serve(t.Context(), []string{"--data-dir", t.TempDir(), "--addr", "127.0.0.1:0", "--agent", missing + " --flag"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("serve with a missing agent: %v", err)
+	}
+	if strings.Contains(out.String(), "listening") {
+		t.Fatalf("serve started listening: %q", out.String())
 	}
 }

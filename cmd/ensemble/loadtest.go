@@ -92,7 +92,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 				return fmt.Errorf("--target needs the servers' secret: pass --jwt-secret or the server's --data-dir (%v)", err)
 			}
 		}
-		key, err := signingSecret(*secret, *dataDir)
+		key, err := signingSecret(*secret, *dataDir, false)
 		if err != nil {
 			return err
 		}

@@ -77,6 +77,11 @@ func freeAddr(t *testing.T) string {
 func startServer(t *testing.T, dataDir string, extra ...string) *serverProc {
 	t.Helper()
 	addr := freeAddr(t)
+	for i := 0; i+1 < len(extra); i++ {
+		if extra[i] == "--addr" { // a restart on the same address
+			addr = extra[i+1]
+		}
+	}
 	args := append([]string{"serve", "--addr", addr, "--data-dir", dataDir}, extra...)
 	cmd := exec.Command(ensembleBinary(t), args...)
 	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
@@ -187,6 +192,7 @@ type wireTurn struct {
 	Phase         string `json:"phase"`
 	Outcome       string `json:"outcome"`
 	FailureReason string `json:"failureReason"`
+	StopReason    string `json:"stopReason"`
 }
 
 type wireMessage struct {
@@ -296,7 +302,8 @@ func TestCrashMidTurnAndRestart(t *testing.T) {
 
 	q := startServer(t, dataDir)
 	tr := q.turn(t, sid)
-	if tr.ID != sent.Turn.ID || tr.Phase != "settled" || tr.Outcome != "failed" || tr.FailureReason != "execution_status_unknown" {
+	if tr.ID != sent.Turn.ID || tr.Phase != "settled" || tr.Outcome != "failed" || tr.FailureReason != "execution_status_unknown" ||
+		tr.StopReason == "server_shutdown" { // a crash is not a planned restart
 		t.Fatalf("after restart the turn reads %+v", tr)
 	}
 	after := q.messages(t, sid)

@@ -80,7 +80,7 @@ func newVerifier(ctx context.Context, c serveConfig, log *slog.Logger) (auth.Ver
 	var key []byte
 	if c.jwtSecret != "" || sec.jwksURL == "" {
 		var err error
-		if key, err = signingSecret(c.jwtSecret, c.dataDir); err != nil {
+		if key, err = signingSecret(c.jwtSecret, c.dataDir, true); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -140,7 +141,19 @@ func TestVerifierModes(t *testing.T) {
 func TestTokenCommand(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	err := token([]string{"--data-dir", dir, "--workspace", "w1:viewer, w2,w3:admin", "--role", "member", "--sub", "ann",
+	// Without the server's secret there is nothing to sign with: refuse,
+	// name the directory, and create nothing.
+	err := token([]string{"--data-dir", dir}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), dir) || out.Len() != 0 {
+		t.Fatalf("minted without a server secret: %v %q", err, out.String())
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, auth.SecretFile)); !errors.Is(statErr, fs.ErrNotExist) {
+		t.Fatalf("token created a secret: %v", statErr)
+	}
+	if _, err := auth.LoadOrCreateSecret(dir); err != nil { // what serve does on its first start
+		t.Fatal(err)
+	}
+	err = token([]string{"--data-dir", dir, "--workspace", "w1:viewer, w2,w3:admin", "--role", "member", "--sub", "ann",
 		"--ttl", "2h", "--jwt-workspaces-claim", "org.ws", "--jwt-issuer", "iss", "--jwt-audience", "aud"}, &out, &errOut)
 	if err != nil {
 		t.Fatal(err)

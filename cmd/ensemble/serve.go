@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -149,7 +150,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("recovery finished", "settledTurns", len(rep.SettledTurns), "quarantined", len(rep.Quarantined), "epoch", h.Epoch())
 
-	hb := hub.New(hub.Config{Reader: h, Bus: bus, Logger: log.With("component", "hub")})
+	hb := hub.New(hub.Config{Reader: h, Bus: bus, Logger: log.With("component", "hub"),
+		Presence: presenceStore(bus), Replica: c.replicaID})
 	defer hb.Close()
 	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(bus, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server"),
 		OriginPatterns: c.security.origins, Limits: c.security.limits, TokenLeeway: c.security.leeway,
@@ -214,6 +216,10 @@ func newRuntime(c serveConfig, log *slog.Logger) (*acp.Runtime, error) {
 	argv := strings.Fields(c.agent)
 	if len(argv) == 0 {
 		return nil, errors.New("--agent is empty")
+	}
+	// Say so now, not at the first prompt: the agent starts lazily.
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, fmt.Errorf("--agent %q: %w (give a path to an ACP agent binary, or sim)", argv[0], err)
 	}
 	cfg := acp.Config{Command: argv, Logger: log}
 	if len(argv) > 1 && argv[1] == "sim-agent" {

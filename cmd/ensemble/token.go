@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ensemble-dev/ensemble/auth"
@@ -31,7 +34,7 @@ func token(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	key, err := signingSecret(*secret, *dataDir)
+	key, err := signingSecret(*secret, *dataDir, false)
 	if err != nil {
 		return err
 	}
@@ -71,15 +74,27 @@ func token(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// signingSecret is the explicit shared secret, or the local one.
-func signingSecret(explicit, dataDir string) ([]byte, error) {
+// signingSecret is the explicit shared secret, or the local one in
+// dataDir, which only the server creates (create): a token signed with a
+// secret minted by a client is rejected by every server (run from another
+// directory, token used to print a link that could not work).
+func signingSecret(explicit, dataDir string, create bool) ([]byte, error) {
 	if explicit != "" {
 		if len(explicit) < 32 {
 			return nil, fmt.Errorf("the JWT secret must be at least 32 bytes")
 		}
 		return []byte(explicit), nil
 	}
-	return auth.LoadOrCreateSecret(dataDir)
+	if create {
+		return auth.LoadOrCreateSecret(dataDir)
+	}
+	key, err := auth.LoadSecret(dataDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		abs, _ := filepath.Abs(dataDir)
+		return nil, fmt.Errorf("no server secret in %s: `ensemble serve` creates it there on its first start. "+
+			"Pass the server's data directory (--data-dir or ENSEMBLE_DATA_DIR) or its shared secret (ENSEMBLE_JWT_SECRET)", abs)
+	}
+	return key, err
 }
 
 // signInLink carries the token in the URL fragment, which browsers never

@@ -59,5 +59,7 @@ func Scenarios() []Scenario {
 		ContextLostIsExplicit,
 		HonestProviderIdentity,
 		CancelIntentSurvivesRestart,
+		LabelsNamesAndAgent,
+		InteractionHistoryDurable,
 	}
 }

@@ -312,6 +312,7 @@ func testTurnRoundTrip(t *testing.T, st host.Store) {
 		WorkspaceID: ws, SessionID: s.ID, ID: uid("t"), Seq: 1, Origin: "user",
 		Phase: host.PhaseQueued, ClientSubmitID: "csid-1", IdentityAnchorTurnID: "t-0",
 		SubmittedBy: "user-1", CreatedAt: at(1), UpdatedAt: at(1),
+		TurnLabels: host.TurnLabels{SubmittedByName: "Ünïcode Name", Agent: &host.AgentInfo{Name: "agent", Version: "1.2"}},
 	}
 	seed(t, st, []host.Session{s}, []host.Turn{tu}, nil, nil)
 	got, err := st.GetTurn(ctx(t), ws, s.ID, tu.ID)
@@ -323,6 +324,9 @@ func testTurnRoundTrip(t *testing.T, st host.Store) {
 	settled.StopReason, settled.ProviderSessionID, settled.ProviderTurnID = "end_turn", "ps-1", "pt-1"
 	settled.Retracted, settled.CancelRequested = true, true
 	settled.UpdatedAt, settled.SettledAt = at(5), tp(at(5))
+	// Labels are mutable: who stopped it, and the agent that accepted it.
+	settled.CanceledBy, settled.CanceledByName = "user-2", "Bob"
+	settled.Agent = &host.AgentInfo{Name: "real-agent", Version: "2.0", Simulated: false}
 	update(t, st, func(tx host.Tx) error {
 		inTx, err := tx.Turn(ctx(t), ws, s.ID, tu.ID)
 		if err != nil {
@@ -347,14 +351,15 @@ func testMessageRoundTrip(t *testing.T, st host.Store) {
 			Attachments: []host.AttachmentRef{{ID: "a1", Name: "x.png", MediaType: "image/png", Size: 42}, {ID: "a2"}},
 			Quotes:      []host.Quote{{MessageID: "m0", Text: "quoted"}, {Text: "loose"}},
 		},
-		Author: "user-1", CreatedAt: at(1), UpdatedAt: at(1),
+		Author: "user-1", AuthorName: "Alice", CreatedAt: at(1), UpdatedAt: at(1),
 	}
 	tool := host.Message{
 		WorkspaceID: ws, SessionID: s.ID, ID: uid("m"), TurnID: "t-1", Role: host.RoleAgent,
 		Kind: host.KindToolCall, Version: 2, Ordinal: 2, Streaming: true,
 		Content: host.MessageContent{Text: ""},
 		Tool: &host.ToolCall{ID: "call-1", Title: "Read", Kind: "read", Status: "pending",
-			Input: json.RawMessage(`{"path":"a.go","lines":[1,2]}`)},
+			Input: json.RawMessage(`{"path":"a.go","lines":[1,2]}`),
+			Diffs: []host.ToolDiff{{Path: "a.go", OldText: ptr("old\n"), NewText: "new\n"}, {Path: "b.go", NewText: "created\n"}}},
 		CreatedAt: at(2), UpdatedAt: at(2),
 	}
 	seed(t, st, []host.Session{s}, nil, []host.Message{user, tool}, nil)
@@ -1141,3 +1146,5 @@ func testClosed(t *testing.T, st host.Store) {
 		t.Fatalf("CodeOf(closed store error) = %s, want unavailable", host.CodeOf(err))
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -106,6 +106,10 @@ func (r *Runtime) dial(ctx context.Context) (*connection, error) {
 	attrs := []any{"connection", c.nonce, "protocol", resp.ProtocolVersion, "loadSession", resp.AgentCapabilities.LoadSession}
 	if resp.AgentInfo != nil {
 		attrs = append(attrs, "agentName", resp.AgentInfo.Name, "agentVersion", resp.AgentInfo.Version)
+		info := *resp.AgentInfo
+		r.mu.Lock()
+		r.info = &info
+		r.mu.Unlock()
 	}
 	r.log.Info("agent connected", attrs...)
 	return c, nil

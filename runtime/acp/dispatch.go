@@ -386,6 +386,11 @@ func (c *connection) pump(t *turn) {
 			p.drain()
 			p.emit(t.sink, p.m, p.m.finish())
 			term := terminalFor(t.result)
+			if term.StateLost && c.rt.shuttingDown() {
+				// Still outcome unknown, but people learn it was a planned
+				// restart, not a crash.
+				term.StopReason = host.StopServerShutdown
+			}
 			p.endChildren(term)
 			if err := c.report(func(ctx context.Context) error { return t.sink.Terminal(ctx, term) }); err != nil {
 				c.rt.log.Warn("turn terminal not recorded", "turn", t.ref.TurnID, "err", err)

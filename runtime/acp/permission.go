@@ -151,6 +151,7 @@ func interactionRequest(p acpsdk.RequestPermissionRequest) host.InteractionReque
 		tool.Input, _ = json.Marshal(map[string]any{"locations": paths})
 	}
 	tool.Output = toolOutput(tc.Content, tc.RawOutput)
+	tool.Diffs = toolDiffs(tc.Content)
 	req.Tool = tool
 	req.Title = tool.Title
 	if tool.Kind == string(acpsdk.ToolKindSwitchMode) {

@@ -34,6 +34,8 @@ import (
 	"sync"
 	"time"
 
+	acpsdk "github.com/coder/acp-go-sdk"
+
 	"github.com/ensemble-dev/ensemble/host"
 )
 
@@ -88,8 +90,9 @@ type Runtime struct {
 	delivered deliveredSet
 
 	mu      sync.Mutex
-	conn    *connection   // current connection; nil before the first Start or after it died
-	dialing chan struct{} // closed when an in-progress dial ends
+	info    *acpsdk.Implementation // what the agent said about itself at initialize
+	conn    *connection            // current connection; nil before the first Start or after it died
+	dialing chan struct{}          // closed when an in-progress dial ends
 	closed  bool
 }
 
@@ -127,9 +130,20 @@ func New(cfg Config) *Runtime {
 	}
 }
 
-// Describe names the agent.
+// Describe names the agent: as configured until it has introduced itself
+// (ACP initialize agentInfo), then by its own name and version.
 func (r *Runtime) Describe() host.AgentInfo {
-	return host.AgentInfo{Name: r.cfg.Name, Simulated: r.cfg.Simulated}
+	a := host.AgentInfo{Name: r.cfg.Name, Simulated: r.cfg.Simulated}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.info != nil {
+		// Name, not the longer Title: the GUI shows "simulated" itself.
+		if r.info.Name != "" {
+			a.Name = r.info.Name
+		}
+		a.Version = r.info.Version
+	}
+	return a
 }
 
 // Start ensures a live provider session for (workspace, session): the live
@@ -248,6 +262,12 @@ func (r *Runtime) unbind(ctx context.Context, ws, sessionID string, destroy bool
 	return nil
 }
 
+func (r *Runtime) shuttingDown() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
 // Shutdown stops the agent (SIGTERM, then kill after StopGrace) and waits
 // for every goroutine of the runtime, which first reports StateLost for any
 // Turn still running. If ctx ends first, pending sink calls are cancelled.
@@ -322,6 +342,10 @@ func (r *Runtime) connect(ctx context.Context) (*connection, error) {
 		if err == nil && closed {
 			c.stop() // Shutdown ran while we dialed
 			return nil, ErrShutdown
+		}
+		if err != nil && ctx.Err() == nil {
+			// The caller sees a failed turn; the operator needs the cause.
+			r.log.Error("agent failed to start", "err", err)
 		}
 		return c, err
 	}

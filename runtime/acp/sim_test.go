@@ -76,6 +76,11 @@ func TestDescribe(t *testing.T) {
 	if got := rt.Describe(); got != (host.AgentInfo{Name: sim.Name, Simulated: true}) {
 		t.Fatalf("Describe = %+v", got)
 	}
+	// Once the agent has introduced itself, its own version is known.
+	start(t, rt, "s1", "")
+	if got := rt.Describe(); got != (host.AgentInfo{Name: sim.Name, Version: "1", Simulated: true}) {
+		t.Fatalf("Describe after initialize = %+v", got)
+	}
 	if err := rt.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -596,8 +601,8 @@ func TestShutdownReportsStateLost(t *testing.T) {
 	}
 	select {
 	case term := <-sink.terminal:
-		if !term.StateLost {
-			t.Fatalf("terminal = %+v", term)
+		if !term.StateLost || term.StopReason != host.StopServerShutdown {
+			t.Fatalf("a graceful shutdown is outcome unknown, marked as a planned restart: %+v", term)
 		}
 	default:
 		t.Fatalf("Shutdown returned before the in-flight turn got its terminal: %s", sink.dump())

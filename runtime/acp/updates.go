@@ -114,6 +114,9 @@ func (m *mapper) apply(u acpsdk.SessionUpdate) []host.OutputEvent {
 		if out := toolOutput(tc.Content, tc.RawOutput); out != "" {
 			st.Output = out
 		}
+		if d := toolDiffs(tc.Content); d != nil {
+			st.Diffs = d
+		}
 		return append(m.closeOpen(), m.toolEvent(id))
 	case u.ToolCallUpdate != nil:
 		tu := u.ToolCallUpdate
@@ -137,6 +140,9 @@ func (m *mapper) apply(u acpsdk.SessionUpdate) []host.OutputEvent {
 		}
 		if out := toolOutput(tu.Content, tu.RawOutput); out != "" {
 			st.Output = out
+		}
+		if d := toolDiffs(tu.Content); d != nil {
+			st.Diffs = d
 		}
 		return append(evs, m.toolEvent(id))
 	case u.Plan != nil:
@@ -233,7 +239,8 @@ func toolOutput(content []acpsdk.ToolCallContent, rawOutput any) string {
 				parts = append(parts, s)
 			}
 		case c.Diff != nil:
-			parts = append(parts, fmt.Sprintf("edit %s:\n%s", c.Diff.Path, c.Diff.NewText))
+			// The text says which file; the edit itself is in Diffs.
+			parts = append(parts, "edit "+c.Diff.Path)
 		case c.Terminal != nil:
 			parts = append(parts, "[terminal "+c.Terminal.TerminalId+"]")
 		}
@@ -245,6 +252,17 @@ func toolOutput(content []acpsdk.ToolCallContent, rawOutput any) string {
 		return string(raw)
 	}
 	return ""
+}
+
+// toolDiffs lists a tool's diff content (nil when it has none).
+func toolDiffs(content []acpsdk.ToolCallContent) []host.ToolDiff {
+	var out []host.ToolDiff
+	for _, c := range content {
+		if c.Diff != nil {
+			out = append(out, host.ToolDiff{Path: c.Diff.Path, OldText: c.Diff.OldText, NewText: c.Diff.NewText})
+		}
+	}
+	return out
 }
 
 func rawJSON(v any) json.RawMessage {

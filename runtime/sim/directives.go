@@ -23,6 +23,9 @@ type directives struct {
 	hang       bool
 	crash      bool
 	stamp      bool // append the emission time (@unix-nanos) to every answer chunk (load tests)
+	markdown   bool // answer in rich markdown (headings, lists, table, code)
+	diff       bool // an edit tool call with a diff, and an approval showing it
+	checklist  bool // an ACP plan whose entries progress live
 	unknown    []string
 }
 
@@ -91,6 +94,15 @@ func parseDirectives(text string) (d directives, rest string, ok bool) {
 		case tok == "stamp":
 			d.stamp = true
 			continue
+		case tok == "markdown":
+			d.markdown = true
+			continue
+		case tok == "diff":
+			d.diff = true
+			continue
+		case tok == "checklist":
+			d.checklist = true
+			continue
 		}
 		d.unknown = append(d.unknown, tok)
 	}
@@ -113,6 +125,9 @@ func (d directives) script(prompt string, firstInSession bool) []Step {
 	} else {
 		answer = defaultReply(prompt, firstInSession)
 	}
+	if d.markdown {
+		answer = markdownSample
+	}
 	if len(d.unknown) > 0 {
 		answer += fmt.Sprintf(" (Ignored unknown /sim directives: %s.)", strings.Join(d.unknown, " "))
 	}
@@ -130,8 +145,19 @@ func (d directives) script(prompt string, firstInSession bool) []Step {
 	} else {
 		steps = append(steps, Step{Text: answer})
 	}
-	if d.permission {
-		steps = append(steps, Step{Permission: &PermissionStep{Title: "Edit config.json (simulated)"}})
+	if d.checklist {
+		steps = append(steps, Step{Checklist: []string{"Read config.json", "Switch the database host", "Run the tests"}})
+	}
+	if d.diff {
+		steps = append(steps, Step{Tool: &ToolStep{Title: "Edit main.go (simulated)", Kind: "edit",
+			Input: map[string]any{"path": "main.go"}, Diff: &sampleDiff}})
+	}
+	if d.permission || d.diff {
+		ps := &PermissionStep{Title: "Edit config.json (simulated)"}
+		if d.diff {
+			ps.Diff = &sampleConfigDiff
+		}
+		steps = append(steps, Step{Permission: ps})
 	}
 	if d.question {
 		steps = append(steps, Step{Question: &QuestionStep{
@@ -245,3 +271,22 @@ func abs(n int) int {
 	}
 	return n
 }
+
+// markdownSample exercises what a GUI must render: headings, emphasis,
+// lists, a table, a quote, a link and a fenced code block.
+const markdownSample = "## Simulated summary\n\n" +
+	"Here is **what changed** and *why* (all simulated):\n\n" +
+	"- switched the database to `postgres`\n- kept the cache warm\n\n" +
+	"| step | status |\n| --- | --- |\n| read | done |\n| edit | done |\n\n" +
+	"> Nothing here comes from a model.\n\n" +
+	"See [the ACP spec](https://agentclientprotocol.com) for details.\n\n" +
+	"```go\nfunc main() {\n\tfmt.Println(\"hello, ensemble\")\n}\n```\n"
+
+var (
+	sampleOld  = "package main\n\nfunc main() {\n\tprintln(\"hello\")\n}\n"
+	sampleDiff = DiffStep{Path: "main.go", Old: &sampleOld,
+		New: "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"hello, ensemble\")\n}\n"}
+	sampleConfigOld  = "{\n  \"db\": \"sqlite\",\n  \"debug\": false\n}\n"
+	sampleConfigDiff = DiffStep{Path: "config.json", Old: &sampleConfigOld,
+		New: "{\n  \"db\": \"postgres\",\n  \"debug\": false\n}\n"}
+)

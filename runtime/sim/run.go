@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,8 @@ func (r *run) steps(steps []Step) error {
 		case s.Crash:
 			r.crash()
 			return errCrashed
+		case len(s.Checklist) > 0:
+			err = r.checklist(s.Checklist)
 		case s.Hang:
 			<-r.ctx.Done()
 			return r.ctx.Err()
@@ -115,6 +118,10 @@ func (r *run) tool(ts ToolStep) error {
 		acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
 			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(ts.Output))})),
 	}
+	if ts.Diff != nil {
+		steps[2] = acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
+			acp.WithUpdateContent(ts.Diff.content()))
+	}
 	for i, u := range steps {
 		if i > 0 {
 			if err := r.sleep(3 * r.rate); err != nil {
@@ -149,6 +156,7 @@ func (r *run) permission(ps PermissionStep) error {
 			Kind:       acp.Ptr(acp.ToolKindEdit),
 			Status:     acp.Ptr(acp.ToolCallStatusPending),
 			RawInput:   input,
+			Content:    ps.Diff.content(),
 		},
 		Options: options,
 	})
@@ -345,4 +353,29 @@ func splitKeepSpace(s string) []string {
 		out = append(out, s[start:])
 	}
 	return out
+}
+
+// checklist reports an ACP plan and moves each entry through in progress
+// to completed, one update at a time, as an agent working through it does.
+func (r *run) checklist(items []string) error {
+	entries := make([]acp.PlanEntry, len(items))
+	for i, c := range items {
+		entries[i] = acp.PlanEntry{Content: c, Priority: acp.PlanEntryPriorityMedium, Status: acp.PlanEntryStatusPending}
+	}
+	send := func() error { return r.send(acp.UpdatePlan(slices.Clone(entries)...)) }
+	if err := send(); err != nil {
+		return err
+	}
+	for i := range entries {
+		for _, st := range []acp.PlanEntryStatus{acp.PlanEntryStatusInProgress, acp.PlanEntryStatusCompleted} {
+			if err := r.sleep(3 * r.rate); err != nil {
+				return err
+			}
+			entries[i].Status = st
+			if err := send(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

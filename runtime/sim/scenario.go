@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/coder/acp-go-sdk"
 )
 
 // Scenario is a scripted answer: the steps run in order for every prompt
@@ -48,6 +50,25 @@ type Step struct {
 	Crash bool `json:"crash,omitempty"`
 	// Hang waits until the prompt is cancelled.
 	Hang bool `json:"hang,omitempty"`
+	// Checklist reports an ACP plan and completes its entries one by one.
+	Checklist []string `json:"checklist,omitempty"`
+}
+
+// DiffStep is a file edit shown as ACP diff content.
+type DiffStep struct {
+	Path string  `json:"path"`
+	Old  *string `json:"old,omitempty"`
+	New  string  `json:"new"`
+}
+
+func (d *DiffStep) content() []acp.ToolCallContent {
+	if d == nil {
+		return nil
+	}
+	if d.Old == nil {
+		return []acp.ToolCallContent{acp.ToolDiffContent(d.Path, d.New)}
+	}
+	return []acp.ToolCallContent{acp.ToolDiffContent(d.Path, d.New, *d.Old)}
 }
 
 // ToolStep is a simulated tool call.
@@ -56,11 +77,15 @@ type ToolStep struct {
 	Kind   string `json:"kind,omitempty"` // ACP tool kind: read, edit, execute …
 	Input  any    `json:"input,omitempty"`
 	Output string `json:"output,omitempty"`
+	// Diff makes the call an edit whose content is this diff.
+	Diff *DiffStep `json:"diff,omitempty"`
 }
 
 // PermissionStep is a simulated permission request for an edit.
 type PermissionStep struct {
 	Title string `json:"title"`
+	// Diff is the edit to approve, shown on the request.
+	Diff *DiffStep `json:"diff,omitempty"`
 }
 
 // QuestionStep asks the client to choose one of Answers (sent as a

@@ -10,7 +10,11 @@ import { createHeader } from './views/header.js';
 import { createSessionList } from './views/sessions.js';
 import { createTranscript } from './views/transcript.js';
 import { createComposer } from './views/composer.js';
-import { setText } from './dom.js';
+import { setText, h, initials } from './dom.js';
+import { presenceSummary, createTypingSignal } from './presence.js';
+import { checkPrompt, MAX_FRAME_BYTES, MAX_PROMPT_BYTES } from './limits.js';
+import { errorLine, explainDisconnect } from './explain.js';
+import { hueOf } from './views/transcript.js';
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -53,11 +57,19 @@ function showSignIn(reason) {
     location.hash = 'token=' + encodeURIComponent(t);
     location.reload();
   };
+  // A sign-in link pasted into this tab only changes the hash: take it.
+  window.onhashchange = () => {
+    if (/(^#|&)token=/.test(location.hash)) {
+      window.onhashchange = null;
+      main();
+    }
+  };
 }
 
 // ---------- the app ----------
 
 function start(token, claimsPrincipal) {
+  window.onhashchange = null;
   $('#signin').hidden = true;
   $('#app').hidden = false;
 
@@ -68,6 +80,9 @@ function start(token, claimsPrincipal) {
   let lastRejected = null;
   let wsSub = null;
   let sessionSub = null;
+  let serverAgent = null; // from ready: what this server runs now
+  let limits = { maxFrame: MAX_FRAME_BYTES, maxPrompt: MAX_PROMPT_BYTES };
+  const announced = new Map(); // turn id -> status label last announced
 
   const conn = new Connection({
     url: `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/v1/ws`,
@@ -124,12 +139,30 @@ function start(token, claimsPrincipal) {
     },
     onHint: (cmd) => composer.insert(cmd),
     onLoadEarlier: loadEarlier,
+    onRetryPrompt: (text) => onSubmit(text),
+    isSim: () => isSimAgent(),
   });
+
+  // /sim hints only when the agent really is the simulator.
+  function isSimAgent() {
+    if (serverAgent) return !!serverAgent.simulated;
+    const s = state.open && state.open.session;
+    return !!(s && s.simulated);
+  }
 
   const composer = createComposer($('#composer'), {
     onSubmit,
     onStop,
-    onEdit: () => { if (composerErrorCode) showComposerError(null); },
+    onEdit: () => {
+      if (composerErrorCode) showComposerError(null);
+      if (state.open && canPrompt() && composer.text.trim()) typing.keystroke();
+    },
+  });
+  // "Alice is typing…": a rate-limited signal while keys come, and a stop.
+  const typing = createTypingSignal((on) => {
+    const open = state.open;
+    if (!open || !conn.ready) return;
+    conn.request('presence.typing', { workspace: state.workspace, sessionId: open.id, typing: on }).catch(() => {});
   });
   let composerErrorCode = '';
   let busyTurnSeen = '';
@@ -148,13 +181,24 @@ function start(token, claimsPrincipal) {
       if (!t || t.phase === 'settled') stopping.delete(id);
     }
     header.setWorkspaces(principal.workspaces, state.workspace);
-    sessions.render(state);
-    transcript.render(state, { principal, names, connected: conn.state === 'connected' });
-    renderSessionBar();
-    const active = S.activeTurn(open);
-    const role = (principal.workspaces.find((w) => w.id === state.workspace) || {}).role || '';
+    const connected = conn.state === 'connected';
+    sessions.render(state, { connected });
+    const role = currentRole();
     const subagent = !!(open && open.session && open.session.parentId);
-    const readOnly = role === 'viewer' || subagent;
+    const readOnly = !canPrompt();
+    transcript.render(state, {
+      principal, names, connected,
+      canPrompt: !readOnly && connected,
+      canAnswer: role !== 'viewer' && connected,
+      answerBlocked: role === 'viewer'
+        ? 'Viewers can watch but not answer. Ask a workspace admin for a member link.'
+        : 'Offline: answers go out once the connection is back.',
+    });
+    renderSessionBar();
+    announceStatus(open);
+    // Offline, nothing says "working" and Stop is hidden: the state is not
+    // known until the connection is back.
+    const active = connected ? S.activeTurn(open) : null;
     $('#new-session').disabled = role === 'viewer' || !state.workspace;
     $('#new-session').title = role === 'viewer' ? 'Viewers can watch sessions but not start them' : '';
     // "A turn is running" stops being true once the turn we saw ends.
@@ -163,6 +207,8 @@ function start(token, claimsPrincipal) {
       else if (busyTurnSeen) showComposerError(null);
     }
     composer.render({
+      reason: role === 'viewer' ? 'Viewers can watch sessions but not prompt. Ask a workspace admin for a member link.'
+        : subagent ? 'A sub-agent session is driven by its parent session’s agent.' : '',
       busy: !!active && !readOnly,
       stopping: !!(active && (stopping.has(active.id) || active.cancelRequested)),
       disabled: !!(open && open.deleted) || !state.workspace || readOnly,
@@ -173,7 +219,7 @@ function start(token, claimsPrincipal) {
       sendLabel: open ? 'Send' : 'Start',
     });
     const sessionsErr = $('#sessions-error');
-    setText(sessionsErr, state.sessionsError ? `${state.sessionsError.code}: ${state.sessionsError.message}` : '');
+    setText(sessionsErr, state.sessionsError ? errorLine(state.sessionsError) : '');
     sessionsErr.hidden = !state.sessionsError;
     const title = open && open.session ? (open.session.title || 'Untitled session') : '';
     document.title = `${active ? '● ' : ''}${title ? title + ' · ' : ''}Ensemble`;
@@ -187,28 +233,91 @@ function start(token, claimsPrincipal) {
     const s = open.session || {};
     setText($('#session-title'), s.title || 'Untitled session');
     $('#session-title').classList.toggle('untitled', !s.title);
-    setText($('#session-agent'), s.agent || '');
-    $('#session-sim').hidden = !s.simulated;
-    const active = S.activeTurn(open);
-    const live = $('#session-live');
-    live.hidden = !active;
-    const watchers = (open.presence || []).filter((p) => p && (p.userId || p.id || p.name));
-    setText($('#session-presence'), watchers.length > 1 ? `${watchers.length} watching` : '');
-    $('#session-presence').title = watchers.map((p) => p.name || p.userId || p.id).join(', ');
+    // The label of the agent that ran the latest turn, not the session's
+    // creation-time agent.
+    const latest = [...open.turns.values()].sort((a, b) => (b.seq || 0) - (a.seq || 0))[0];
+    const agent = S.agentLabel(latest, s);
+    setText($('#session-agent'), agent.version ? `${agent.name} v${agent.version}` : agent.name);
+    $('#session-sim').hidden = !agent.simulated;
+    const active = conn.state === 'connected' ? S.activeTurn(open) : null;
+    $('#session-live').hidden = !active;
+    renderPresence(open);
+  }
+
+  function renderPresence(open) {
+    const sum = presenceSummary(open.presence || [], principal.id);
+    const box = $('#session-presence');
+    const key = JSON.stringify([sum.count, (open.presence || []).map((w) => [w.userId, w.name])]);
+    if (box.dataset.key !== key) {
+      box.dataset.key = key;
+      const faces = (open.presence || []).slice(0, 5).map((w) => {
+        const a = h('span', { class: 'avatar avatar-small', title: w.userId === principal.id ? `${w.name} (you)` : w.name,
+          dataset: { userId: w.userId }, text: initials(w.name) });
+        a.style.setProperty('--hue', String(hueOf(w.userId)));
+        return a;
+      });
+      box.replaceChildren(h('span', { class: 'presence-faces' }, faces),
+        h('span', { class: 'presence-count', text: sum.watching }));
+      box.title = (open.presence || []).map((w) => w.name).join(', ');
+      box.setAttribute('aria-label', sum.count ? `${sum.count} watching: ${box.title}` : 'Nobody else is here');
+    }
+    const t = $('#typing');
+    setText(t, sum.typing);
+    t.hidden = !sum.typing;
+  }
+
+  // Screen readers hear status changes (a turn started, finished, failed,
+  // someone joined), never every streamed token.
+  let lastPresenceAnnounce = '';
+  function announceStatus(open) {
+    if (!open) return;
+    const say = [];
+    for (const t of open.turns.values()) {
+      const st = S.turnStatus(t, { meId: principal.id });
+      if (!st) continue;
+      const prev = announced.get(t.id);
+      announced.set(t.id, st.label);
+      if (prev !== undefined && prev !== st.label) say.push(`Turn ${st.label}${st.detail ? ': ' + st.detail : ''}`);
+    }
+    const who = (open.presence || []).map((w) => w.name).join(', ');
+    if (lastPresenceAnnounce && who !== lastPresenceAnnounce) say.push(`Watching now: ${who || 'nobody else'}`);
+    lastPresenceAnnounce = who || ' ';
+    if (say.length) setText($('#announce'), say.join('. '));
+  }
+
+  function currentRole() {
+    return (principal.workspaces.find((w) => w.id === state.workspace) || {}).role || '';
+  }
+
+  function canPrompt() {
+    const subagent = !!(state.open && state.open.session && state.open.session.parentId);
+    return currentRole() !== 'viewer' && !subagent;
   }
 
   // ---- connection state ----
   conn.addEventListener('state', (e) => {
     const d = e.detail;
     header.setConnection(d);
+    const banner = $('#offline-banner');
     if (d.state === 'connected') {
+      banner.hidden = true;
       adoptServerPrincipal(d.principal);
       if (d.offsetUnit) S.setOffsetUnit(d.offsetUnit);
+      if (d.agent) serverAgent = d.agent;
+      if (d.limits) {
+        limits = { maxFrame: d.limits.maxFrameBytes || MAX_FRAME_BYTES, maxPrompt: d.limits.maxPromptBytes || MAX_PROMPT_BYTES };
+      }
       if (d.refreshed) return;
+      // Errors about the connection are stale once it is back.
+      if (['unavailable', 'rate_limited'].includes(composerErrorCode)) showComposerError(null);
+      if (state.open && state.open.error && ['unavailable', 'internal'].includes(state.open.error.code)) state.open.error = null;
       for (const p of state.pending.values()) if (p.status === 'waiting') send(p);
       composer.showNote('');
-    } else if (d.state === 'offline' && !d.fatal) {
-      composer.showNote('You are offline. Messages you send wait and go out once the connection is back.');
+    } else if (d.connectedOnce || d.state === 'offline') {
+      typing.stop();
+      setText(banner.querySelector('.offline-text'), explainDisconnect(d));
+      banner.hidden = false;
+      if (d.state === 'offline' && !d.fatal) composer.showNote('Messages you send now wait and go out once the connection is back.');
     }
     update();
   });
@@ -216,7 +325,7 @@ function start(token, claimsPrincipal) {
     const err = e.detail.error;
     if (err && err.code === 'unauthenticated') {
       auth.signOut();
-      showSignIn(`The server did not accept your sign-in token (${err.code}: ${err.message}). Get a fresh link.`);
+      showSignIn(`The server did not accept your sign-in token (${err.message}). Open a fresh sign-in link.`);
       return;
     }
     showComposerError(err || { code: 'unavailable', message: e.detail.reason });
@@ -335,6 +444,7 @@ function start(token, claimsPrincipal) {
       onSnapshot(snap) {
         if (!isMine()) return;
         S.applySessionSnapshot(state, snap);
+        learnNames(state.open.presence);
         if (!Array.isArray(snap && snap.messages)) loadHistory(id);
         update();
       },
@@ -412,6 +522,12 @@ function start(token, claimsPrincipal) {
     // Outer blank lines and trailing spaces are never meaningful.
     const text = raw.replace(/^(\s*\n)+/, '').replace(/\s+$/, '');
     if (!text) return;
+    const size = checkPrompt(text, limits);
+    if (!size.ok) {
+      showComposerError(size.error); // the text stays in the box
+      return;
+    }
+    typing.stop();
     showComposerError(null);
     composer.showNote('');
     const open = state.open;
@@ -436,15 +552,18 @@ function start(token, claimsPrincipal) {
     update();
     const ws = state.workspace;
     try {
+      // A prompt too big for one WebSocket frame goes over HTTP: same
+      // operation, same clientSubmitId, same answers.
+      const call = checkPrompt(p.text, limits).viaHttp ? httpRequest : (op, input) => conn.request(op, input);
       if (!p.sessionId) {
-        const res = await conn.request('session.create', { workspace: ws, content: { text: p.text }, clientSubmitId: p.clientSubmitId });
+        const res = await call('session.create', { workspace: ws, content: { text: p.text }, clientSubmitId: p.clientSubmitId });
         p.sessionId = res.session.id;
         p.turnId = res.turn ? res.turn.id : '';
         markDone(p);
         S.upsertSession(state, res.session);
         if (!state.open && state.workspace === ws) navigate(ws, res.session.id);
       } else {
-        const res = await conn.request('turn.message.submit', {
+        const res = await call('turn.message.submit', {
           workspace: ws, sessionId: p.sessionId, clientSubmitId: p.clientSubmitId, content: { text: p.text },
         });
         p.turnId = res.turn ? res.turn.id : '';
@@ -477,6 +596,29 @@ function start(token, claimsPrincipal) {
       }
     }
     update();
+  }
+
+  // httpRequest runs a submit over REST with the same token.
+  async function httpRequest(op, input) {
+    const { workspace, sessionId, ...body } = input;
+    const base = `/v1/workspaces/${encodeURIComponent(workspace)}/sessions`;
+    const path = op === 'session.create' ? base : `${base}/${encodeURIComponent(sessionId)}/messages`;
+    let res;
+    try {
+      res = await fetch(path, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${conn.token}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    } catch (e) {
+      throw Object.assign(new Error('the request did not reach the server'), { code: 'unavailable', reason: 'connection_lost', retryable: true });
+    }
+    const data = await res.json().catch(() => null);
+    if (!res.ok) {
+      const we = (data && data.error) || { code: 'unavailable', message: `HTTP ${res.status}` };
+      throw Object.assign(new Error(we.message || `HTTP ${res.status}`), we);
+    }
+    return data;
   }
 
   function markDone(p) {
@@ -591,7 +733,16 @@ function start(token, claimsPrincipal) {
   window.addEventListener('hashchange', route);
   document.addEventListener('visibilitychange', () => { if (!document.hidden) update(); });
   document.addEventListener('keydown', (e) => {
-    if (e.key === 'Escape') document.body.classList.remove('sidebar-open');
+    if (e.key !== 'Escape' || e.defaultPrevented) return;
+    if (document.body.classList.contains('sidebar-open')) {
+      document.body.classList.remove('sidebar-open');
+      return;
+    }
+    // Esc stops the running turn (as in agent CLIs), when you may stop it.
+    if (canPrompt() && conn.state === 'connected' && S.activeTurn(state.open)) {
+      e.preventDefault();
+      onStop();
+    }
   });
   $('#scrim').addEventListener('click', () => document.body.classList.remove('sidebar-open'));
   setInterval(update, 30000); // relative times

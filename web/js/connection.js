@@ -225,7 +225,7 @@ export class Connection extends EventTarget {
         this.attempt = 0;
         this._setState('connected', {
           epoch: msg.serverEpoch || '', connectionId: msg.connectionId || '',
-          principal: msg.principal || null, offsetUnit: msg.offsetUnit || '',
+          principal: msg.principal || null, offsetUnit: msg.offsetUnit || '', agent: msg.agent || null, limits: msg.limits || null,
           retryAt: 0, reason: '', connectedOnce: true, refreshed,
         });
         if (refreshed) return;

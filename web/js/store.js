@@ -6,6 +6,9 @@
 // message_update {message}) except message_delta, which appends live text
 // at an offset and is superseded by the next message_update.
 
+import { presenceList } from './presence.js';
+import { explainFailure } from './explain.js';
+
 // ---------- state ----------
 
 export function createState() {
@@ -28,6 +31,7 @@ export function openSession(state, sessionId) {
     turns: new Map(),
     messages: new Map(),
     interactions: new Map(), // root turn id -> [interaction] (the tree's latest-turn interactions)
+    history: new Map(), // turn id -> [interaction]: durable history (snapshot, turn.list pages)
     queue: null,
     presence: [],
     goal: null,
@@ -137,9 +141,11 @@ export function applySessionSnapshot(state, snap) {
   for (const m of arrayOf(snap, 'messages')) putMessage(open, m);
   open.interactions = new Map();
   if (snap && snap.interactionTree) setInteractions(open, snap.interactionTree);
+  open.history = new Map();
+  addHistory(open, arrayOf(snap, 'interactions'));
   if (snap && snap.queue) open.queue = snap.queue;
   if (snap && snap.goal) open.goal = snap.goal;
-  if (snap && Array.isArray(snap.presence)) open.presence = snap.presence;
+  if (snap && snap.presence) open.presence = presenceList(snap.presence);
   open.turnsHasMore = !!(snap && snap.turnsHasMore);
   open.messagesHasMore = !!(snap && snap.messagesHasMore);
   open.loaded = true;
@@ -155,6 +161,38 @@ export function addMessages(state, page) {
 export function addTurns(state, page) {
   if (!state.open) return;
   for (const t of arrayOf(page, 'turns')) putTurn(state.open, t);
+  addHistory(state.open, arrayOf(page, 'interactions'));
+}
+
+// addHistory records interactions of past turns (any state) by turn.
+export function addHistory(open, list) {
+  for (const i of list || []) {
+    if (!i || !i.turnId) continue;
+    const cur = (open.history.get(i.turnId) || []).filter((x) => interactionKey(x) !== interactionKey(i));
+    cur.push(i);
+    open.history.set(i.turnId, cur);
+  }
+}
+
+export function interactionKey(i) {
+  return `${i.sessionId || ''}/${i.turnId || ''}/${i.requestId || i.id || ''}`;
+}
+
+// turnInteractions is what to show under one of the session's turns: the
+// durable history merged with the live tree (live wins: it is newer), in
+// the order the agent asked.
+export function turnInteractions(open, turnId) {
+  const by = new Map();
+  for (const i of open.history.get(turnId) || []) by.set(interactionKey(i), i);
+  for (const i of open.interactions.get(turnId) || []) by.set(interactionKey(i), i);
+  return [...by.values()].sort(byAsked);
+}
+
+function byAsked(a, b) {
+  const ca = a.createdAt || '';
+  const cb = b.createdAt || '';
+  if (ca !== cb) return ca < cb ? -1 : 1;
+  return (a.requestId || '') < (b.requestId || '') ? -1 : 1;
 }
 
 // olderCursors: where to page back from (smallest message version and
@@ -204,7 +242,8 @@ export function applySessionEvent(state, kind, payload) {
       return true;
     case 'presence':
       if (!open) return false;
-      open.presence = arrayOf(payload, 'watchers', 'users', 'presence');
+      if (payload.sessionId && payload.sessionId !== open.id) return false;
+      open.presence = presenceList(payload);
       return true;
     default:
       return false;
@@ -329,12 +368,7 @@ export function applyMessageDelta(open, d) {
 export function setInteractions(open, p) {
   if (!open || !p) return;
   const turnId = p.turnId || '';
-  const list = arrayOf(p, 'interactions', 'items').slice().sort((a, b) => {
-    const ca = a.createdAt || '';
-    const cb = b.createdAt || '';
-    if (ca !== cb) return ca < cb ? -1 : 1;
-    return (a.requestId || '') < (b.requestId || '') ? -1 : 1;
-  });
+  const list = arrayOf(p, 'interactions', 'items').slice().sort(byAsked);
   if (list.length === 0) open.interactions.delete(turnId);
   else open.interactions.set(turnId, list);
 }
@@ -424,25 +458,26 @@ export function isActivePhase(phase) {
   return phase !== 'settled';
 }
 
-const FAILURE_TEXT = {
-  execution_status_unknown: 'the agent lost track of this turn; its outcome is unknown',
-  provider_rejected: 'the agent rejected the prompt',
-  provider_state_lost: 'the agent lost its session state',
-  delivery_unknown: 'the prompt may not have reached the agent',
-  provider_error: 'the agent reported an error',
-  max_tokens: 'the agent ran out of tokens',
-  refusal: 'the agent refused',
-  outcome_unknown: 'the outcome is unknown',
-};
-
 export function failureText(reason) {
-  return FAILURE_TEXT[reason] || '';
+  const f = explainFailure(reason);
+  return `${f.text} ${f.next}`;
 }
 
-// turnStatus maps a Turn to the status line shown under it.
-export function turnStatus(t) {
+// stoppedBy names who stopped a turn, or '' when nobody is recorded.
+function stoppedBy(t, meId) {
+  if (!t.canceledBy && !t.canceledByName) return '';
+  if (meId && t.canceledBy === meId) return 'you';
+  return t.canceledByName || t.canceledBy;
+}
+
+// turnStatus maps a Turn to the status line shown under it. Offline, an
+// active turn's state is not known: it says so instead of "working".
+export function turnStatus(t, { meId = '', offline = false } = {}) {
   if (!t) return null;
   const stopping = !!t.cancelRequested;
+  if (offline && t.phase !== 'settled') {
+    return { label: 'status unknown while offline', tone: 'muted', active: false };
+  }
   switch (t.phase) {
     case 'queued':
     case 'dispatched':
@@ -451,18 +486,38 @@ export function turnStatus(t) {
       return { label: stopping ? 'stopping…' : 'sending…', tone: 'pending', active: true };
     case 'durably_accepted':
       return { label: stopping ? 'stopping…' : 'agent is working…', tone: 'working', active: true };
-    case 'settled':
+    case 'settled': {
+      const by = stoppedBy(t, meId);
       switch (t.outcome) {
         case 'completed': return { label: 'completed', tone: 'ok', active: false };
-        case 'canceled': return { label: 'canceled', tone: 'muted', active: false };
-        case 'interrupted': return { label: 'interrupted', tone: 'muted', active: false };
-        case 'failed':
-          return { label: `failed: ${t.failureReason || t.stopReason || 'unknown reason'}`, tone: 'error', active: false, detail: failureText(t.failureReason) };
+        case 'canceled': return { label: by ? `Stopped by ${by}` : 'stopped', tone: 'muted', active: false };
+        case 'interrupted': return { label: by ? `Interrupted by ${by}` : 'interrupted', tone: 'muted', active: false };
+        case 'failed': {
+          // A graceful restart stays outcome unknown, but says what it was.
+          const f = explainFailure(t.stopReason === 'server_shutdown' ? 'server_shutdown' : t.failureReason);
+          return { label: 'failed', tone: 'error', active: false, detail: `${f.text} ${f.next}`, reason: t.failureReason || '' };
+        }
         default: return { label: t.outcome || 'settled', tone: 'muted', active: false };
       }
+    }
     default:
       return { label: t.phase || 'unknown', tone: 'muted', active: true };
   }
+}
+
+// agentLabel is the agent that ran a turn, as the turn recorded it (never
+// today's configuration): {name, version, simulated}.
+export function agentLabel(turn, session) {
+  const a = (turn && turn.agent) || null;
+  if (a && a.name) return { name: a.name, version: a.version || '', simulated: !!a.simulated };
+  return { name: (session && session.agent) || 'Agent', version: '', simulated: !!(session && session.simulated) };
+}
+
+// authorLabel names a user message's author: the display name recorded at
+// admission, then the turn's, then one learned from presence, never a raw
+// id unless nothing else is known.
+export function authorLabel(m, turn, names) {
+  return m.authorName || (turn && turn.submittedByName) || (names && names.get(m.author)) || m.author || 'Someone';
 }
 
 // ---------- pending submissions ----------

@@ -77,9 +77,20 @@ test('turn status and phase monotonicity', () => {
   S.applySessionEvent(st, 'turn_update', { turn: { id: 't1', sessionId: 's1', phase: 'dispatched' } });
   const t = st.open.turns.get('t1');
   assert.equal(t.phase, 'settled');
-  assert.equal(S.turnStatus(t).label, 'failed: provider_error');
+  assert.equal(S.turnStatus(t).label, 'failed');
+  assert.match(S.turnStatus(t).detail, /agent reported an error.*Retry this prompt/);
   assert.equal(S.turnStatus({ phase: 'queued' }).label, 'sending…');
-  assert.equal(S.turnStatus({ phase: 'settled', outcome: 'canceled' }).label, 'canceled');
+  assert.equal(S.turnStatus({ phase: 'settled', outcome: 'canceled' }).label, 'stopped');
+  assert.equal(S.turnStatus({ phase: 'settled', outcome: 'canceled', canceledBy: 'bob', canceledByName: 'Bob' }).label, 'Stopped by Bob');
+  assert.equal(S.turnStatus({ phase: 'settled', outcome: 'canceled', canceledBy: 'me', canceledByName: 'Me' }, { meId: 'me' }).label, 'Stopped by you');
+  // A graceful restart is explained as one, not as a crash.
+  const restart = S.turnStatus({ phase: 'settled', outcome: 'failed', failureReason: 'execution_status_unknown', stopReason: 'server_shutdown' });
+  assert.match(restart.detail, /planned restart/);
+  assert.doesNotMatch(S.turnStatus({ phase: 'settled', outcome: 'failed', failureReason: 'execution_status_unknown' }).detail, /restart/);
+  // Offline, a running turn is not claimed to be working.
+  const off = S.turnStatus({ phase: 'durably_accepted' }, { offline: true });
+  assert.equal(off.active, false);
+  assert.match(off.label, /unknown while offline/);
   assert.equal(S.turnStatus({ phase: 'settled', outcome: 'completed' }).label, 'completed');
 });
 
@@ -150,4 +161,54 @@ test('relative time', () => {
   assert.equal(S.relativeTime('2025-01-10T11:55:00Z', now), '5 min ago');
   assert.equal(S.relativeTime('2025-01-10T09:00:00Z', now), '3 h ago');
   assert.equal(S.relativeTime('2025-01-09T10:00:00Z', now), 'yesterday');
+});
+
+test('interaction history survives the live tree moving on', () => {
+  const st = openState();
+  const it = (turnId, requestId, state, at, extra = {}) => ({ sessionId: 's1', turnId, requestId, state, createdAt: at, ...extra });
+  S.applySessionSnapshot(st, {
+    session: { id: 's1', activeTurnId: 't2' },
+    turns: [{ id: 't2', sessionId: 's1', phase: 'durably_accepted' }, { id: 't1', sessionId: 's1', phase: 'settled', outcome: 'completed' }],
+    messages: [],
+    interactionTree: { turnId: 't2', interactions: [it('t2', 'r3', 'pending', '2025-01-01T00:00:03Z')] },
+    interactions: [
+      it('t1', 'r2', 'superseded', '2025-01-01T00:00:02Z', { resolution: 'withdrawn' }),
+      it('t1', 'r1', 'answered', '2025-01-01T00:00:01Z', { answeredBy: 'alice', answeredByName: 'Alice', response: { optionId: 'allow' }, resolution: 'delivered' }),
+      it('t2', 'r3', 'pending', '2025-01-01T00:00:03Z'),
+    ],
+  });
+  assert.deepEqual(S.turnInteractions(st.open, 't1').map((i) => i.requestId), ['r1', 'r2'], 'in the order asked');
+  assert.match(S.interactionStatus(S.turnInteractions(st.open, 't1')[0], true).text, /Answered by Alice/);
+  // The live tree answers r3: it wins over the history's pending copy.
+  S.applySessionEvent(st, 'interaction_snapshot', { turnId: 't2', interactions: [it('t2', 'r3', 'answered', '2025-01-01T00:00:03Z', { answeredByName: 'Bob' })] });
+  assert.equal(S.turnInteractions(st.open, 't2')[0].state, 'answered');
+  // A new turn empties the live tree for t3; t1's and t2's history stays.
+  S.applySessionEvent(st, 'interaction_snapshot', { turnId: 't3', interactions: [] });
+  assert.equal(S.turnInteractions(st.open, 't1').length, 2);
+  // Paging older turns brings their history too.
+  S.addTurns(st, { turns: [{ id: 't0', sessionId: 's1', phase: 'settled' }], interactions: [it('t0', 'r0', 'canceled', '2025-01-01T00:00:00Z')] });
+  assert.equal(S.turnInteractions(st.open, 't0')[0].state, 'canceled');
+});
+
+test('names come from the turn, never a raw id when a name is known', () => {
+  const names = new Map([['carol', 'Carol']]);
+  assert.equal(S.authorLabel({ author: 'alice', authorName: 'Alice' }, null, names), 'Alice');
+  assert.equal(S.authorLabel({ author: 'bob' }, { submittedByName: 'Bob' }, names), 'Bob');
+  assert.equal(S.authorLabel({ author: 'carol' }, {}, names), 'Carol');
+  assert.equal(S.authorLabel({ author: 'dave' }, {}, names), 'dave');
+  // Labels come from the turn that ran, not the session's creation.
+  const session = { agent: 'Ensemble sim agent', simulated: true };
+  assert.deepEqual(S.agentLabel({ agent: { name: 'acp-example-agent', version: '0.1', simulated: false } }, session),
+    { name: 'acp-example-agent', version: '0.1', simulated: false });
+  assert.deepEqual(S.agentLabel({}, session), { name: 'Ensemble sim agent', version: '', simulated: true });
+});
+
+test('presence events replace the list; other sessions are ignored', () => {
+  const st = openState();
+  S.applySessionEvent(st, 'presence', { sessionId: 's1', watchers: [{ userId: 'a', name: 'Alice', typing: true }, { userId: 'b', name: 'Bob' }] });
+  assert.deepEqual(st.open.presence.map((w) => w.name), ['Alice', 'Bob']);
+  assert.equal(S.applySessionEvent(st, 'presence', { sessionId: 'other', watchers: [] }), false);
+  assert.equal(st.open.presence.length, 2);
+  S.applySessionSnapshot(st, { session: { id: 's1' }, turns: [], messages: [], presence: { sessionId: 's1', watchers: [{ userId: 'b', name: 'Bob' }] } });
+  assert.deepEqual(st.open.presence.map((w) => w.name), ['Bob']);
 });

@@ -2,6 +2,7 @@
 // Send, and Stop while a turn is running. Errors show inline under it.
 
 import { setText, setAttr } from '../dom.js';
+import { errorLine } from '../explain.js';
 
 export function createComposer(root, { onSubmit, onStop, onEdit }) {
   const form = root; // <form id="composer">
@@ -82,7 +83,7 @@ export function createComposer(root, { onSubmit, onStop, onEdit }) {
         status.hidden = true;
         return;
       }
-      setText(status, typeof err === 'string' ? err : `${err.code || 'error'}: ${err.message || 'request failed'}`);
+      setText(status, typeof err === 'string' ? err : errorLine(err));
       setAttr(status, 'data-code', err.code || null);
       status.hidden = false;
     },
@@ -91,10 +92,13 @@ export function createComposer(root, { onSubmit, onStop, onEdit }) {
       note.hidden = !text;
     },
     // render: {busy, stopping, disabled, placeholder}
-    render({ busy, stopping, disabled, placeholder, sendLabel }) {
+    render({ busy, stopping, disabled, placeholder, sendLabel, reason }) {
       blocked = !!disabled;
       ta.disabled = !!disabled;
       if (placeholder && ta.placeholder !== placeholder) ta.placeholder = placeholder;
+      // A control a role cannot use says why.
+      setAttr(send, 'title', disabled && reason ? reason : null);
+      setAttr(ta, 'title', disabled && reason ? reason : null);
       stop.hidden = !busy;
       stop.disabled = !!stopping;
       setText(stop.querySelector('.label'), stopping ? 'Stopping…' : 'Stop');

@@ -39,14 +39,15 @@ export function createSessionList(root, { onOpen, onLoadMore }) {
     return it;
   }
 
-  function render(state) {
+  // Offline, whether a turn still runs is unknown: no live dots then.
+  function render(state, { connected = true } = {}) {
     const sessions = sortedSessions(state);
     const nodes = [];
     const seen = new Set();
     for (const s of sessions) {
       const it = item(s);
       seen.add(s.id);
-      const live = !!s.activeTurnId;
+      const live = connected && !!s.activeTurnId;
       setText(it.title, s.title && s.title.trim() ? s.title : 'Untitled session');
       it.title.classList.toggle('untitled', !(s.title && s.title.trim()));
       setText(it.agent, s.agent || 'agent');

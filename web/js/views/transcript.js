@@ -6,8 +6,10 @@
 import { h, icon, setText, setAttr, reconcile, initials } from '../dom.js';
 import {
   sortedMessages, messageText, turnStatus, visiblePending, clockTime, splitFences,
-  actionable, interactionStatus, respondNote,
+  actionable, interactionStatus, respondNote, turnInteractions, authorLabel, agentLabel,
 } from '../store.js';
+import { markdownView, diffSlot, parsePlan, planView } from '../render.js';
+import { errorLine } from '../explain.js';
 
 export const SIM_HINTS = [
   { cmd: '/sim words=300', what: 'stream about 300 words' },
@@ -15,6 +17,9 @@ export const SIM_HINTS = [
   { cmd: '/sim think', what: 'show the agent thinking first' },
   { cmd: '/sim hang', what: 'a turn that never ends — try Stop' },
   { cmd: '/sim permission', what: 'the agent asks for approval — anyone can answer' },
+  { cmd: '/sim markdown', what: 'an answer with headings, a table and code' },
+  { cmd: '/sim diff', what: 'an edit shown as a diff, and an approval with it' },
+  { cmd: '/sim checklist', what: 'a plan checked off live' },
 ];
 
 export function createTranscript(root, handlers) {
@@ -64,7 +69,9 @@ export function createTranscript(root, handlers) {
 
     const nodes = [];
     if (!open) {
-      nodes.push(view('welcome', () => welcomeView(handlers)).el);
+      const v = view('welcome', () => welcomeView(handlers));
+      v.update();
+      nodes.push(v.el);
     } else if (open.error && !open.loaded) {
       const v = view('open-error', () => errorView());
       v.update(open.error, 'This session could not be opened.');
@@ -74,7 +81,7 @@ export function createTranscript(root, handlers) {
     } else {
       if (open.error) {
         const v = view('refresh-error', () => noteView('alert'));
-        v.update(`Live updates for this session stopped — ${open.error.code || 'error'}: ${open.error.message || 'unknown error'}`);
+        v.update(`Live updates for this session stopped. ${errorLine(open.error)}`);
         nodes.push(v.el);
       }
       if (open.deleted) {
@@ -86,39 +93,60 @@ export function createTranscript(root, handlers) {
       const msgs = sortedMessages(open).filter((m) => !(m.role === 'agent' && (m.kind || 'text') === 'text' && !messageText(m).trim()
         && (!m.streaming || (open.turns.get(m.turnId) || {}).phase === 'settled')));
       if (msgs.length === 0 && visiblePending(state, open.id).length === 0) {
-        nodes.push(view('empty-session', () => emptySessionView(handlers)).el);
+        const v = view('empty-session', () => emptySessionView(handlers));
+        v.update();
+        nodes.push(v.el);
       }
       if (open.messagesHasMore) {
         const v = view('earlier', () => earlierView(handlers));
         v.update(open.loadingEarlier);
         nodes.push(v.el);
       }
-      const agentName = (open.session && open.session.agent) || 'Agent';
-      const simulated = !!(open.session && open.session.simulated);
+      // An ACP plan is re-reported whole on every change: show one
+      // checklist per turn, where the first report was, with the latest.
+      const latestPlan = new Map();
+      for (const m of msgs) if (isPlan(m)) latestPlan.set(m.turnId, m);
+      const planShown = new Set();
       for (let i = 0; i < msgs.length; i++) {
         const m = msgs[i];
         const prev = msgs[i - 1];
-        const continued = !!(prev && prev.turnId === m.turnId && prev.role === 'agent' && m.role === 'agent');
-        const v = view(`m:${m.id}:${m.role}:${m.kind}`, () => messageView(m));
         const turn = open.turns.get(m.turnId);
-        // A settled turn streams nothing more, whatever the message says.
-        const shown = m.streaming && turn && turn.phase === 'settled' ? { ...m, streaming: false } : m;
-        v.update(shown, { ...ctx, agentName, simulated, continued });
-        nodes.push(v.el);
+        const mctx = { ...ctx, turn, agent: agentLabel(turn, open.session) };
+        if (isPlan(m)) {
+          if (!planShown.has(m.turnId)) {
+            planShown.add(m.turnId);
+            const v = view(`plan:${m.turnId}`, planMessageView);
+            v.update(latestPlan.get(m.turnId), mctx);
+            nodes.push(v.el);
+          }
+        } else {
+          const continued = !!(prev && prev.turnId === m.turnId && prev.role === 'agent' && m.role === 'agent');
+          const v = view(`m:${m.id}:${m.role}:${m.kind}`, () => messageView(m));
+          // A settled turn streams nothing more, whatever the message says.
+          const shown = m.streaming && turn && turn.phase === 'settled' ? { ...m, streaming: false } : m;
+          v.update(shown, { ...mctx, continued });
+          nodes.push(v.el);
+        }
         const next = msgs[i + 1];
-        if (!next || next.turnId !== m.turnId) {
-          const rootTurn = open.turns.get(m.turnId);
-          for (const it of open.interactions.get(m.turnId) || []) {
-            const iv = view(`i:${it.sessionId}:${it.turnId}:${it.requestId || it.id}`, () => interactionView(handlers));
-            iv.update(it, { open, rootTurnId: m.turnId, rootSettled: !!(rootTurn && rootTurn.phase === 'settled'), ctx });
-            nodes.push(iv.el);
-          }
-          const t = open.turns.get(m.turnId);
-          if (t) {
-            const sv = view(`t:${t.id}`, turnStatusView);
-            sv.update(t, open.session && open.session.activeTurnId === t.id);
-            nodes.push(sv.el);
-          }
+        const last = !next || next.turnId !== m.turnId;
+        // Interaction cards sit where the agent asked: after the tool call
+        // they are about (with its live status), else at the turn's end.
+        const its = turnInteractions(open, m.turnId);
+        const toolId = m.kind === 'tool_call' && m.tool ? m.tool.id : '';
+        for (const it of its) {
+          const about = it.requestId || (it.tool && it.tool.id);
+          const placed = msgs.some((x) => x.turnId === m.turnId && x.kind === 'tool_call' && x.tool && x.tool.id === about);
+          const here = toolId ? about === toolId : last && !placed;
+          if (!here) continue;
+          const tool = toolId ? m.tool : null;
+          const iv = view(`i:${it.sessionId}:${it.turnId}:${it.requestId || it.id}`, () => interactionView(handlers));
+          iv.update(it, { open, rootTurnId: m.turnId, rootSettled: !!(turn && turn.phase === 'settled'), ctx, tool });
+          nodes.push(iv.el);
+        }
+        if (last && turn) {
+          const sv = view(`t:${turn.id}`, () => turnStatusView(handlers));
+          sv.update(turn, open.session && open.session.activeTurnId === turn.id, { ...ctx, prompt: promptOf(msgs, turn.id) });
+          nodes.push(sv.el);
         }
       }
     }
@@ -147,6 +175,15 @@ export function createTranscript(root, handlers) {
   }
 
   return { render, scrollToBottom };
+}
+
+function isPlan(m) {
+  return m.role === 'agent' && (m.kind === 'notice') && !!parsePlan(messageText(m));
+}
+
+function promptOf(msgs, turnId) {
+  const m = msgs.find((x) => x.turnId === turnId && x.role === 'user');
+  return m ? messageText(m) : '';
 }
 
 // ---------- rich text (plain text + ``` fenced code) ----------
@@ -190,15 +227,18 @@ function richText() {
 function header() {
   const avatar = h('span', { class: 'avatar' });
   const author = h('span', { class: 'author' });
+  const version = h('span', { class: 'agent-version' });
   const badge = h('span', { class: 'badge badge-sim', text: 'simulated', title: 'The built-in sim agent: scripted output, no model' });
   const time = h('time', { class: 'msg-time' });
-  const el = h('header', { class: 'msg-head' }, avatar, author, badge, time);
+  const el = h('header', { class: 'msg-head' }, avatar, author, version, badge, time);
   return {
     el,
-    set({ name, avatarText, sim, at, you, hue }) {
+    set({ name, avatarText, sim, at, you, hue, agentVersion }) {
       setText(avatar, avatarText);
       if (hue != null) avatar.style.setProperty('--hue', String(hue));
       setText(author, name);
+      setText(version, agentVersion ? `v${agentVersion}` : '');
+      version.hidden = !agentVersion;
       author.classList.toggle('you', !!you);
       badge.hidden = !sim;
       setText(time, clockTime(at));
@@ -208,18 +248,22 @@ function header() {
   };
 }
 
+// authorName: the agent as the turn recorded it; people by the display
+// name recorded at admission (never a raw id when a name is known).
 function authorName(m, ctx) {
-  if (m.role === 'agent') return { name: ctx.agentName, avatarText: '✦', sim: ctx.simulated };
+  if (m.role === 'agent') {
+    const a = ctx.agent || { name: 'Agent' };
+    return { name: a.name, avatarText: '✦', sim: a.simulated, agentVersion: a.version };
+  }
   if (m.role === 'system') return { name: 'System', avatarText: 'i' };
   const me = ctx.principal && m.author && m.author === ctx.principal.id;
   if (me) return { name: ctx.principal.name || 'You', avatarText: initials(ctx.principal.name), you: true };
-  const known = ctx.names && ctx.names.get(m.author);
-  const name = known || m.author || 'Someone';
+  const name = authorLabel(m, ctx.turn, ctx.names);
   return { name, avatarText: initials(name), hue: hueOf(m.author || name) };
 }
 
 // hueOf gives each collaborator a stable avatar colour.
-function hueOf(s) {
+export function hueOf(s) {
   let x = 0;
   for (let i = 0; i < s.length; i++) x = (x * 31 + s.charCodeAt(i)) >>> 0;
   return x % 360;
@@ -242,7 +286,8 @@ function tagMessage(el, m) {
 
 function textView(side) {
   const head = header();
-  const body = richText();
+  // Agent output is markdown; what people typed is shown as they typed it.
+  const body = side === 'agent' ? markdownView() : richText();
   const caret = h('span', { class: 'caret', 'aria-hidden': 'true' });
   const bubble = h('div', { class: 'msg-body' }, body.el, caret);
   const el = h('article', { class: `msg msg-${side}` }, head.el, bubble);
@@ -267,7 +312,7 @@ function thoughtView() {
   const head = header();
   const label = h('span', { class: 'thought-label' });
   const preview = h('span', { class: 'thought-preview' });
-  const body = richText();
+  const body = markdownView();
   const details = h('details', { class: 'thought' },
     h('summary', null, icon('think'), label, preview),
     h('div', { class: 'thought-body' }, body.el));
@@ -299,9 +344,10 @@ function toolView() {
   const out = h('details', { class: 'tool-output' }, h('summary', null, 'Output'), outPre);
   const inPre = h('pre', { class: 'tool-input-text' });
   const input = h('details', { class: 'tool-input' }, h('summary', null, 'Input'), inPre);
-  const text = richText();
+  const text = markdownView();
+  const diffs = diffSlot('tool-diffs');
   const card = h('div', { class: 'tool-card' },
-    h('div', { class: 'tool-head' }, ic, title, kind, status), text.el, input, out);
+    h('div', { class: 'tool-head' }, ic, title, kind, status), text.el, diffs.el, input, out);
   const el = h('article', { class: 'msg msg-agent msg-tool' }, head.el, card);
   let iconName = '';
   return {
@@ -329,6 +375,24 @@ function toolView() {
       input.hidden = !inputText || inputText === '{}' || inputText === 'null';
       setText(outPre, t.output || '');
       out.hidden = !t.output;
+      diffs.set(t.diffs);
+    },
+  };
+}
+
+// planMessageView is an ACP plan: a checklist, updated in place as the
+// agent reports progress.
+function planMessageView() {
+  const head = header();
+  const plan = planView();
+  const el = h('article', { class: 'msg msg-agent msg-plan' }, head.el, plan.el);
+  return {
+    el,
+    update(m, ctx) {
+      tagMessage(el, m);
+      setAttr(el, 'data-kind', 'plan');
+      head.set({ ...authorName(m, ctx), at: m.createdAt });
+      plan.set(parsePlan(messageText(m)) || []);
     },
   };
 }
@@ -349,15 +413,20 @@ function noticeView() {
 
 // ---------- turn status ----------
 
-function turnStatusView() {
+function turnStatusView(handlers) {
   const spin = h('span', { class: 'spinner', 'aria-hidden': 'true' });
   const label = h('span', { class: 'turn-label' });
   const detail = h('span', { class: 'turn-detail' });
-  const el = h('div', { class: 'turn-status', role: 'status' }, spin, label, detail);
+  const retry = h('button', { type: 'button', class: 'btn btn-small btn-secondary turn-retry', text: 'Retry this prompt' });
+  const el = h('div', { class: 'turn-status' }, spin, label, detail, retry);
+  let prompt = '';
+  retry.addEventListener('click', () => handlers.onRetryPrompt(prompt));
   return {
     el,
-    update(t, isActive) {
-      const st = turnStatus(t);
+    update(t, isActive, ctx = {}) {
+      const st = turnStatus(t, { meId: ctx.principal && ctx.principal.id, offline: ctx.connected === false });
+      prompt = ctx.prompt || '';
+      retry.hidden = !(st.tone === 'error' && prompt && ctx.canPrompt);
       setAttr(el, 'data-turn-id', t.id);
       setAttr(el, 'data-phase', t.phase || '');
       setAttr(el, 'data-outcome', t.outcome || '');
@@ -365,7 +434,7 @@ function turnStatusView() {
       setAttr(el, 'data-active', st.active && isActive !== false ? 'true' : 'false');
       spin.hidden = !st.active;
       setText(label, st.label);
-      setText(detail, st.detail ? `— ${st.detail}` : '');
+      setText(detail, st.detail || '');
       detail.hidden = !st.detail;
       setAttr(el, 'title', t.settledAt ? `settled ${new Date(t.settledAt).toLocaleString()}` : null);
     },
@@ -391,24 +460,28 @@ function interactionView(handlers) {
   const toolLine = h('div', { class: 'interaction-tool' });
   const inPre = h('pre', { class: 'tool-input-text' });
   const input = h('details', { class: 'tool-input' }, h('summary', null, 'Details'), inPre);
+  const diffs = diffSlot('interaction-diffs');
   const options = h('div', { class: 'interaction-options' });
+  const why = h('div', { class: 'interaction-why' });
   const note = h('input', { class: 'interaction-note', type: 'text', maxlength: '2000',
     placeholder: 'Optional note for the agent (sent with a decline)', 'aria-label': 'Note for the agent' });
   const status = h('div', { class: 'interaction-status', role: 'status' });
   const mine = h('div', { class: 'interaction-mine' });
   const err = h('div', { class: 'inline-error', role: 'alert' });
   const el = h('div', { class: 'interaction' },
-    h('div', { class: 'interaction-head' }, icon('key'), kind, from), title, prompt.el, toolLine, input, options, note, status, mine, err);
+    h('div', { class: 'interaction-head' }, icon('key'), kind, from), title, prompt.el, toolLine, diffs.el, input, options, why, note, status, mine, err);
   let lastKey = '';
   let current = null;
   let busy = false;
   return {
     el,
-    update(it, { open, rootTurnId, rootSettled }) {
+    update(it, { open, rootTurnId, rootSettled, ctx, tool }) {
       current = it;
       const requestId = it.requestId || it.id;
       const state = it.state || 'pending';
-      const canAnswer = actionable(open, rootTurnId, it);
+      const open_ = actionable(open, rootTurnId, it);
+      // A role that cannot answer sees the buttons disabled, with why.
+      const canAnswer = open_ && ctx.canAnswer;
       setAttr(el, 'data-request-id', requestId);
       setAttr(el, 'data-turn-id', it.turnId || '');
       setAttr(el, 'data-session-id', it.sessionId || '');
@@ -424,13 +497,20 @@ function interactionView(handlers) {
       title.hidden = !it.title || it.title === it.prompt;
       prompt.set(it.prompt || '');
       prompt.el.hidden = !it.prompt;
-      const t = it.tool || {};
-      const toolText = [t.kind, t.title && t.title !== it.title ? t.title : '', t.status].filter(Boolean).join(' · ');
+      // The tool's live status comes from its tool-call message, when known.
+      const t = { ...(it.tool || {}), ...(tool ? { status: tool.status || (it.tool || {}).status } : {}) };
+      setAttr(el, 'data-tool-status', t.status || null);
+      const toolText = [t.kind, t.title && t.title !== it.title ? t.title : '', t.status ? t.status.replace(/_/g, ' ') : ''].filter(Boolean).join(' · ');
       setText(toolLine, toolText ? `Tool call: ${toolText}` : '');
       toolLine.hidden = !toolText;
       const inputText = t.input == null ? '' : (typeof t.input === 'string' ? t.input : JSON.stringify(t.input, null, 2));
       setText(inPre, inputText);
       input.hidden = !inputText || inputText === '{}' || inputText === 'null';
+      diffs.set(t.diffs);
+      // The diff is what is approved: the raw input is then detail only.
+      if (t.diffs && t.diffs.length) input.hidden = true;
+      setText(why, open_ && !ctx.canAnswer ? ctx.answerBlocked || 'Your role cannot answer this.' : '');
+      why.hidden = !why.textContent;
       const opts = it.options || [];
       const key = JSON.stringify([canAnswer, opts, it.response || null]);
       if (key !== lastKey) {
@@ -444,6 +524,7 @@ function interactionView(handlers) {
             dataset: { optionId: id, optionKind: o.kind || '' }, text: o.name || id,
           });
           b.disabled = !canAnswer || busy;
+          if (open_ && !ctx.canAnswer) b.title = ctx.answerBlocked || '';
           b.addEventListener('click', () => answer(id, /^reject/.test(o.kind || '')));
           return b;
         }));
@@ -471,7 +552,7 @@ function interactionView(handlers) {
       });
       setText(mine, respondNote(res, optionId));
     } catch (e) {
-      setText(err, `${e.code || 'error'}: ${e.message}`);
+      setText(err, errorLine(e));
     } finally {
       busy = false;
       lastKey = '';
@@ -504,9 +585,7 @@ function pendingView(handlers) {
       head.set({ name: me.name || 'You', avatarText: initials(me.name), you: true, at: new Date(p.createdAt).toISOString() });
       body.set(p.text);
       let msg;
-      if (p.status === 'failed' && p.error && p.error.code === 'outcome_unknown') {
-        msg = `outcome_unknown: ${p.error.message} — the agent may or may not have it. Retry asks again with the same id; it is never sent twice.`;
-      } else if (p.status === 'failed' && p.error) msg = `Could not confirm this message — ${p.error.code}: ${p.error.message}`;
+      if (p.status === 'failed' && p.error) msg = errorLine(p.error);
       else if (p.status === 'waiting' || (p.status === 'sending' && !ctx.connected)) msg = 'Waiting for the connection… it goes out once it is back, never twice.';
       else if (p.sessionId === '') msg = 'Starting a new session…';
       else msg = 'sending…';
@@ -519,6 +598,13 @@ function pendingView(handlers) {
 
 // ---------- empty and error states ----------
 
+// hints are the sim agent's directives; they show only while the server
+// runs the sim agent (update() re-checks once the connection says so).
+function hints(handlers, intro) {
+  const el = h('div', { class: 'hints-box' }, h('p', { class: 'hint-intro' }, intro), hintList(handlers));
+  return { el, update() { el.hidden = !handlers.isSim(); } };
+}
+
 function hintList(handlers) {
   return h('ul', { class: 'hints' }, SIM_HINTS.map((x) => h('li', null,
     h('button', { type: 'button', class: 'hint-chip', dataset: { hint: x.cmd }, onclick: () => handlers.onHint(x.cmd) }, h('code', null, x.cmd)),
@@ -526,22 +612,22 @@ function hintList(handlers) {
 }
 
 function welcomeView(handlers) {
+  const hb = hints(handlers, 'This server runs the built-in sim agent (no AI model). It understands:');
   const el = h('section', { class: 'empty-state', id: 'welcome' },
     h('div', { class: 'empty-mark' }, icon('logo', 'icon icon-xl')),
     h('h2', null, 'Start a session'),
     h('p', null, 'Type what you want the agent to do below and press Enter — that starts a new session everyone in this workspace can watch and join. Or pick a session from the list to follow it live.'),
-    h('p', { class: 'hint-intro' }, 'Trying the built-in sim agent? It understands:'),
-    hintList(handlers));
-  return { el, update() {} };
+    hb.el);
+  return { el, update: hb.update };
 }
 
 function emptySessionView(handlers) {
+  const hb = hints(handlers, 'The sim agent understands:');
   const el = h('section', { class: 'empty-state compact' },
     h('h2', null, 'Nothing here yet'),
     h('p', null, 'Send the first message below to get the agent started. Everyone in the workspace sees it live.'),
-    h('p', { class: 'hint-intro' }, 'The sim agent understands:'),
-    hintList(handlers));
-  return { el, update() {} };
+    hb.el);
+  return { el, update: hb.update };
 }
 
 function loadingView() {
@@ -558,7 +644,7 @@ function errorView() {
     el,
     update(err, what) {
       setText(title, what);
-      setText(msg, `${err.code || 'error'}: ${err.message || 'unknown error'}`);
+      setText(msg, errorLine(err));
     },
   };
 }
