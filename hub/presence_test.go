@@ -63,7 +63,8 @@ func (f *flakyPresence) Put(ctx context.Context, ws, replica string, es []Presen
 // presence, which reads identity and subscriptions only.
 func fakeConn(t *testing.T, h *Hub, tp *topic, id, user, name string) *Conn {
 	t.Helper()
-	c := &Conn{h: h, id: id, since: time.Now()}
+	// writing: frames stay queued, as no socket would take them.
+	c := &Conn{h: h, id: id, since: time.Now(), writing: true}
 	c.SetIdentity(user, name)
 	tp.mu.Lock()
 	c.subMu.Lock()
