@@ -1,9 +1,6 @@
 package host
 
-import (
-	"context"
-	"errors"
-)
+import "context"
 
 // Resume policy. When the agent cannot load a session's provider session
 // (its history is gone there), the Host never starts over silently: the
@@ -76,7 +73,7 @@ func (h *Host) ContinueFresh(ctx context.Context, in ContinueFreshInput) (Sessio
 		t, err := h.store.GetTurn(ctx, out.WorkspaceID, out.ID, out.ActiveTurnID)
 		if err == nil && t.Phase == PhaseQueued {
 			// The reconciler would send it within a second; send it now.
-			if rerr := h.redrive(ctx, t); rerr != nil && !errors.Is(rerr, errContextLost) {
+			if _, rerr := h.redrive(ctx, t); rerr != nil {
 				h.log.Warn("continue fresh: dispatch failed; the reconciler retries", "turn", t.ID, "err", rerr)
 			}
 		}

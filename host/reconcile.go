@@ -250,7 +250,7 @@ func (h *Host) reconcileTurn(ctx context.Context, t Turn) bool {
 		if now.Sub(t.UpdatedAt) < redriveGrace {
 			return false
 		}
-		if err := h.redrive(ctx, t); err != nil {
+		if _, err := h.redrive(ctx, t); err != nil && !errors.Is(err, errContextLost) {
 			h.log.Warn("turn reconciler: redrive failed; will retry", "turn", t.ID, "err", err)
 			h.work.failed(t.ID, now)
 		}
@@ -281,12 +281,13 @@ func (h *Host) deliverCancel(ctx context.Context, ref TurnRef) bool {
 	return rep.Confirmed
 }
 
-// redrive dispatches a queued Turn whose claim is still prepared. It is a
-// no-op when another dispatch of this process drives it, and exact across
-// processes: only one queued → dispatched commit can succeed.
-func (h *Host) redrive(ctx context.Context, t Turn) error {
+// redrive dispatches a queued Turn whose claim is still prepared and
+// returns it. It is a no-op when another dispatch of this process drives
+// it, and exact across processes: only one queued → dispatched commit can
+// succeed.
+func (h *Host) redrive(ctx context.Context, t Turn) (Turn, error) {
 	if !h.work.drive(t.ID) {
-		return nil
+		return t, nil
 	}
 	c, err := h.store.GetClaim(ctx, t.WorkspaceID, t.ClientSubmitID)
 	if err == nil && (c.TurnID != t.ID || c.State != ClaimPrepared) {
@@ -296,23 +297,11 @@ func (h *Host) redrive(ctx context.Context, t Turn) error {
 	if err == nil {
 		s, err = h.store.GetSession(ctx, t.WorkspaceID, t.SessionID)
 	}
-	if err == nil && s.ContextLost {
-		err = errWaitsForChoice
-	}
 	if err != nil {
 		h.work.release(t.ID)
-		if errors.Is(err, errWaitsForChoice) {
-			return nil // a member decides (ContinueFresh); nothing to retry
-		}
-		return err
+		return t, err
 	}
-	_, err = h.dispatch(ctx, s, t, c, s.Provisional)
-	if errors.Is(err, errContextLost) {
-		return nil
-	}
-	return err
+	// dispatch answers errContextLost for a session that waits for a
+	// member's choice (ContinueFresh).
+	return h.dispatch(ctx, s, t, c, s.Provisional)
 }
-
-// errWaitsForChoice: the session's agent context is lost; its queued Turn
-// waits for ContinueFresh.
-var errWaitsForChoice = errors.New("waits for a member's choice")

@@ -201,15 +201,8 @@ func (h *Host) replay(ctx context.Context, c SubmitClaim, in SendInput, content 
 		if !mine {
 			return h.forwardSend(ctx, owner, in)
 		}
-		if h.work.drive(t.ID) {
-			s, err := h.store.GetSession(ctx, c.WorkspaceID, c.SessionID)
-			if err != nil {
-				h.work.release(t.ID)
-				return SendResult{}, storeErr(err, "session %s", c.SessionID)
-			}
-			if t, err = h.dispatch(ctx, s, t, c, s.Provisional); err != nil {
-				return SendResult{}, err
-			}
+		if t, err = h.redrive(ctx, t); err != nil {
+			return SendResult{}, storeErr(err, "submit")
 		}
 	}
 	return SendResult{Disposition: DispositionTurnStarted, Turn: &t, Replayed: true}, nil

@@ -239,6 +239,7 @@ function start(token, claimsPrincipal) {
     const agent = S.agentLabel(latest, s);
     setText($('#session-agent'), agent.version ? `${agent.name} v${agent.version}` : agent.name);
     $('#session-sim').hidden = !agent.simulated;
+    $('#context-lost').hidden = !s.contextLost;
     const active = conn.state === 'connected' ? S.activeTurn(open) : null;
     $('#session-live').hidden = !active;
     renderPresence(open);
@@ -650,6 +651,25 @@ function start(token, claimsPrincipal) {
     }
   }
 
+  // The explicit choice for a session whose agent context is lost: its
+  // queued prompt goes to a fresh agent session.
+  async function onContinueFresh() {
+    const open = state.open;
+    if (!open) return;
+    const btn = $('#continue-fresh');
+    btn.disabled = true;
+    showComposerError(null);
+    try {
+      const res = await conn.request('session.continueFresh', { workspace: state.workspace, sessionId: open.id });
+      if (res.session) S.upsertSession(state, res.session);
+    } catch (err) {
+      showComposerError(err);
+    } finally {
+      btn.disabled = false;
+      update();
+    }
+  }
+
   async function onStop() {
     const open = state.open;
     const t = S.activeTurn(open);
@@ -730,6 +750,7 @@ function start(token, claimsPrincipal) {
   titleInput.addEventListener('blur', saveRename);
 
   $('#new-session').addEventListener('click', onNewSession);
+  $('#continue-fresh').addEventListener('click', onContinueFresh);
   window.addEventListener('hashchange', route);
   document.addEventListener('visibilitychange', () => { if (!document.hidden) update(); });
   document.addEventListener('keydown', (e) => {
