@@ -136,6 +136,9 @@ func TestBrowserCollaboration(t *testing.T) {
 	if got := js[string](t, alice, "watching", `document.querySelector('#session-presence .presence-count').textContent`); got != "3 watching" {
 		t.Fatalf("presence count %q", got)
 	}
+	// The session list says who watches each session (workspace presence).
+	waitJS(t, alice, "the session list counts watchers",
+		`document.querySelector('#session-list [data-session-id="`+sid+`"] .session-watching').textContent === '3 watching'`)
 
 	// Typing: Bob types, Alice sees it; it stops when Bob stops.
 	do(t, bob, "Bob types", chromedp.Click(chromedp.CSS(`#composer textarea`)), chromedp.KeyEvent("hel"))
