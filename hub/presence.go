@@ -46,7 +46,7 @@ type Watcher struct {
 	UserID   string    `json:"userId"`
 	Name     string    `json:"name,omitempty"`
 	Since    time.Time `json:"since"`
-	Typing   bool      `json:"typing"`
+	Typing   bool      `json:"typing"` // session topics only
 	Replicas []string  `json:"replicas"`
 	// Sessions lists the sessions this person watches (workspace topic only).
 	Sessions []string `json:"sessions,omitempty"`
@@ -79,7 +79,9 @@ func MergePresence(entries []PresenceEntry, sessionID string) Presence {
 		if w.Name == "" {
 			w.Name = e.Name
 		}
-		w.Typing = w.Typing || (e.Typing && e.SessionID != "")
+		// Typing is about a session; the workspace list leaves it out so
+		// keystrokes do not churn every workspace watcher.
+		w.Typing = w.Typing || (e.Typing && sessionID != "")
 		if !slices.Contains(w.Replicas, e.Replica) {
 			w.Replicas = append(w.Replicas, e.Replica)
 		}

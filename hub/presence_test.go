@@ -39,9 +39,9 @@ func TestMergePresence(t *testing.T) {
 	if len(ws.Watchers) != 3 || !slices.Equal(ws.Watchers[0].Sessions, []string{"s1"}) {
 		t.Fatalf("workspace presence %+v", ws.Watchers)
 	}
-	// Typing is only ever about a session.
-	if ws.Watchers[0].UserID != "alice" || !ws.Watchers[0].Typing {
-		t.Fatalf("alice types in s1: %+v", ws.Watchers[0])
+	// Typing is only ever about a session: the workspace list omits it.
+	if ws.Watchers[0].UserID != "alice" || ws.Watchers[0].Typing {
+		t.Fatalf("workspace presence carries no typing: %+v", ws.Watchers[0])
 	}
 }
 
