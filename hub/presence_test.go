@@ -165,13 +165,13 @@ func BenchmarkPresenceTick(b *testing.B) {
 	for i := range 1000 {
 		fakeConn(t, h, topics[i%50], "c"+itoa(i), "u"+itoa(i%300), "User "+itoa(i%300))
 	}
-	published := map[string]presencePut{}
+	ps := newPresenceState()
 	now := time.Now()
-	h.presenceTick(published, now)
+	h.presenceTick(ps, now)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		h.presenceTick(published, now)
+		h.presenceTick(ps, now)
 	}
 }
 
