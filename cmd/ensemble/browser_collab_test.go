@@ -275,9 +275,10 @@ func TestBrowserCollaboration(t *testing.T) {
 		/Live updates paused — reconnecting/.test(document.querySelector('#offline-banner').textContent)`)
 	offline := js[[]any](t, alice, "offline state", `[document.querySelector('#stop').hidden, document.querySelector('#session-live').hidden,
 		[...document.querySelectorAll('#transcript .turn-status[data-active="true"]')].length,
-		document.querySelectorAll('#session-list .live-dot.on').length]`)
-	if offline[0] != true || offline[1] != true || offline[2] != 0.0 || offline[3] != 0.0 {
-		t.Fatalf("offline, nothing may claim the agent is working: %v", offline)
+		document.querySelectorAll('#session-list .live-dot.on').length,
+		document.querySelectorAll('#session-presence [data-user-id]').length + document.querySelectorAll('#session-list .session-watching:not([hidden])').length]`)
+	if offline[0] != true || offline[1] != true || offline[2] != 0.0 || offline[3] != 0.0 || offline[4] != 0.0 {
+		t.Fatalf("offline, nothing may claim the agent is working or who is here: %v", offline)
 	}
 	screenshot(t, alice, "06-offline")
 	back := startServer(t, dataDir, "--sim-rate", "5ms", "--addr", p.addr)
