@@ -2,9 +2,10 @@ package hub
 
 import (
 	"context"
+	"encoding/binary"
+	"hash/maphash"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 )
@@ -46,7 +47,7 @@ type Watcher struct {
 	UserID   string    `json:"userId"`
 	Name     string    `json:"name,omitempty"`
 	Since    time.Time `json:"since"`
-	Typing   bool      `json:"typing"`
+	Typing   bool      `json:"typing"` // session topics only
 	Replicas []string  `json:"replicas"`
 	// Sessions lists the sessions this person watches (workspace topic only).
 	Sessions []string `json:"sessions,omitempty"`
@@ -79,7 +80,9 @@ func MergePresence(entries []PresenceEntry, sessionID string) Presence {
 		if w.Name == "" {
 			w.Name = e.Name
 		}
-		w.Typing = w.Typing || (e.Typing && e.SessionID != "")
+		// Typing is about a session; the workspace list leaves it out so
+		// keystrokes do not churn every workspace watcher.
+		w.Typing = w.Typing || (e.Typing && sessionID != "")
 		if !slices.Contains(w.Replicas, e.Replica) {
 			w.Replicas = append(w.Replicas, e.Replica)
 		}
@@ -202,35 +205,47 @@ func (h *Hub) presenceLoop() {
 	defer h.wg.Done()
 	tick := time.NewTicker(h.cfg.PresenceInterval)
 	defer tick.Stop()
-	published := map[string]presencePut{} // ws → what we last put
+	ps := newPresenceState()
 	for {
 		select {
 		case <-h.ctx.Done():
-			h.withdrawPresence(published)
+			h.withdrawPresence(ps)
 			return
 		case <-tick.C:
 		case <-h.pwake:
 			select {
 			case <-h.ctx.Done():
-				h.withdrawPresence(published)
+				h.withdrawPresence(ps)
 				return
 			case <-time.After(h.cfg.PresenceInterval / 4):
 			}
 		}
-		h.presenceTick(published, time.Now())
+		h.presenceTick(ps, time.Now())
 	}
 }
 
+// presenceState is what the loop remembers between rounds, per workspace:
+// what it last published (and when), and what it last merged, both as
+// hashes, so a round in which nothing changed allocates almost nothing.
+type presenceState struct {
+	published map[string]presencePut
+	merged    map[string]uint64
+}
+
 type presencePut struct {
-	key string
-	at  time.Time
+	hash uint64
+	at   time.Time
+}
+
+func newPresenceState() *presenceState {
+	return &presenceState{published: map[string]presencePut{}, merged: map[string]uint64{}}
 }
 
 // presenceTick is one round: collect, publish changes (and refresh before
 // expiry), read everyone's, emit what changed.
-func (h *Hub) presenceTick(published map[string]presencePut, now time.Time) {
+func (h *Hub) presenceTick(ps *presenceState, now time.Time) {
 	local := h.localPresence(now)
-	for ws := range published {
+	for ws := range ps.published {
 		if _, ok := local[ws]; !ok {
 			local[ws] = nil // withdraw
 		}
@@ -238,9 +253,9 @@ func (h *Hub) presenceTick(published map[string]presencePut, now time.Time) {
 	ctx, cancel := context.WithTimeout(h.ctx, h.cfg.PresenceInterval*2)
 	defer cancel()
 	for ws, entries := range local {
-		key := presenceKey(entries)
-		last, had := published[ws]
-		if had && last.key == key && now.Sub(last.at) < h.cfg.PresenceTTL/3 {
+		sum := entriesHash(entries, 0)
+		last, had := ps.published[ws]
+		if had && last.hash == sum && now.Sub(last.at) < h.cfg.PresenceTTL/3 {
 			continue
 		}
 		if !had && len(entries) == 0 {
@@ -251,17 +266,29 @@ func (h *Hub) presenceTick(published map[string]presencePut, now time.Time) {
 			continue
 		}
 		if len(entries) == 0 {
-			delete(published, ws)
+			delete(ps.published, ws)
 		} else {
-			published[ws] = presencePut{key: key, at: now}
+			ps.published[ws] = presencePut{hash: sum, at: now}
 		}
 	}
-	for ws, topics := range h.presenceTopics() {
+	topicsByWS := h.presenceTopics()
+	for ws := range ps.merged {
+		if _, ok := topicsByWS[ws]; !ok {
+			delete(ps.merged, ws)
+		}
+	}
+	for ws, topics := range topicsByWS {
 		all, err := h.cfg.Presence.List(ctx, ws)
 		if err != nil {
 			h.log.Warn("hub: read presence", "workspace", ws, "err", err)
 			continue
 		}
+		// Nothing changed anywhere (same entries, same topics): skip the merge.
+		sum := entriesHash(all, uint64(len(topics)))
+		if last, ok := ps.merged[ws]; ok && last == sum {
+			continue
+		}
+		ps.merged[ws] = sum
 		// One pass to bucket by session, so each topic merges only its own.
 		bySession := map[string][]PresenceEntry{}
 		for _, e := range all {
@@ -279,25 +306,37 @@ func (h *Hub) presenceTick(published map[string]presencePut, now time.Time) {
 	}
 }
 
-func (h *Hub) withdrawPresence(published map[string]presencePut) {
+func (h *Hub) withdrawPresence(ps *presenceState) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	for ws := range published {
+	for ws := range ps.published {
 		_ = h.cfg.Presence.Put(ctx, ws, h.cfg.Epoch, nil, h.cfg.PresenceTTL)
 	}
 }
 
-// presenceKey identifies an entry list for change detection.
-func presenceKey(es []PresenceEntry) string {
-	var b strings.Builder
+var presenceSeed = maphash.MakeSeed()
+
+// entriesHash fingerprints an entry list (order-independent, no
+// allocation) for change detection; extra mixes in other state.
+func entriesHash(es []PresenceEntry, extra uint64) uint64 {
+	sum := extra*0x9e3779b97f4a7c15 + uint64(len(es))
+	var h maphash.Hash
+	h.SetSeed(presenceSeed)
 	for _, e := range es {
-		b.WriteString(e.Conn + "\x00" + e.SessionID + "\x00" + e.UserID + "\x00" + e.Name)
-		if e.Typing {
-			b.WriteString("\x00t")
+		h.Reset()
+		for _, s := range [...]string{e.UserID, e.Name, e.SessionID, e.Replica, e.Conn} {
+			h.WriteString(s)
+			h.WriteByte(0)
 		}
-		b.WriteByte('\n')
+		var b [9]byte
+		binary.LittleEndian.PutUint64(b[:8], uint64(e.Since.UnixNano()))
+		if e.Typing {
+			b[8] = 1
+		}
+		h.Write(b[:])
+		sum += h.Sum64() // a sum: the order of entries does not matter
 	}
-	return b.String()
+	return sum
 }
 
 // presenceTopics lists the live topics per workspace.
@@ -316,8 +355,8 @@ func (h *Hub) presenceTopics() map[string][]*topic {
 	return out
 }
 
-// localPresence collects this replica's entries per workspace, in a
-// stable order.
+// localPresence collects this replica's entries per workspace (in no
+// particular order: change detection hashes them order-independently).
 func (h *Hub) localPresence(now time.Time) map[string][]PresenceEntry {
 	out := map[string][]PresenceEntry{}
 	for ws, topics := range h.presenceTopics() {
@@ -340,12 +379,6 @@ func (h *Hub) localPresence(now time.Time) map[string][]PresenceEntry {
 				}
 			}
 		}
-		sort.Slice(es, func(i, j int) bool {
-			if es[i].Conn != es[j].Conn {
-				return es[i].Conn < es[j].Conn
-			}
-			return es[i].SessionID < es[j].SessionID
-		})
 		if len(es) > 0 {
 			out[ws] = es
 		}

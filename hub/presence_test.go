@@ -39,9 +39,9 @@ func TestMergePresence(t *testing.T) {
 	if len(ws.Watchers) != 3 || !slices.Equal(ws.Watchers[0].Sessions, []string{"s1"}) {
 		t.Fatalf("workspace presence %+v", ws.Watchers)
 	}
-	// Typing is only ever about a session.
-	if ws.Watchers[0].UserID != "alice" || !ws.Watchers[0].Typing {
-		t.Fatalf("alice types in s1: %+v", ws.Watchers[0])
+	// Typing is only ever about a session: the workspace list omits it.
+	if ws.Watchers[0].UserID != "alice" || ws.Watchers[0].Typing {
+		t.Fatalf("workspace presence carries no typing: %+v", ws.Watchers[0])
 	}
 }
 
@@ -165,13 +165,13 @@ func BenchmarkPresenceTick(b *testing.B) {
 	for i := range 1000 {
 		fakeConn(t, h, topics[i%50], "c"+itoa(i), "u"+itoa(i%300), "User "+itoa(i%300))
 	}
-	published := map[string]presencePut{}
+	ps := newPresenceState()
 	now := time.Now()
-	h.presenceTick(published, now)
+	h.presenceTick(ps, now)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		h.presenceTick(published, now)
+		h.presenceTick(ps, now)
 	}
 }
 

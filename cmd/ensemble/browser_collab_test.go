@@ -136,6 +136,9 @@ func TestBrowserCollaboration(t *testing.T) {
 	if got := js[string](t, alice, "watching", `document.querySelector('#session-presence .presence-count').textContent`); got != "3 watching" {
 		t.Fatalf("presence count %q", got)
 	}
+	// The session list says who watches each session (workspace presence).
+	waitJS(t, alice, "the session list counts watchers",
+		`document.querySelector('#session-list [data-session-id="`+sid+`"] .session-watching').textContent === '3 watching'`)
 
 	// Typing: Bob types, Alice sees it; it stops when Bob stops.
 	do(t, bob, "Bob types", chromedp.Click(chromedp.CSS(`#composer textarea`)), chromedp.KeyEvent("hel"))
@@ -272,9 +275,10 @@ func TestBrowserCollaboration(t *testing.T) {
 		/Live updates paused — reconnecting/.test(document.querySelector('#offline-banner').textContent)`)
 	offline := js[[]any](t, alice, "offline state", `[document.querySelector('#stop').hidden, document.querySelector('#session-live').hidden,
 		[...document.querySelectorAll('#transcript .turn-status[data-active="true"]')].length,
-		document.querySelectorAll('#session-list .live-dot.on').length]`)
-	if offline[0] != true || offline[1] != true || offline[2] != 0.0 || offline[3] != 0.0 {
-		t.Fatalf("offline, nothing may claim the agent is working: %v", offline)
+		document.querySelectorAll('#session-list .live-dot.on').length,
+		document.querySelectorAll('#session-presence [data-user-id]').length + document.querySelectorAll('#session-list .session-watching:not([hidden])').length]`)
+	if offline[0] != true || offline[1] != true || offline[2] != 0.0 || offline[3] != 0.0 || offline[4] != 0.0 {
+		t.Fatalf("offline, nothing may claim the agent is working or who is here: %v", offline)
 	}
 	screenshot(t, alice, "06-offline")
 	back := startServer(t, dataDir, "--sim-rate", "5ms", "--addr", p.addr)

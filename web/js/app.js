@@ -246,12 +246,14 @@ function start(token, claimsPrincipal) {
   }
 
   function renderPresence(open) {
-    const sum = presenceSummary(open.presence || [], principal.id);
+    // Offline, who is here is not known: show nobody rather than a stale list.
+    const watchers = conn.state === 'connected' ? open.presence || [] : [];
+    const sum = presenceSummary(watchers, principal.id);
     const box = $('#session-presence');
-    const key = JSON.stringify([sum.count, (open.presence || []).map((w) => [w.userId, w.name])]);
+    const key = JSON.stringify([sum.count, watchers.map((w) => [w.userId, w.name])]);
     if (box.dataset.key !== key) {
       box.dataset.key = key;
-      const faces = (open.presence || []).slice(0, 5).map((w) => {
+      const faces = watchers.slice(0, 5).map((w) => {
         const a = h('span', { class: 'avatar avatar-small', title: w.userId === principal.id ? `${w.name} (you)` : w.name,
           dataset: { userId: w.userId }, text: initials(w.name) });
         a.style.setProperty('--hue', String(hueOf(w.userId)));
@@ -259,7 +261,7 @@ function start(token, claimsPrincipal) {
       });
       box.replaceChildren(h('span', { class: 'presence-faces' }, faces),
         h('span', { class: 'presence-count', text: sum.watching }));
-      box.title = (open.presence || []).map((w) => w.name).join(', ');
+      box.title = watchers.map((w) => w.name).join(', ');
       box.setAttribute('aria-label', sum.count ? `${sum.count} watching: ${box.title}` : 'Nobody else is here');
     }
     const t = $('#typing');

@@ -12,7 +12,8 @@ export function presenceList(p) {
     const id = w && (w.userId || w.id);
     if (!id || seen.has(id)) continue;
     seen.add(id);
-    out.push({ userId: id, name: w.name || id, since: w.since || '', typing: !!w.typing, replicas: w.replicas || [] });
+    out.push({ userId: id, name: w.name || id, since: w.since || '', typing: !!w.typing, replicas: w.replicas || [],
+      sessions: w.sessions || [] });
   }
   return out;
 }

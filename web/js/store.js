@@ -18,6 +18,7 @@ export function createState() {
     sessionsLoaded: false,
     sessionsCursor: '',
     sessionsError: null,
+    wsPresence: [], // everyone connected to the workspace (with the sessions they watch)
     open: null, // see openSession
     pending: new Map(), // clientSubmitId -> pending submission
     now: Date.now(),
@@ -56,6 +57,7 @@ export function applyWorkspaceSnapshot(state, snap) {
   state.sessionsLoaded = true;
   state.sessionsCursor = (snap && snap.nextCursor) || '';
   state.sessionsError = null;
+  if (snap && snap.presence) state.wsPresence = presenceList(snap.presence);
   if (state.open && state.sessions.has(state.open.id)) {
     state.open.session = mergeSession(state.open.session, state.sessions.get(state.open.id));
   }
@@ -77,7 +79,17 @@ export function applyWorkspaceEvent(state, kind, payload) {
     removeSession(state, payload.sessionId);
     return true;
   }
+  if (kind === 'presence' && payload) {
+    state.wsPresence = presenceList(payload);
+    return true;
+  }
   return false;
+}
+
+// watchersOf lists the people watching one session, from the workspace
+// presence (for the session list).
+export function watchersOf(state, sessionId) {
+  return state.wsPresence.filter((w) => (w.sessions || []).includes(sessionId));
 }
 
 export function removeSession(state, id) {

@@ -212,3 +212,12 @@ test('presence events replace the list; other sessions are ignored', () => {
   S.applySessionSnapshot(st, { session: { id: 's1' }, turns: [], messages: [], presence: { sessionId: 's1', watchers: [{ userId: 'b', name: 'Bob' }] } });
   assert.deepEqual(st.open.presence.map((w) => w.name), ['Bob']);
 });
+
+test('workspace presence says who watches which session', () => {
+  const st = S.createState();
+  S.applyWorkspaceSnapshot(st, { sessions: [{ id: 'a' }, { id: 'b' }], presence: { watchers: [{ userId: 'u1', name: 'Ann', sessions: ['a'] }] } });
+  assert.deepEqual(S.watchersOf(st, 'a').map((w) => w.name), ['Ann']);
+  assert.equal(S.applyWorkspaceEvent(st, 'presence', { watchers: [{ userId: 'u1', name: 'Ann', sessions: ['b'] }, { userId: 'u2', name: 'Bo', sessions: ['b'] }] }), true);
+  assert.equal(S.watchersOf(st, 'a').length, 0);
+  assert.deepEqual(S.watchersOf(st, 'b').map((w) => w.name), ['Ann', 'Bo']);
+});

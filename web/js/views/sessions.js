@@ -2,7 +2,7 @@
 // session, updated in place as session_summary events arrive.
 
 import { h, setText, setAttr, reconcile } from '../dom.js';
-import { sortedSessions, relativeTime } from '../store.js';
+import { sortedSessions, relativeTime, watchersOf } from '../store.js';
 
 export function createSessionList(root, { onOpen, onLoadMore }) {
   const list = root.querySelector('#session-list');
@@ -29,11 +29,12 @@ export function createSessionList(root, { onOpen, onLoadMore }) {
       const sub = h('span', { class: 'badge badge-sub', text: 'sub-agent', title: 'Started by the agent of another session; its approvals show there too' });
       const time = h('time', { class: 'session-time' });
       const pin = h('span', { class: 'session-pin', title: 'Pinned', text: '•' });
+      const watching = h('span', { class: 'session-watching' });
       const a = h('a', { class: 'session-link', href: `#session=${encodeURIComponent(s.id)}` },
-        h('span', { class: 'session-row' }, dot, title, pin),
+        h('span', { class: 'session-row' }, dot, title, pin, watching),
         h('span', { class: 'session-meta' }, agent, badge, sub, time));
       const li = h('li', { class: 'session-item', dataset: { sessionId: s.id } }, a);
-      it = { li, a, title, time, dot, agent, badge, pin, sub };
+      it = { li, a, title, time, dot, agent, badge, pin, sub, watching };
       items.set(s.id, it);
     }
     return it;
@@ -59,6 +60,12 @@ export function createSessionList(root, { onOpen, onLoadMore }) {
       setAttr(it.time, 'datetime', s.updatedAt || s.createdAt || null);
       setAttr(it.time, 'title', s.updatedAt ? new Date(s.updatedAt).toLocaleString() : null);
       it.dot.classList.toggle('on', live);
+      // Who watches it now (workspace presence, every replica).
+      const ws = connected ? watchersOf(state, s.id) : [];
+      setText(it.watching, ws.length ? `${ws.length} watching` : '');
+      setAttr(it.watching, 'title', ws.length ? `Watching: ${ws.map((w) => w.name).join(', ')}` : null);
+      setAttr(it.watching, 'aria-label', ws.length ? `${ws.length} watching` : null);
+      it.watching.hidden = !ws.length;
       setAttr(it.li, 'data-live', live ? 'true' : 'false');
       const current = !!(state.open && state.open.id === s.id);
       it.li.classList.toggle('active', current);
