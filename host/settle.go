@@ -96,6 +96,27 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 	return t, nil
 }
 
+// settleRetrying settles like settle, retrying a transient store failure a
+// few times: the failure that made the outcome unknown (a lost connection)
+// often fails the first attempt too, and recovery is the last resort.
+func (h *Host) settleRetrying(ctx context.Context, ref TurnRef, term Terminal) (Turn, error) {
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		t, err := h.settle(ctx, ref, term, "")
+		if err == nil || !CodeOf(err).Retryable() || attempt == 4 {
+			return t, err
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return t, err
+		case <-timer.C:
+		}
+		backoff *= 2
+	}
+}
+
 // afterSettle wakes what waits for a Turn to settle.
 func (h *Host) afterSettle(ref TurnRef, t Turn, err error) {
 	if err == nil && t.Settled() {

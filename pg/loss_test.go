@@ -200,9 +200,7 @@ func TestBackendsTerminatedWhileRequestsAreInFlight(t *testing.T) {
 				return nil
 			}
 			if time.Now().After(deadline) {
-				tu, terr := h.GetTurn(context.Background(), ws, sid, s.ActiveTurnID)
-				msgs, _ := st.ListMessages(context.Background(), ws, sid, host.MessageQuery{TurnID: s.ActiveTurnID})
-				return fmt.Errorf("DEBUG turn %+v %v msgs %+v", tu, terr, msgs)
+				return fmt.Errorf("session %s stays busy: %+v %v", sid, s, err)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

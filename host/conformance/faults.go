@@ -38,9 +38,9 @@ type faultStore struct {
 type sinkFault int
 
 const (
-	sinkCommit       sinkFault = iota
-	sinkFailBefore             // rolled back: unavailable before commit
-	sinkAmbiguous              // committed, but reported unavailable
+	sinkCommit     sinkFault = iota
+	sinkFailBefore           // rolled back: unavailable before commit
+	sinkAmbiguous            // committed, but reported unavailable
 )
 
 // sinkTx is one committed output transaction as the Host wrote it.

@@ -78,7 +78,7 @@ func (r *scriptRuntime) Cancel(context.Context, host.TurnRef) (host.CancelReport
 	return host.CancelReport{}, nil
 }
 func (r *scriptRuntime) Close(context.Context, string, string) error { return nil }
-func (r *scriptRuntime) Describe() host.AgentInfo                   { return host.AgentInfo{Name: "script"} }
+func (r *scriptRuntime) Describe() host.AgentInfo                    { return host.AgentInfo{Name: "script"} }
 
 // retrySink repeats a sink call while the Host reports a transient failure.
 func retrySink(call func() error) error {
@@ -225,7 +225,9 @@ var OutputAmbiguousCommit = Scenario{"output/ambiguous_commit_applied_once", fun
 	var sent []host.OutputEvent
 	seen := map[int64]bool{}
 	f.runtime.set(func(r *probeRuntime) {
-		r.wrapSink = func(k host.TurnSink) host.TurnSink { return &recordingSink{TurnSink: k, mu: &mu, sent: &sent, seen: seen} }
+		r.wrapSink = func(k host.TurnSink) host.TurnSink {
+			return &recordingSink{TurnSink: k, mu: &mu, sent: &sent, seen: seen}
+		}
 	})
 	f.store.mu.Lock()
 	f.store.sinkFault = func(n int) sinkFault { return sinkFault(n % 2 * int(sinkAmbiguous)) }

@@ -54,6 +54,8 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"DueAndRequeueRuntimeOperations", testDueAndRequeue},
 		{"DeleteProvisionalRemovesInteractions", testDeleteProvisionalRemovesInteractions},
 		{"Changes", testChanges},
+		{"AppendMessage", testAppendMessage},
+		{"AppliedSeq", testAppliedSeq},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {
