@@ -25,6 +25,9 @@ type turnSink struct {
 	accepted bool
 	// open holds message keys still streaming, closed at the terminal.
 	open map[string]bool
+	// phase is the latest pre-acceptance phase known durable, so a report
+	// of a phase already written costs no transaction.
+	phase TurnPhase
 
 	out outputQueue
 }
@@ -68,6 +71,12 @@ func (k *turnSink) Observed(ctx context.Context, phase TurnPhase) error {
 	if phaseRank(phase) < phaseRank(PhaseDispatched) || phaseRank(phase) >= phaseRank(PhaseDurablyAccepted) {
 		return Errorf(CodeInternal, "runtime reported phase %q through Observed", phase)
 	}
+	k.mu.Lock()
+	known := k.phase
+	k.mu.Unlock()
+	if phaseRank(phase) <= phaseRank(known) {
+		return nil // durable already (the Host writes dispatched itself)
+	}
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, _, err := k.load(ctx, tx, fenceUnsettled)
 		if err != nil {
@@ -82,6 +91,11 @@ func (k *turnSink) Observed(ctx context.Context, phase TurnPhase) error {
 	})
 	if errors.Is(err, errTurnSettled) {
 		return nil // a late report for a Turn that already ended
+	}
+	if err == nil {
+		k.mu.Lock()
+		k.phase = phase
+		k.mu.Unlock()
 	}
 	return err
 }
