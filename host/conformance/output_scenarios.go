@@ -461,3 +461,41 @@ var OutputBurstBatches = Scenario{"output/burst_commits_in_two_transactions", fu
 	}
 	checkTranscript(t, f.messages(s.ID, host.MessageQuery{TurnID: tr.ID}), tr.ID, evs, false)
 }}
+
+var PublishNeverDelaysCommits = Scenario{"commit/publish_never_delays_commits", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.host.FlushPublish()
+	before := f.obs.batchCount()
+	gate := make(chan struct{})
+	f.obs.gate.Store(&gate)
+	// Every publication hangs, yet the whole turn commits.
+	tr := f.waitSettled(f.mustSend(s.ID, "pub-1", "/sim words=40"))
+	if tr.Outcome != host.OutcomeCompleted {
+		t.Fatalf("turn while publication hangs: %+v", tr)
+	}
+	if n := f.obs.batchCount(); n != before {
+		t.Fatalf("%d batches published through a closed gate", n-before)
+	}
+	close(gate)
+	f.host.FlushPublish()
+	// Then everything is published, in commit order for the session.
+	var last int64
+	n := 0
+	for _, b := range f.obs.batchesSince(before) {
+		for _, fa := range b {
+			if fa.SessionID != s.ID || fa.Version == 0 {
+				continue
+			}
+			if fa.Version < last {
+				t.Fatalf("fact for version %d published after version %d", fa.Version, last)
+			}
+			last = fa.Version
+			n++
+		}
+	}
+	msgs := f.messages(s.ID, host.MessageQuery{})
+	if n == 0 || last != msgs[len(msgs)-1].Version {
+		t.Fatalf("published %d versioned facts up to %d; transcript at %d", n, last, msgs[len(msgs)-1].Version)
+	}
+}}

@@ -43,5 +43,6 @@ func Scenarios() []Scenario {
 		OutputAmbiguousCommit,
 		OutputFaultSchedules,
 		OutputBurstBatches,
+		PublishNeverDelaysCommits,
 	}
 }
