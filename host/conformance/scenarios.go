@@ -44,5 +44,6 @@ func Scenarios() []Scenario {
 		OutputFaultSchedules,
 		OutputBurstBatches,
 		PublishNeverDelaysCommits,
+		SubagentAmbiguousCommit,
 	}
 }
