@@ -61,6 +61,7 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 	}
 
 	sink := newTurnSink(h, ref, false)
+	sink.phase = PhaseDispatched // written by markDispatched
 	err = h.runtime.Dispatch(ctx, DispatchRequest{
 		Ref: ref, ProviderSessionID: start.ProviderSessionID, ClientSubmitID: c.ClientSubmitID,
 		Content: c.Content, OccurredAt: c.CreatedAt,

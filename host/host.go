@@ -55,6 +55,7 @@ type Host struct {
 	settleMu sync.Mutex
 	settleCh map[string]chan struct{}
 
+	pub       publisher // publish.go
 	pubMu     sync.Mutex
 	published map[int64]bool
 
@@ -140,9 +141,10 @@ func RandomID(prefix string) string {
 
 func (h *Host) nowUTC() time.Time { return h.now().UTC().Truncate(time.Millisecond) }
 
-// commit runs fn in one transaction and, after commit, publishes the facts
-// fn appended. Publication failure is logged, never returned: the outbox row
-// makes the fact durable and the relay republishes it.
+// commit runs fn in one transaction and, after commit, queues the facts fn
+// appended for publication (publish.go). Publication failure is logged,
+// never returned: the outbox row makes the fact durable and the relay
+// republishes it.
 func (h *Host) commit(ctx context.Context, fn func(tx Tx, emit func(...Fact)) error) error {
 	var facts []Fact
 	var ids []int64
@@ -166,23 +168,6 @@ func (h *Host) commit(ctx context.Context, fn func(tx Tx, emit func(...Fact)) er
 		h.publish(ctx, facts, ids)
 	}
 	return nil
-}
-
-// publish is the post-commit fast path. Rows it delivered are remembered so
-// the relay only marks them instead of publishing them a second time.
-func (h *Host) publish(ctx context.Context, facts []Fact, ids []int64) {
-	if h.observer == nil {
-		return
-	}
-	if err := h.observer.Publish(context.WithoutCancel(ctx), facts); err != nil {
-		h.log.Warn("publish facts failed; the outbox relay will retry", "err", err)
-		return
-	}
-	h.pubMu.Lock()
-	for _, id := range ids {
-		h.published[id] = true
-	}
-	h.pubMu.Unlock()
 }
 
 func dedupeFacts(in []Fact) []Fact {

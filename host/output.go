@@ -105,10 +105,15 @@ func (k *turnSink) commitQueued(ctx context.Context, done chan struct{}) {
 // idempotent (sequence numbers), so a retry after an ambiguous commit
 // applies nothing twice. Left-over failures surface through flush.
 func (k *turnSink) commitRetrying(ctx context.Context, batch []OutputEvent) error {
-	backoff := 20 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		err := k.commitOutput(ctx, batch)
-		if err == nil || !CodeOf(err).Retryable() || attempt == 3 {
+	return retryTransient(ctx, 4, 20*time.Millisecond, func() error { return k.commitOutput(ctx, batch) })
+}
+
+// retryTransient calls fn until it succeeds, fails with a non-retryable
+// error, or has been tried attempts times; the wait doubles from backoff.
+func retryTransient(ctx context.Context, attempts int, backoff time.Duration, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !CodeOf(err).Retryable() || attempt == attempts {
 			return err
 		}
 		t := time.NewTimer(backoff)

@@ -14,6 +14,7 @@ func (h *Host) Run(ctx context.Context) error {
 	wg.Go(func() { h.RunOperations(ctx) })
 	h.RunRelay(ctx)
 	wg.Wait()
+	h.FlushPublish() // the fast path's goroutines end with the Host
 	return nil
 }
 
@@ -38,6 +39,7 @@ func (h *Host) RunRelay(ctx context.Context) {
 // outbox rows still pending after the relay delay and marks them published.
 // Facts are hints carrying versions, so a duplicate is harmless.
 func (h *Host) RelayOnce(ctx context.Context) error {
+	h.FlushPublish()
 	if err := h.flushPublished(ctx); err != nil {
 		return err
 	}

@@ -58,6 +58,7 @@ func TestRelayAcrossReplicasPublishesEachMissedFactOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	a.FlushPublish() // the fast path publishes asynchronously
 	if obsA.count() != 10 {
 		t.Fatalf("fast path published %d facts", obsA.count())
 	}
@@ -81,6 +82,7 @@ func TestRelayAcrossReplicasPublishesEachMissedFactOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	a.FlushPublish()
 	if err := b.RelayOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -111,21 +111,12 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 // few times: the failure that made the outcome unknown (a lost connection)
 // often fails the first attempt too, and recovery is the last resort.
 func (h *Host) settleRetrying(ctx context.Context, ref TurnRef, term Terminal) (Turn, error) {
-	backoff := 50 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		t, err := h.settle(ctx, ref, term, "")
-		if err == nil || !CodeOf(err).Retryable() || attempt == 4 {
-			return t, err
-		}
-		timer := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return t, err
-		case <-timer.C:
-		}
-		backoff *= 2
-	}
+	var t Turn
+	err := retryTransient(ctx, 5, 50*time.Millisecond, func() (err error) {
+		t, err = h.settle(ctx, ref, term, "")
+		return err
+	})
+	return t, err
 }
 
 // afterSettle wakes what waits for a Turn to settle.

@@ -25,6 +25,9 @@ type turnSink struct {
 	accepted bool
 	// open holds message keys still streaming, closed at the terminal.
 	open map[string]bool
+	// phase is the latest pre-acceptance phase reported; set once
+	// dispatched is durable (see Observed).
+	phase TurnPhase
 
 	out outputQueue
 }
@@ -64,24 +67,45 @@ func (k *turnSink) load(ctx context.Context, tx Tx, f fence) (Turn, Session, err
 	return t, s, err
 }
 
+// Observed records progress before acceptance. The Host writes dispatched
+// itself before the runtime sees the prompt. The later phases
+// (provider_observed, resolving_identity) change no recovery decision: an
+// unsettled dispatched Turn is settled failed/execution_status_unknown
+// whatever its phase, and the acceptance commit supersedes them. So they
+// are kept in the sink, not flushed on their own: two WAL flushes fewer per
+// submit.
 func (k *turnSink) Observed(ctx context.Context, phase TurnPhase) error {
 	if phaseRank(phase) < phaseRank(PhaseDispatched) || phaseRank(phase) >= phaseRank(PhaseDurablyAccepted) {
 		return Errorf(CodeInternal, "runtime reported phase %q through Observed", phase)
+	}
+	k.mu.Lock()
+	known := k.phase
+	if phaseRank(phase) > phaseRank(known) && known != "" {
+		k.phase = phase
+	}
+	k.mu.Unlock()
+	if known != "" {
+		return nil // dispatched is durable already
 	}
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, _, err := k.load(ctx, tx, fenceUnsettled)
 		if err != nil {
 			return err
 		}
-		if phaseRank(phase) <= phaseRank(t.Phase) {
+		if phaseRank(PhaseDispatched) <= phaseRank(t.Phase) {
 			return nil // never move a Turn back
 		}
-		t.Phase, t.UpdatedAt = phase, k.h.nowUTC()
+		t.Phase, t.UpdatedAt = PhaseDispatched, k.h.nowUTC()
 		emit(turnFact(t))
 		return tx.UpdateTurn(ctx, t)
 	})
 	if errors.Is(err, errTurnSettled) {
 		return nil // a late report for a Turn that already ended
+	}
+	if err == nil {
+		k.mu.Lock()
+		k.phase = phase
+		k.mu.Unlock()
 	}
 	return err
 }

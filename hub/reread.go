@@ -216,18 +216,9 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 		}
 	}
 	if c.MessagesHasMore {
-		t.h.markDirty(t, dirtyMark{})
+		t.h.markDirty(t, dirtyTranscript())
 	}
 	return nil
-}
-
-func hasTurn(ts []host.Turn, id string) bool {
-	for _, t := range ts {
-		if t.ID == id {
-			return true
-		}
-	}
-	return false
 }
 
 func (t *topic) applySessionLocked(s host.Session) {

@@ -19,7 +19,7 @@ type stream struct {
 	id  string
 }
 
-func (s *stream) chunk(t *testing.T, text string) {
+func (s *stream) chunk(t testing.TB, text string) {
 	t.Helper()
 	w := s.w
 	w.clock = w.clock.Add(time.Millisecond)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/host/storetest"
 	"github.com/ensemble-dev/ensemble/runtime/acp"
 	"github.com/ensemble-dev/ensemble/runtime/sim"
 )
@@ -226,3 +227,15 @@ func (t *statTracer) snapshot() statTracer {
 	defer t.mu.Unlock()
 	return statTracer{count: t.count, dur: t.dur}
 }
+
+// BenchmarkOutputCommit: go test ./pg -run '^$' -bench OutputCommit
+func BenchmarkOutputCommit(b *testing.B) {
+	url, _ := testSchema(b)
+	st := openTest(b, url, Options{Logger: quietLogger()})
+	storetest.BenchOutput(b, func(*testing.B) host.Store { return noClose{st} })
+}
+
+// noClose shares one store between sub-benchmarks; the test cleanup closes it.
+type noClose struct{ *Store }
+
+func (noClose) Close() error { return nil }

@@ -14,7 +14,7 @@ import (
 	"github.com/ensemble-dev/ensemble/host/storetest"
 )
 
-func openTemp(t *testing.T) *Store {
+func openTemp(t testing.TB) *Store {
 	t.Helper()
 	st, err := Open(t.Context(), filepath.Join(t.TempDir(), "ensemble.db"), Options{})
 	if err != nil {
@@ -282,4 +282,9 @@ func TestBadSessionCursor(t *testing.T) {
 	if host.CodeOf(err) != host.CodeInvalidInput {
 		t.Fatalf("bad cursor: %v; want invalid_input", err)
 	}
+}
+
+// BenchmarkOutputCommit: go test ./sqlite -run '^$' -bench OutputCommit
+func BenchmarkOutputCommit(b *testing.B) {
+	storetest.BenchOutput(b, func(b *testing.B) host.Store { return openTemp(b) })
 }

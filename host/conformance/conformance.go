@@ -204,9 +204,14 @@ type recordingObserver struct {
 	// batches keeps each Publish call (one committed transaction).
 	batches [][]host.Fact
 	fail    atomic.Bool
+	// gate, when set, holds every Publish until it is closed.
+	gate atomic.Pointer[chan struct{}]
 }
 
 func (o *recordingObserver) Publish(_ context.Context, facts []host.Fact) error {
+	if g := o.gate.Load(); g != nil {
+		<-*g
+	}
 	if o.fail.Load() {
 		return errors.New("observer down")
 	}

@@ -522,11 +522,13 @@ var InteractionOneTreeFact = Scenario{"interactions/one_tree_fact_per_commit_nam
 	if it.SessionID == s.ID {
 		t.Fatal("expected the sub-agent's interaction")
 	}
+	f.host.FlushPublish() // publication is asynchronous
 	before := f.obs.batchCount()
 	if _, err := f.respond(it, "allow", "alice", ""); err != nil {
 		t.Fatal(err)
 	}
 	waitHeld(t, held)
+	f.host.FlushPublish()
 	// Streamed output of the root turn may commit meanwhile; only commits
 	// that touched the tree count, and the answer must be exactly one.
 	var treeBatches [][]host.Fact

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,8 @@ type scriptRuntime struct {
 	sentAll chan struct{}
 	// afterFirst, when set, is waited for after the first event.
 	afterFirst chan struct{}
+	// beforeOutput, when set, runs after acceptance with the Turn's sink.
+	beforeOutput func(sink host.TurnSink)
 
 	wg sync.WaitGroup // the streaming goroutines this runtime owns
 	mu sync.Mutex
@@ -52,6 +55,9 @@ func (r *scriptRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		if r.beforeOutput != nil {
+			r.beforeOutput(sink)
+		}
 		for i, ev := range r.events {
 			if err := retrySink(func() error { return sink.Output(ctx, ev) }); err != nil {
 				r.mu.Lock()
@@ -461,4 +467,88 @@ var OutputBurstBatches = Scenario{"output/burst_commits_in_two_transactions", fu
 		}
 	}
 	checkTranscript(t, f.messages(s.ID, host.MessageQuery{TurnID: tr.ID}), tr.ID, evs, false)
+}}
+
+var PublishNeverDelaysCommits = Scenario{"commit/publish_never_delays_commits", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.host.FlushPublish()
+	before := f.obs.batchCount()
+	gate := make(chan struct{})
+	f.obs.gate.Store(&gate)
+	// Every publication hangs, yet the whole turn commits.
+	tr := f.waitSettled(f.mustSend(s.ID, "pub-1", "/sim words=40"))
+	if tr.Outcome != host.OutcomeCompleted {
+		t.Fatalf("turn while publication hangs: %+v", tr)
+	}
+	if n := f.obs.batchCount(); n != before {
+		t.Fatalf("%d batches published through a closed gate", n-before)
+	}
+	close(gate)
+	f.host.FlushPublish()
+	// Then everything is published, in commit order for the session.
+	var last int64
+	n := 0
+	for _, b := range f.obs.batchesSince(before) {
+		for _, fa := range b {
+			if fa.SessionID != s.ID || fa.Version == 0 {
+				continue
+			}
+			if fa.Version < last {
+				t.Fatalf("fact for version %d published after version %d", fa.Version, last)
+			}
+			last = fa.Version
+			n++
+		}
+	}
+	msgs := f.messages(s.ID, host.MessageQuery{})
+	if n == 0 || last != msgs[len(msgs)-1].Version {
+		t.Fatalf("published %d versioned facts up to %d; transcript at %d", n, last, msgs[len(msgs)-1].Version)
+	}
+}}
+
+var SubagentAmbiguousCommit = Scenario{"output/subagent_retry_after_ambiguous_commit", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	var refs []host.TurnRef
+	var errs []error
+	rt := &scriptRuntime{events: []host.OutputEvent{{Seq: 1, Key: "text-1", Text: "done", Done: true}}}
+	rt.beforeOutput = func(sink host.TurnSink) {
+		// The child's commit is durable but its acknowledgement is lost;
+		// the runtime retries the same report.
+		var lost atomic.Bool
+		f.store.onCommitted(func() bool { return lost.CompareAndSwap(false, true) })
+		req := host.SubagentRequest{ProviderSessionID: "child-ps", ProviderTurnID: "child-pt", Title: "helper"}
+		for range 2 {
+			ref, _, err := sink.Subagent(ctx, req)
+			refs, errs = append(refs, ref), append(errs, err)
+		}
+		f.store.onCommitted(nil)
+	}
+	f.useScript(rt)
+	s := f.createEmpty()
+	tr := f.waitSettled(f.mustSend(s.ID, "sub-1", "go"))
+	rt.wg.Wait()
+	if tr.Outcome != host.OutcomeCompleted {
+		t.Fatalf("parent turn: %+v", tr)
+	}
+	if host.CodeOf(errs[0]) != host.CodeUnavailable || errs[1] != nil {
+		t.Fatalf("want the lost acknowledgement, then success: %v", errs)
+	}
+	child, err := f.store.GetSession(ctx, ws, refs[1].SessionID)
+	if err != nil || child.ParentID != s.ID {
+		t.Fatalf("child session %+v: %v", child, err)
+	}
+	page, err := f.store.ListSessions(ctx, ws, host.SessionQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, x := range page.Sessions {
+		if x.ParentID == s.ID {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d child sessions for one sub-agent (refs %v)", n, refs)
+	}
 }}

@@ -110,12 +110,14 @@ var RecoverQuarantinesPoison = Scenario{"recovery/poisoned_record_is_quarantined
 var ObserverFailure = Scenario{"commit/observer_failure_never_changes_result", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	s := f.createEmpty()
+	f.host.FlushPublish()
 	seen := f.obs.count(s.ID)
 	f.obs.fail.Store(true)
 	tr := f.waitSettled(f.mustSend(s.ID, "o-1", "/sim words=3"))
 	if tr.Outcome != host.OutcomeCompleted {
 		t.Fatalf("turn with a failing observer: %+v", tr)
 	}
+	f.host.FlushPublish() // publication is asynchronous
 	if n := f.obs.count(s.ID); n != seen {
 		t.Fatalf("observer recorded %d facts while down", n-seen)
 	}

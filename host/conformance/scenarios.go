@@ -61,5 +61,7 @@ func Scenarios() []Scenario {
 		CancelIntentSurvivesRestart,
 		LabelsNamesAndAgent,
 		InteractionHistoryDurable,
+		PublishNeverDelaysCommits,
+		SubagentAmbiguousCommit,
 	}
 }

@@ -1,0 +1,207 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// BenchOutput measures the output commit path of a store through the real
+// Host: a Turn's sink is fed chunks of one word each.
+//
+//   - burst: b.N chunks reported back to back, then the terminal; batches
+//     form while a commit is in flight. Reports output transactions and
+//     store calls (one statement each) per chunk.
+//   - answer=N: one answer of N chunks, each committed alone (the next is
+//     reported when the previous commit finished), reporting the time per
+//     chunk over the first and the last tenth of the answer: a flat cost
+//     has the two equal, whatever N.
+func BenchOutput(b *testing.B, open func(b *testing.B) host.Store) {
+	b.Run("burst", func(b *testing.B) {
+		bo := startBench(b, open(b))
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			bo.output(b, i, false)
+		}
+		bo.finish(b)
+		b.StopTimer()
+		txs, calls := bo.st.counts()
+		b.ReportMetric(float64(txs)/float64(b.N), "tx/chunk")
+		b.ReportMetric(float64(calls)/float64(max(txs, 1)), "calls/tx")
+	})
+	for _, n := range []int{2000, 20000} {
+		b.Run(fmt.Sprintf("answer=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var first, last time.Duration
+			for range b.N {
+				bo := startBench(b, open(b))
+				tenth := n / 10
+				var start time.Time
+				for i := range n {
+					switch i {
+					case 0, n - tenth:
+						start = time.Now()
+					case tenth:
+						first += time.Since(start)
+					}
+					bo.output(b, i, true)
+				}
+				last += time.Since(start)
+				bo.finish(b)
+			}
+			b.ReportMetric(float64(first.Nanoseconds())/float64(b.N*(n/10)), "ns/chunk-first10%")
+			b.ReportMetric(float64(last.Nanoseconds())/float64(b.N*(n/10)), "ns/chunk-last10%")
+		})
+	}
+}
+
+type benchOutput struct {
+	h    *host.Host
+	st   *countingStore
+	sink host.TurnSink
+	done chan struct{}
+}
+
+func startBench(b *testing.B, inner host.Store) *benchOutput {
+	b.Helper()
+	st := &countingStore{Store: inner, committed: make(chan struct{}, 1)}
+	rt := &sinkRuntime{sinks: make(chan host.TurnSink, 1)}
+	h := host.New(host.Config{Store: st, Runtime: rt})
+	ctx := context.Background()
+	if _, err := h.Recover(ctx); err != nil {
+		b.Fatal(err)
+	}
+	ws := uid("ws-bench")
+	r, err := h.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: ws, CreatedBy: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: ws, SessionID: r.Session.ID, ClientSubmitID: "bench",
+		Content: host.MessageContent{Text: "go"}, SubmittedBy: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	st.reset()
+	return &benchOutput{h: h, st: st, sink: <-rt.sinks}
+}
+
+// output reports chunk i; with wait, it returns once it is committed.
+func (bo *benchOutput) output(b *testing.B, i int, wait bool) {
+	ev := host.OutputEvent{Seq: int64(i + 1), Key: "text-1", Kind: host.KindText, Text: "word "}
+	if err := bo.sink.Output(context.Background(), ev); err != nil {
+		b.Fatal(err)
+	}
+	if wait {
+		<-bo.st.committed
+	}
+}
+
+func (bo *benchOutput) finish(b *testing.B) {
+	if err := bo.sink.Terminal(context.Background(), host.Terminal{Outcome: host.OutcomeCompleted}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// sinkRuntime accepts every dispatch and hands its sink to the benchmark.
+type sinkRuntime struct{ sinks chan host.TurnSink }
+
+func (r *sinkRuntime) Start(_ context.Context, req host.StartRequest) (host.StartResult, error) {
+	return host.StartResult{ProviderSessionID: "bench-" + req.SessionID, Created: true, Resumed: true}, nil
+}
+
+func (r *sinkRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
+	if err := sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID); err != nil {
+		return err
+	}
+	r.sinks <- sink
+	return nil
+}
+
+func (r *sinkRuntime) Cancel(context.Context, host.TurnRef) (host.CancelReport, error) {
+	return host.CancelReport{}, nil
+}
+func (r *sinkRuntime) Release(context.Context, string, string) error { return nil }
+func (r *sinkRuntime) Destroy(context.Context, string, string) error { return nil }
+func (r *sinkRuntime) Describe() host.AgentInfo                    { return host.AgentInfo{Name: "bench"} }
+
+// countingStore counts output transactions and their Tx calls, and
+// signals each committed one.
+type countingStore struct {
+	host.Store
+	mu        sync.Mutex
+	txs       int
+	calls     int
+	committed chan struct{}
+}
+
+func (s *countingStore) reset() {
+	s.mu.Lock()
+	s.txs, s.calls = 0, 0
+	s.mu.Unlock()
+}
+
+func (s *countingStore) counts() (txs, calls int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.txs, s.calls
+}
+
+func (s *countingStore) Update(ctx context.Context, fn func(host.Tx) error) error {
+	var ct *countingTx
+	err := s.Store.Update(ctx, func(tx host.Tx) error {
+		ct = &countingTx{Tx: tx}
+		return fn(ct)
+	})
+	if err == nil && ct != nil && ct.appends > 0 {
+		s.mu.Lock()
+		s.txs++
+		s.calls += ct.calls
+		s.mu.Unlock()
+		select {
+		case s.committed <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// countingTx counts the calls of the output path.
+type countingTx struct {
+	host.Tx
+	calls, appends int
+}
+
+func (tx *countingTx) Session(ctx context.Context, ws, id string) (host.Session, error) {
+	tx.calls++
+	return tx.Tx.Session(ctx, ws, id)
+}
+
+func (tx *countingTx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn, error) {
+	tx.calls++
+	return tx.Tx.Turn(ctx, ws, sessionID, turnID)
+}
+
+func (tx *countingTx) UpdateTurn(ctx context.Context, t host.Turn) error {
+	tx.calls++
+	return tx.Tx.UpdateTurn(ctx, t)
+}
+
+func (tx *countingTx) UpdateSession(ctx context.Context, s host.Session) error {
+	tx.calls++
+	return tx.Tx.UpdateSession(ctx, s)
+}
+
+func (tx *countingTx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
+	tx.calls++
+	tx.appends++
+	return tx.Tx.AppendMessage(ctx, a)
+}
+
+func (tx *countingTx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, error) {
+	tx.calls++
+	return tx.Tx.AppendFacts(ctx, facts...)
+}
