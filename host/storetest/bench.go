@@ -126,7 +126,7 @@ func (r *sinkRuntime) Cancel(context.Context, host.TurnRef) (host.CancelReport, 
 }
 func (r *sinkRuntime) Release(context.Context, string, string) error { return nil }
 func (r *sinkRuntime) Destroy(context.Context, string, string) error { return nil }
-func (r *sinkRuntime) Describe() host.AgentInfo                    { return host.AgentInfo{Name: "bench"} }
+func (r *sinkRuntime) Describe() host.AgentInfo                      { return host.AgentInfo{Name: "bench"} }
 
 // countingStore counts output transactions and their Tx calls, and
 // signals each committed one.
