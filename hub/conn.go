@@ -386,7 +386,14 @@ func (c *Conn) write(data []byte) error {
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, batchBytes+1024); return &b }}
 
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+// getBuf returns an empty pooled buffer. Users put buffers back at any
+// length (writeBatch's holds the whole batch), and SocketWire appends to
+// what it gets, so the length is reset here, once for every user.
+func getBuf() *[]byte {
+	b := bufPool.Get().(*[]byte)
+	*b = (*b)[:0]
+	return b
+}
 
 func putBuf(b *[]byte) {
 	if cap(*b) <= 4*batchBytes { // an oversized one-off goes to the GC
