@@ -103,9 +103,10 @@ func TestBlockedWriteIsASlowConsumer(t *testing.T) {
 	}
 	go c.Run(func([]byte) {})
 	big := []byte(`"` + strings.Repeat("x", 256<<10) + `"`)
-	for i := 0; i < 64 && h.Stats().SlowConsumers == 0; i++ {
-		c.Send(big)
-		time.Sleep(20 * time.Millisecond)
+	for deadline := time.Now().Add(20 * time.Second); c.Send(big); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a peer that never reads was not closed")
+		}
 	}
 	waitUntil(t, func() bool { return h.Stats().SlowConsumers == 1 })
 	select {

@@ -7,8 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 
