@@ -319,8 +319,11 @@ func (c *Conn) flush() {
 			return
 		}
 		c.qmu.Unlock()
+		start := time.Now()
 		if err := c.writeBatch(batch); err != nil {
-			c.writeFailed(err)
+			// The library does not wrap its deadline error; a write that
+			// lasted its whole timeout is one.
+			c.writeFailed(err, time.Since(start) >= c.h.cfg.WriteTimeout)
 			return
 		}
 		clear(batch)
@@ -330,14 +333,23 @@ func (c *Conn) flush() {
 // writeFailed handles a failed write: the socket is unusable (a partial
 // frame may be on it), so it is dropped without a handshake. A write that
 // timed out is a slow consumer.
-func (c *Conn) writeFailed(err error) {
-	if timedOut(err) {
+func (c *Conn) writeFailed(err error, expired bool) {
+	if expired || timedOut(err) {
 		c.slow("write timed out")
 	} else {
 		c.closeWith(websocket.StatusGoingAway, "")
 	}
 	_ = c.ws.CloseNow()
+	c.dropQueue()
 	close(c.finished)
+}
+
+// dropQueue forgets what a closed connection will never send.
+func (c *Conn) dropQueue() {
+	c.qmu.Lock()
+	c.h.stats.queued.Add(-int64(c.qbytes))
+	c.queue, c.qhead, c.qbytes, c.latest = nil, 0, 0, nil
+	c.qmu.Unlock()
 }
 
 func timedOut(err error) bool {
@@ -455,10 +467,7 @@ func (c *Conn) finish() {
 			}
 		}
 	}
-	c.qmu.Lock()
-	c.h.stats.queued.Add(-int64(c.qbytes))
-	c.queue, c.qhead, c.qbytes, c.latest = nil, 0, 0, nil
-	c.qmu.Unlock()
+	c.dropQueue()
 	if code == websocket.StatusGoingAway {
 		_ = c.ws.CloseNow() // the peer is gone or went away
 		return

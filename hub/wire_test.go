@@ -1,11 +1,9 @@
 package hub
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,22 +12,6 @@ import (
 
 	"github.com/coder/websocket"
 )
-
-// wireHijack hands the WebSocket library a 16-byte bufio.Writer over a
-// SocketWire, as server/hijack.go does.
-type wireHijack struct {
-	http.ResponseWriter
-	wire *SocketWire
-}
-
-func (w *wireHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	w.wire = NewSocketWire(nc)
-	return nc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(w.wire, 16)), nil
-}
 
 // wirePair is a real WebSocket pair whose server side writes through a
 // SocketWire.

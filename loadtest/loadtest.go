@@ -83,7 +83,7 @@ func DefaultConfig() Config {
 
 // Limits keep every run within one small machine.
 const (
-	maxConns    = 8000
+	maxConns    = 20000
 	maxReplicas = 8
 )
 

@@ -84,7 +84,7 @@ func (s *refServer) handleWS(w http.ResponseWriter, r *http.Request) {
 		c.kill()
 	}()
 	batch := r.URL.Query().Get("batch") == "1" // the same multi-event frames as ensemble.v2
-	go func() { // the one writer
+	go func() {                                // the one writer
 		var buf []byte
 		for {
 			select {

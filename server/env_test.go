@@ -131,13 +131,14 @@ type frame struct {
 
 // client is a real coder/websocket client with a reader goroutine.
 type client struct {
-	t      *testing.T
-	c      *websocket.Conn
-	frames chan frame
-	closed chan struct{}
-	err    error // read error once closed
-	ready  frame
-	nextID atomic.Int64
+	t       *testing.T
+	c       *websocket.Conn
+	frames  chan frame
+	closed  chan struct{}
+	err     error // read error once closed
+	ready   frame
+	nextID  atomic.Int64
+	batches atomic.Int64 // multi-event frames received (protocol 2)
 	// events holds events seen while waiting for responses.
 	mu     sync.Mutex
 	events []frame
@@ -157,8 +158,12 @@ func (e *env) dial(token string, hello bool) *client {
 }
 
 func (e *env) dialRaw(token string, hello bool) *client {
+	return e.dialProto(token, hello, Subprotocol)
+}
+
+func (e *env) dialProto(token string, hello bool, protocols ...string) *client {
 	e.t.Helper()
-	opts := &websocket.DialOptions{Subprotocols: []string{Subprotocol}}
+	opts := &websocket.DialOptions{Subprotocols: protocols}
 	if !hello && token != "" {
 		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + token}}
 	}
@@ -187,16 +192,31 @@ func (cl *client) readLoop() {
 			close(cl.frames)
 			return
 		}
-		var f frame
-		if err := json.Unmarshal(data, &f); err != nil {
-			cl.err = fmt.Errorf("bad frame %q: %w", data, err)
-			continue
+		frames := [][]byte{data}
+		if data[0] == '[' { // protocol 2: several frames in one
+			var raws []json.RawMessage
+			if err := json.Unmarshal(data, &raws); err != nil {
+				cl.err = fmt.Errorf("bad batch %q: %w", data, err)
+				continue
+			}
+			cl.batches.Add(1)
+			frames = frames[:0]
+			for _, r := range raws {
+				frames = append(frames, r)
+			}
 		}
-		f.raw = data
-		if f.Type == "ping" {
-			continue
+		for _, data := range frames {
+			var f frame
+			if err := json.Unmarshal(data, &f); err != nil {
+				cl.err = fmt.Errorf("bad frame %q: %w", data, err)
+				continue
+			}
+			f.raw = data
+			if f.Type == "ping" {
+				continue
+			}
+			cl.frames <- f
 		}
-		cl.frames <- f
 	}
 }
 

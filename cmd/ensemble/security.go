@@ -42,11 +42,12 @@ func securityFlags(f *flags) func() (securityConfig, error) {
 	httpRate := f.float("http-request-rate", "ENSEMBLE_HTTP_REQUEST_RATE", d.HTTPRate, "HTTP requests per second per user, with bursts of twice that (negative: unlimited)")
 	conns := f.int64("max-conns-per-user", "ENSEMBLE_MAX_CONNS_PER_USER", int64(d.MaxConnsPerUser), "open WebSocket connections per user on this replica (negative: unlimited)")
 	pending := f.int64("max-pending-hello", "ENSEMBLE_MAX_PENDING_HELLO", int64(d.MaxPendingHello), "WebSocket connections waiting for their hello frame (negative: unlimited)")
+	subs := f.int64("max-subscribes", "ENSEMBLE_MAX_SUBSCRIBES", int64(d.MaxSubscribes), "subscribes running at once on this replica; beyond, unavailable with a retryAfterMs hint (reconnect-storm admission)")
 	return func() (securityConfig, error) {
 		c := securityConfig{previousSecret: *prev, jwksURL: *jwks, workspacesClaim: *claim, leeway: *leeway,
 			limits: server.Limits{MaxFrameBytes: *frame, MaxBodyBytes: *body, MaxPromptBytes: int(*prompt),
 				MaxInFlight: int(*inflight), RequestRate: *wsRate, HTTPRate: *httpRate,
-				MaxConnsPerUser: int(*conns), MaxPendingHello: int(*pending)}}
+				MaxConnsPerUser: int(*conns), MaxPendingHello: int(*pending), MaxSubscribes: int(*subs)}}
 		for _, o := range strings.Split(*origins, ",") {
 			if o = strings.TrimSpace(o); o != "" {
 				c.origins = append(c.origins, o)
