@@ -92,7 +92,7 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 		if sink.acceptFailed {
 			reason = ReasonDeliveryUnknown
 		}
-		if _, serr := h.settleRetrying(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}); serr != nil {
+		if _, serr := h.settleRetrying(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}, ""); serr != nil {
 			h.log.Warn("could not settle a turn with unknown delivery; recovery will", "turn", ref.TurnID, "err", serr)
 		}
 		return Turn{}, &Error{Code: CodeOutcomeUnknown, Reason: reason, Err: err,
@@ -121,7 +121,7 @@ func (h *Host) failBeforeDispatch(ctx context.Context, ref TurnRef, provisional 
 		}
 		return Turn{}, wrap(code, cause, "the agent could not be started; nothing was created")
 	}
-	if _, err := h.settle(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: "runtime_unavailable"}, ClaimRejected); err != nil {
+	if _, err := h.settleRetrying(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: "runtime_unavailable"}, ClaimRejected); err != nil {
 		h.log.Warn("could not settle an undispatched turn", "turn", ref.TurnID, "err", err)
 	}
 	return Turn{}, wrap(code, cause, "the agent could not be started; the prompt was not sent")
