@@ -93,7 +93,7 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 		if sink.acceptFailed {
 			reason = ReasonDeliveryUnknown
 		}
-		if _, serr := h.settleRetrying(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}); serr != nil {
+		if _, serr := h.settleRetrying(ctx, ref, Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}, ""); serr != nil {
 			h.log.Warn("could not settle a turn with unknown delivery; the reconciler will", "turn", ref.TurnID, "err", serr)
 		}
 		return Turn{}, &Error{Code: CodeOutcomeUnknown, Reason: reason, Err: err,

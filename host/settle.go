@@ -108,12 +108,12 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 }
 
 // settleRetrying settles like settle, retrying a transient store failure a
-// few times: the failure that made the outcome unknown (a lost connection)
-// often fails the first attempt too, and recovery is the last resort.
-func (h *Host) settleRetrying(ctx context.Context, ref TurnRef, term Terminal) (Turn, error) {
+// few times: the failure that ended a dispatch (a lost connection) often
+// fails the first attempt too, and recovery is the last resort.
+func (h *Host) settleRetrying(ctx context.Context, ref TurnRef, term Terminal, claimState ClaimState) (Turn, error) {
 	var t Turn
-	err := retryTransient(ctx, 5, 50*time.Millisecond, func() (err error) {
-		t, err = h.settle(ctx, ref, term, "")
+	err := retryTransient(ctx, 8, 50*time.Millisecond, func() (err error) {
+		t, err = h.settle(ctx, ref, term, claimState)
 		return err
 	})
 	return t, err
