@@ -78,6 +78,7 @@ type Conn struct {
 	latest      map[string]*outFrame // key → newest queued frame; nil while empty
 	writing     bool                 // a flush goroutine owns the socket
 	closing     bool
+	slowSeen    atomic.Bool // counted as a slow consumer (once)
 	closeCode   websocket.StatusCode
 	closeReason string
 
@@ -263,8 +264,11 @@ func (c *Conn) enqueue(f *outFrame) bool {
 }
 
 // slow closes a connection that fell too far behind with 4008 and counts it.
+// It counts even when the close had already begun: an expired write
+// makes the library drop the socket, and the reader may see that first.
 func (c *Conn) slow(why string) {
-	if c.closeWith(CloseSlowConsumer, "slow consumer") {
+	c.closeWith(CloseSlowConsumer, "slow consumer")
+	if c.slowSeen.CompareAndSwap(false, true) {
 		c.h.stats.slow.Add(1)
 		c.log.Info("hub: slow consumer closed", "why", why)
 	}
