@@ -2,12 +2,15 @@ package main
 
 import (
 	"net/http"
+	"os"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 )
 
-// After a restart the embedded agent no longer knows a session: the GUI
+// After a restart in which the agent lost a session (here the sim's state
+// file is deleted; real agents lose sessions when their own state goes)
+// the agent no longer knows it: the GUI
 // says so (contextLost) instead of the server starting over silently, and
 // the member's click on "Continue in a fresh agent session" sends the
 // queued prompt, which completes (issue 11).
@@ -29,6 +32,9 @@ func TestBrowserContextLostAndContinueFresh(t *testing.T) {
 	sid := created.Session.ID
 	p.kill()
 	<-p.done
+	if err := os.RemoveAll(simStateDir(dataDir)); err != nil {
+		t.Fatal(err)
+	}
 
 	q := startServer(t, dataDir)
 	var refused struct {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -741,6 +742,12 @@ func TestClusterOwnerKilledMidTurn(t *testing.T) {
 	}
 	a.kill()
 	<-a.done
+	// A's agent context dies with A. The replicas of this test share one
+	// data dir, and so the sim's session files, which separate machines
+	// would not: remove them, as A's disk would be gone.
+	if err := os.RemoveAll(simStateDir(c.dataDir)); err != nil {
+		t.Fatal(err)
+	}
 	// A's watcher lost its connection; it reconnects to a survivor.
 	for deadline := time.Now().Add(10 * time.Second); !wa.disconnected(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -383,6 +384,12 @@ func TestCrashBeforeDeliveryDeliversOnceAfterRestart(t *testing.T) {
 	}
 	p.kill()
 	<-p.done
+	// The agent's state goes with the crash (the sim keeps its sessions in
+	// the data dir, as real agents keep theirs on disk): the new agent
+	// process never had the request and does not know the session.
+	if err := os.RemoveAll(simStateDir(dataDir)); err != nil {
+		t.Fatal(err)
+	}
 
 	q := startServer(t, dataDir)
 	// The restarted embedded agent lost the session: the follow-up waits

@@ -299,6 +299,13 @@ func TestCrashMidTurnAndRestart(t *testing.T) {
 
 	p.kill()
 	<-p.done
+	// The agent loses the session with the crash: the sim keeps its
+	// sessions in the data dir, as real agents keep theirs on disk, so its
+	// state goes too (a lost or wiped agent state, which is what
+	// context_lost is for).
+	if err := os.RemoveAll(simStateDir(dataDir)); err != nil {
+		t.Fatal(err)
+	}
 
 	q := startServer(t, dataDir)
 	tr := q.turn(t, sid)
@@ -318,8 +325,9 @@ func TestCrashMidTurnAndRestart(t *testing.T) {
 		}
 	}
 
-	// The restarted (embedded) agent lost the session: the prompt is not
-	// sent behind the user's back; continuing fresh is an explicit choice.
+	// The restarted (embedded) agent lost the session with its state: the
+	// prompt is not sent behind the user's back; continuing fresh is an
+	// explicit choice.
 	var next struct {
 		Turn  wireTurn `json:"turn"`
 		Error struct {
@@ -416,5 +424,92 @@ func TestServeWithAgentProcess(t *testing.T) {
 	}
 	if words := agentWords(p.messages(t, created.Session.ID)); words < 12 {
 		t.Fatalf("the agent process streamed %d words, want >= 12", words)
+	}
+}
+
+// The sim agent keeps its sessions on disk like a real ACP agent: after
+// `ensemble serve` is killed and restarted on the same data dir, a prompt
+// in an old session loads the agent session and runs — no context_lost,
+// no click needed. Both the default (in-process) sim and `sim-agent
+// --state-dir` as the agent process.
+func TestRestartKeepsSimSessions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra func(dataDir string) []string
+	}{
+		{"embedded", func(string) []string { return nil }},
+		{"process", func(dataDir string) []string {
+			return []string{"--agent", ensembleBinary(t) + " sim-agent --rate 1ms --state-dir " + filepath.Join(dataDir, "agent-state")}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			p := startServer(t, dataDir, tc.extra(dataDir)...)
+			var created struct {
+				Session struct {
+					ID        string `json:"id"`
+					Simulated bool   `json:"simulated"`
+				} `json:"session"`
+				Turn wireTurn `json:"turn"`
+			}
+			if code := p.call(t, http.MethodPost, "/sessions", map[string]any{
+				"clientSubmitId": "keep-1", "content": map[string]any{"text": "/sim words=3"},
+			}, &created); code != http.StatusCreated {
+				t.Fatalf("session.create: %d; stderr:\n%s", code, p.stderr)
+			}
+			sid := created.Session.ID
+			if !created.Session.Simulated {
+				t.Fatalf("the sim must stay labelled simulated: %+v", created.Session)
+			}
+			waitCompleted(t, p, sid, created.Turn.ID)
+			p.kill()
+			<-p.done
+
+			q := startServer(t, dataDir, tc.extra(dataDir)...)
+			var next struct {
+				Turn  wireTurn `json:"turn"`
+				Error struct {
+					Code   string `json:"code"`
+					Reason string `json:"reason"`
+				} `json:"error"`
+			}
+			if code := q.call(t, http.MethodPost, "/sessions/"+sid+"/messages", map[string]any{
+				"clientSubmitId": "keep-2", "content": map[string]any{"text": "/sim words=4"},
+			}, &next); code != http.StatusOK {
+				t.Fatalf("submit after restart: %d %+v; stderr:\n%s", code, next.Error, q.stderr)
+			}
+			waitCompleted(t, q, sid, next.Turn.ID)
+			var got struct {
+				Session struct {
+					ContextLost bool `json:"contextLost"`
+				} `json:"session"`
+			}
+			if q.call(t, http.MethodGet, "/sessions/"+sid, nil, &got); got.Session.ContextLost {
+				t.Fatal("the session is marked contextLost after the restart")
+			}
+			// The agent's replay on load is not recorded again.
+			users := 0
+			for _, m := range q.messages(t, sid) {
+				if m.Role == "user" {
+					users++
+				}
+			}
+			if users != 2 {
+				t.Fatalf("%d user messages after the restart, want 2", users)
+			}
+		})
+	}
+}
+
+func waitCompleted(t *testing.T, p *serverProc, sid, turnID string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		tr := p.turn(t, sid)
+		if tr.ID == turnID && tr.Outcome == "completed" {
+			return
+		}
+		if (tr.ID == turnID && tr.Phase == "settled") || time.Now().After(deadline) {
+			t.Fatalf("turn %s: %+v; stderr:\n%s", turnID, tr, p.stderr)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
 	f := newFlags("serve", serveSummary, stderr)
 	addr := f.string("addr", "ENSEMBLE_ADDR", "127.0.0.1:8080", "HTTP listen address")
-	dataDir := f.string("data-dir", "ENSEMBLE_DATA_DIR", "./ensemble-data", "directory for the embedded SQLite database and the local secret")
+	dataDir := f.string("data-dir", "ENSEMBLE_DATA_DIR", "./ensemble-data", "directory for the embedded SQLite database, the local secret and the built-in sim agent's sessions")
 	dbURL := f.string("database-url", "ENSEMBLE_DATABASE_URL", "", "canonical store: empty for embedded SQLite in the data dir, sqlite://PATH, or postgres://… (PostgreSQL)")
 	redisURL := f.string("redis-url", "ENSEMBLE_REDIS_URL", "", "Redis URL for cluster mode (empty: single replica with the in-process bus)")
 	agent := f.string("agent", "ENSEMBLE_AGENT", "sim", `agent: "sim" for the built-in simulator, or an ACP agent command line (split on whitespace; use a wrapper script for quoting)`)
@@ -204,10 +205,16 @@ func describeAgent(a host.AgentInfo) string {
 	return a.Name
 }
 
+// simStateDir is where the built-in sim keeps its sessions: beside the
+// embedded store, in the data dir.
+func simStateDir(dataDir string) string { return filepath.Join(dataDir, "sim-sessions") }
+
 func newRuntime(c serveConfig, log *slog.Logger) (*acp.Runtime, error) {
 	log = log.With("component", "runtime")
 	if c.agent == "sim" {
-		opts, err := simOptions(c.simRate, c.simScenario, log)
+		// Like a real agent, the sim keeps its sessions on disk, so they
+		// load after a restart instead of ending on context_lost.
+		opts, err := simOptions(c.simRate, c.simScenario, simStateDir(c.dataDir), log)
 		if err != nil {
 			return nil, err
 		}

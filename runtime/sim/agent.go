@@ -43,8 +43,9 @@
 //
 // session/cancel stops streaming promptly; the prompt then ends with stop
 // reason "cancelled". Sessions live in memory for the life of the agent
-// (process); session/load replays a session's history and fails for an
-// unknown id.
+// (process) and, with Options.StateDir, in one file each in that directory,
+// so that — like real ACP agents — the sim loads them after a restart;
+// session/load replays a session's history and fails for an unknown id.
 package sim
 
 import (
@@ -76,6 +77,11 @@ type Options struct {
 	// Crash is what "/sim crash" does. Dial sets it to drop the pipes; nil
 	// exits the process with status 3.
 	Crash func()
+	// StateDir, when set, makes sessions durable: each is kept in a file
+	// in this directory (created on demand), written when the session is
+	// created and after each exchange, and session/load finds it after the
+	// agent restarts. Empty: sessions live in memory only.
+	StateDir string
 }
 
 func (o Options) withDefaults() Options {
@@ -163,8 +169,16 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := "sim-" + hex.EncodeToString(b[:])
+	s := &session{cwd: p.Cwd}
+	s.mu.Lock()
+	err := a.saveSession(id, s)
+	s.mu.Unlock()
+	if err != nil {
+		a.opts.Logger.Error("sim: cannot store the new session", "session", id, "err", err)
+		return acp.NewSessionResponse{}, simError("cannot store the session: " + err.Error())
+	}
 	a.mu.Lock()
-	a.sessions[id] = &session{cwd: p.Cwd}
+	a.sessions[id] = s
 	a.mu.Unlock()
 	return acp.NewSessionResponse{SessionId: acp.SessionId(id)}, nil
 }
@@ -172,7 +186,11 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 // LoadSession replays the session's history, as ACP agents do, before
 // answering.
 func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
-	s := a.session(string(p.SessionId))
+	s, err := a.stored(string(p.SessionId))
+	if err != nil {
+		a.opts.Logger.Error("sim: cannot read a stored session", "session", p.SessionId, "err", err)
+		return acp.LoadSessionResponse{}, simError("cannot read the stored session: " + err.Error())
+	}
 	if s == nil {
 		return acp.LoadSessionResponse{}, &acp.RequestError{Code: -32002, Message: "Resource not found", Data: map[string]any{"sessionId": p.SessionId}}
 	}
@@ -233,6 +251,25 @@ func (a *agent) session(id string) *session {
 	return a.sessions[id]
 }
 
+// stored is the session id as this agent knows it, or as the state
+// directory keeps it from an earlier run (nil, nil: unknown).
+func (a *agent) stored(id string) (*session, error) {
+	if s := a.session(id); s != nil {
+		return s, nil
+	}
+	s, err := a.loadSession(id)
+	if s == nil || err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if known := a.sessions[id]; known != nil { // loaded meanwhile
+		return known, nil
+	}
+	a.sessions[id] = s
+	return s, nil
+}
+
 // Prompt answers one prompt by running its script.
 func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 	s := a.session(string(p.SessionId))
@@ -271,6 +308,9 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	s.mu.Lock()
 	s.history = append(s.history, exchange{user: text, agent: r.said.String()})
 	s.cancel = nil
+	if serr := a.saveSession(string(p.SessionId), s); serr != nil {
+		a.opts.Logger.Error("sim: cannot store the session", "session", p.SessionId, "err", serr)
+	}
 	s.mu.Unlock()
 
 	switch {
