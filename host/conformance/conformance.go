@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -172,6 +173,22 @@ func (f *fixture) messages(sessionID string, q host.MessageQuery) []host.Message
 		f.t.Fatalf("list messages: %v", err)
 	}
 	return p.Messages
+}
+
+// waitAgentText polls until the session's agent text ends with suffix.
+func (f *fixture) waitAgentText(sessionID, suffix string) {
+	f.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		text := agentText(f.messages(sessionID, host.MessageQuery{}))
+		if strings.HasSuffix(text, suffix) {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("agent text never ended with %q (last %q)", suffix, text)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func wantCode(t *testing.T, err error, code host.Code) {

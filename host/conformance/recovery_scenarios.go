@@ -85,6 +85,9 @@ var RecoverQuarantinesPoison = Scenario{"recovery/poisoned_record_is_quarantined
 	a, b := f.createEmpty(), f.createEmpty()
 	ta := f.mustSend(a.ID, "r-5", "/sim hang")
 	tb := f.mustSend(b.ID, "r-6", "/sim hang")
+	// The turn's output commits rewrite its row: corrupt it only once the
+	// agent is hanging and writes nothing more.
+	f.waitAgentText(a.ID, "until cancelled (simulated).")
 	d.CorruptTurn(t, f.store.Store, host.TurnRef{WorkspaceID: ws, SessionID: a.ID, TurnID: ta.ID})
 
 	rep := f.crash()
