@@ -56,8 +56,8 @@ type Config struct {
 	StormClients  int
 	StormSessions int
 	StormExtra    []string
-	BackoffBase      time.Duration
-	BackoffCap       time.Duration
+	BackoffBase   time.Duration
+	BackoffCap    time.Duration
 
 	// NoReferences skips redis-benchmark, pgbench and the bare server;
 	// NoExternal only redis-benchmark and pgbench.
