@@ -293,6 +293,25 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 		time.Sleep(250 * time.Millisecond)
 	}
 	behind := countBehind()
+	// A moved client whose connection ended after its resync (closed by
+	// the survivor: heartbeat, slow consumer) stops short of the last seq.
+	var closedAfter int64
+	closedWhy := map[string]int{}
+	for _, cl := range second {
+		if cl == nil {
+			continue
+		}
+		select {
+		case <-cl.Done():
+			closedAfter++
+			msg := fmt.Sprint(cl.Err())
+			if len(msg) > 120 {
+				msg = msg[:120]
+			}
+			closedWhy[msg]++
+		default:
+		}
+	}
 	var gaps, dups, epochs int64
 	for _, cl := range first {
 		gaps += cl.Gaps.Load()
@@ -328,6 +347,7 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	res.count("duplicates", dups)
 	res.count("epoch changes", epochs)
 	res.count("moved clients not at the survivor's last seq", behind)
+	res.count("moved clients whose new connection was closed after resync", closedAfter)
 	res.count("chunks delivered to staying clients during the storm", stormEvents)
 	res.count("turns completed during the storm", stormTurns)
 	res.check("every moved client resynced", resynced.Load() == int64(moved), "%d of %d", resynced.Load(), moved)
@@ -343,6 +363,9 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 		Measured: fmt.Sprintf("%d clients (%d moved): all resynced in %.2f s (p50 %.0f ms, p99 %.0f ms), %.1f%% recovered, %d gaps, %d duplicates, %d chunks meanwhile",
 			n, moved, allSecs, sum.P50, sum.P99, 100*frac, gaps, dups, stormEvents),
 		Met: n >= 10000 && resynced.Load() == int64(moved) && allSecs <= 10 && frac >= 0.95 && gaps == 0 && dups == 0 && stormEvents > 0})
+	for msg, k := range closedWhy {
+		res.note("new connection closed after resync ×%d: %s", k, msg)
+	}
 	for msg, k := range why {
 		res.note("failed attempt (retried) ×%d: %s", k, msg)
 	}
