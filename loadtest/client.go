@@ -239,7 +239,12 @@ func (c *Client) handle(f frame, at time.Time) error {
 		c.event(&Event{Sub: f.Sub, Epoch: f.Epoch, Seq: f.Seq, Kind: f.Kind, Version: f.Version, Payload: f.Payload}, at)
 	case "ping":
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// coder/websocket closes the connection when a write's context
+			// ends mid-write; on a saturated machine a 5 s pong write did
+			// (10,000-client storm: "use of closed network connection"
+			// after resync). Whether the peer is silent is the server's
+			// heartbeat to decide, not the harness's.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			_ = c.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
 		}()
