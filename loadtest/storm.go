@@ -354,6 +354,9 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	res.check("≥ 95% recovered:true", frac >= 0.95, "%.3f", frac)
 	res.check("zero gaps and duplicates", gaps == 0 && dups == 0 && epochs == 0, "%d gaps, %d duplicates, %d epoch changes", gaps, dups, epochs)
 	res.check("every moved client ends at the survivor's last seq", behind == 0, "%d behind", behind)
+	if drain {
+		res.check("every moved client was told to reconnect (drain frame before 4001)", told.Load() == int64(moved), "%d of %d", told.Load(), moved)
+	}
 	res.check("streaming continued during the storm", stormEvents > 0, "%d chunks", stormEvents)
 	goal := "10,000 clients on two replicas, one killed: all resynced within 10 s, ≥ 95% recovered:true, 0 gaps, 0 duplicates, sessions streaming"
 	if drain {
