@@ -103,7 +103,8 @@ type DialOptions struct {
 	// OnEvent is called on the reader goroutine for every in-sequence
 	// event; keep it fast.
 	OnEvent func(ev *Event, at time.Time)
-	// HTTPClient for the upgrade (nil: a shared client without timeouts).
+	// HTTPClient for the upgrade (nil: one of the clients rotating over the
+	// source addresses 127.0.0.1 … 127.0.0.16).
 	HTTPClient *http.Client
 	// NoBatch speaks protocol 1 (one event per frame) instead of offering
 	// ensemble.v2.
@@ -116,8 +117,12 @@ func Dial(ctx context.Context, addr, token string, o DialOptions) (*Client, erro
 	if err := CheckLoopback(addr); err != nil {
 		return nil, err
 	}
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = sourceClient()
+	}
 	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/v1/ws", &websocket.DialOptions{
-		Subprotocols: subprotocols(o.NoBatch), HTTPClient: o.HTTPClient,
+		Subprotocols: subprotocols(o.NoBatch), HTTPClient: hc,
 	})
 	if err != nil {
 		return nil, err
@@ -133,16 +138,22 @@ func Dial(ctx context.Context, addr, token string, o DialOptions) (*Client, erro
 		ws.CloseNow()
 		return nil, err
 	}
-	var f frame
-	if err := json.Unmarshal(data, &f); err != nil || f.Type != "ready" {
+	// Protocol 2 may batch ready with the frames queued behind it.
+	var one frame
+	var many []frame
+	frames := decodeFrames(data, &one, &many)
+	if len(frames) == 0 || frames[0].Type != "ready" {
 		ws.CloseNow()
-		if f.Error != nil {
-			return nil, f.Error
+		if len(frames) > 0 && frames[0].Error != nil {
+			return nil, frames[0].Error
 		}
 		return nil, fmt.Errorf("expected ready, got %.200s", data)
 	}
 	c := &Client{ws: ws, onEvent: o.OnEvent, pending: map[string]*call{}, subs: map[string]*SubState{}, done: make(chan struct{})}
 	c.ReconnectAfterMs.Store(-1)
+	for _, f := range frames[1:] {
+		_ = c.handle(f, time.Now())
+	}
 	go c.readLoop()
 	return c, nil
 }
@@ -228,7 +239,12 @@ func (c *Client) handle(f frame, at time.Time) error {
 		c.event(&Event{Sub: f.Sub, Epoch: f.Epoch, Seq: f.Seq, Kind: f.Kind, Version: f.Version, Payload: f.Payload}, at)
 	case "ping":
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// coder/websocket closes the connection when a write's context
+			// ends mid-write; on a saturated machine a 5 s pong write did
+			// (10,000-client storm: "use of closed network connection"
+			// after resync). Whether the peer is silent is the server's
+			// heartbeat to decide, not the harness's.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			_ = c.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
 		}()

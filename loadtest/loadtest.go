@@ -50,8 +50,14 @@ type Config struct {
 	SubmitConcurrency []int // submit: levels
 
 	ReconnectClients int
-	BackoffBase      time.Duration
-	BackoffCap       time.Duration
+	// StormClients are the storm scenarios' clients (half on each of two
+	// replicas), StormSessions the sessions streaming meanwhile, StormExtra
+	// extra `ensemble serve` flags for the storm's two replicas.
+	StormClients  int
+	StormSessions int
+	StormExtra    []string
+	BackoffBase   time.Duration
+	BackoffCap    time.Duration
 
 	// NoReferences skips redis-benchmark, pgbench and the bare server;
 	// NoExternal only redis-benchmark and pgbench.
@@ -76,7 +82,7 @@ func DefaultConfig() Config {
 		Workspaces: 4, Watchers: 25, Sessions: 2, Rate: 15 * time.Millisecond, Words: 100,
 		IdleConns: 2000, IdleWindow: 10 * time.Second,
 		SubmitConcurrency: []int{1, 4, 16},
-		ReconnectClients:  2000, BackoffBase: 100 * time.Millisecond, BackoffCap: 5 * time.Second,
+		ReconnectClients:  2000, StormClients: 2000, StormSessions: 10, BackoffBase: 100 * time.Millisecond, BackoffCap: 5 * time.Second,
 		RedisBenchURL: "redis://127.0.0.1:6379", PgbenchURL: "postgres://postgres@127.0.0.1:5432/ensemble_pgbench?sslmode=disable",
 	}
 }
@@ -115,6 +121,8 @@ func (c *Config) fill() error {
 	setInt(&c.Words, d.Words)
 	setInt(&c.IdleConns, d.IdleConns)
 	setInt(&c.ReconnectClients, d.ReconnectClients)
+	setInt(&c.StormClients, d.StormClients)
+	setInt(&c.StormSessions, d.StormSessions)
 	if len(c.SubmitConcurrency) == 0 {
 		c.SubmitConcurrency = d.SubmitConcurrency
 	}
@@ -129,9 +137,9 @@ func (c *Config) fill() error {
 	}
 	for _, s := range c.Scenarios {
 		switch s {
-		case "fanout", "idle", "submit", "reconnect", "approve":
+		case "fanout", "idle", "submit", "reconnect", "approve", "storm", "storm-drain":
 		default:
-			return fmt.Errorf("unknown scenario %q (want fanout, idle, submit, reconnect, approve)", s)
+			return fmt.Errorf("unknown scenario %q (want fanout, idle, submit, reconnect, approve, storm, storm-drain)", s)
 		}
 	}
 	if c.Duration > 10*time.Minute || c.MaxTime > 2*time.Hour {
@@ -140,7 +148,7 @@ func (c *Config) fill() error {
 	if n := c.Workspaces * (c.Watchers + c.Sessions); n > maxConns {
 		return fmt.Errorf("fanout wants %d connections; the cap is %d", n, maxConns)
 	}
-	if c.IdleConns > maxConns || c.ReconnectClients > maxConns {
+	if c.IdleConns > maxConns || c.ReconnectClients > maxConns || c.StormClients > maxConns {
 		return fmt.Errorf("at most %d connections per scenario", maxConns)
 	}
 	for _, n := range c.SubmitConcurrency {
@@ -198,14 +206,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.progress = newProgress(cfg.Progress)
 	defer r.progress.stop()
 
+	if len(r.cfg.Secret) == 0 {
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		r.cfg.Secret = []byte(hex.EncodeToString(b))
+	}
+	if lim, err := raiseNoFile(); err == nil {
+		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("open-file limit of the harness (and the replicas it spawns): %d (raised to the hard limit)", lim))
+	} else {
+		r.rep.Notes = append(r.rep.Notes, "open-file limit not raised: "+err.Error())
+	}
 	if len(cfg.Targets) > 0 {
 		r.addrs = cfg.Targets
+	} else if onlyStorms(cfg.Scenarios) {
+		// The storm scenarios spawn two replicas of their own.
 	} else {
-		if len(r.cfg.Secret) == 0 {
-			b := make([]byte, 32)
-			_, _ = rand.Read(b)
-			r.cfg.Secret = []byte(hex.EncodeToString(b))
-		}
 		dir, err := os.MkdirTemp("", "ensemble-loadtest-")
 		if err != nil {
 			return nil, err
@@ -223,8 +238,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			r.addrs = append(r.addrs, x.Addr)
 		}
 	}
-	r.rep.Setup = Setup{Replicas: len(r.addrs), Targets: r.addrs, Spawned: len(r.replicas) > 0,
-		Store: storeName(cfg.DatabaseURL, len(r.replicas) > 0), Bus: busName(cfg.RedisURL, len(r.replicas) > 0)}
+	spawned := len(r.replicas) > 0 || (len(cfg.Targets) == 0 && onlyStorms(cfg.Scenarios))
+	r.rep.Setup = Setup{Replicas: len(r.addrs), Targets: r.addrs, Spawned: spawned,
+		Store: storeName(cfg.DatabaseURL, spawned), Bus: busName(cfg.RedisURL, spawned)}
+	if len(r.replicas) == 0 && spawned {
+		r.rep.Setup.Replicas = 2 // the storm's own
+	}
 
 	if !cfg.NoReferences && !cfg.NoExternal {
 		r.externalReferences(ctx)
@@ -255,12 +274,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			res = r.reconnect(ctx)
 		case "approve":
 			res = r.approve(ctx)
+		case "storm":
+			res = r.storm(ctx, false)
+		case "storm-drain":
+			res = r.storm(ctx, true)
 		}
 		r.rep.Scenarios = append(r.rep.Scenarios, res)
 	}
 	r.rep.Finished = time.Now().UTC()
 	r.rep.Machine.LoadAvgEnd = loadAvg()
 	return r.rep, nil
+}
+
+func onlyStorms(names []string) bool {
+	for _, n := range names {
+		if n != "storm" && n != "storm-drain" {
+			return false
+		}
+	}
+	return true
 }
 
 func storeName(dbURL string, spawned bool) string {

@@ -286,7 +286,7 @@ type refEvent struct {
 // dialRef subscribes to a topic and waits for the subscribed frame; each
 // later frame goes to onFrame (stamp text and seq) on the reader goroutine.
 func dialRef(ctx context.Context, addr, topic string, gaps, dups *atomic.Int64, onFrame func(text string, at time.Time)) (*refClient, error) {
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws?batch=1&topic="+topic, nil)
+	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws?batch=1&topic="+topic, &websocket.DialOptions{HTTPClient: sourceClient()})
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,12 @@ redis-benchmark PUBLISH, pgbench -N). Targets must be loopback addresses.
 Without --target it starts its own replicas (ensemble serve on free loopback
 ports, a temporary data dir, --database-url/--redis-url passed through).
 Writes report.json, report.md and report.svg to --out and prints the
-Markdown. Scenarios: fanout, idle, submit, reconnect, approve.`
+Markdown. Scenarios: fanout, idle, submit, reconnect, approve, and (not by
+default) storm and storm-drain: two replicas of their own on the store and
+Redis, one SIGKILLed (storm) or sent SIGTERM (storm-drain) while its clients
+move to the other and resume from their durable positions. Clients dial
+from 127.0.0.1 … 127.0.0.16 in turn; the open-file limit is raised to the
+hard limit.`
 
 // loadtestCmd runs `ensemble loadtest`, or the bare reference server the
 // harness spawns (`ensemble loadtest reference-server --addr …`).
@@ -48,6 +53,9 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	idleWindow := f.Duration("idle-window", d.IdleWindow, "idle: how long to measure CPU while idle")
 	conc := f.String("submit-concurrency", joinInts(d.SubmitConcurrency), "submit: concurrency levels, comma-separated")
 	rcClients := f.Int("reconnect-clients", d.ReconnectClients, "reconnect: clients")
+	stormClients := f.Int("storm-clients", d.StormClients, "storm, storm-drain: clients, half on each of two replicas the scenario spawns (needs --redis-url; --database-url for PostgreSQL)")
+	stormSessions := f.Int("storm-sessions", d.StormSessions, "storm, storm-drain: sessions streaming throughout")
+	stormMaxSubs := f.Int("storm-max-subscribes", 0, "storm, storm-drain: the replicas' --max-subscribes (0: their default)")
 	base := f.Duration("backoff-base", d.BackoffBase, "reconnect: full-jitter backoff base")
 	backoffCap := f.Duration("backoff-cap", d.BackoffCap, "reconnect: full-jitter backoff cap")
 	noRefs := f.Bool("no-references", false, "skip every reference measurement")
@@ -61,9 +69,12 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	cfg := loadtest.Config{Spawn: *replicas, DatabaseURL: *dbURL, RedisURL: *redisURL, Duration: *duration, MaxTime: *maxTime,
 		Workspaces: *workspaces, Watchers: *watchers, Sessions: *sessions, Rate: *rate, Words: *words,
-		IdleConns: *idleConns, IdleWindow: *idleWindow, ReconnectClients: *rcClients, BackoffBase: *base, BackoffCap: *backoffCap,
+		IdleConns: *idleConns, IdleWindow: *idleWindow, ReconnectClients: *rcClients, StormClients: *stormClients, StormSessions: *stormSessions, BackoffBase: *base, BackoffCap: *backoffCap,
 		NoReferences: *noRefs, NoExternal: *noExternal, PgbenchURL: *pgbenchURL, ProfileDir: *profiles,
 		Command: "ensemble loadtest " + strings.Join(args, " ")}
+	if *stormMaxSubs != 0 {
+		cfg.StormExtra = append(cfg.StormExtra, "--max-subscribes", strconv.Itoa(*stormMaxSubs))
+	}
 	for _, s := range strings.Split(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			cfg.Scenarios = append(cfg.Scenarios, s)
