@@ -497,34 +497,32 @@ func (h *Hub) detach(c *Conn) {
 	h.presenceWake()
 }
 
-// CloseConns closes every connection with closeFn (which must start the
-// close, e.g. CloseShutdown after a reconnect hint) in batches of batch,
-// waiting for each batch to finish its close handshake. When ctx ends the
-// remaining sockets are dropped without a handshake.
-func (h *Hub) CloseConns(ctx context.Context, batch int, closeFn func(*Conn)) error {
-	if batch <= 0 {
-		batch = 64
-	}
+// CloseConns starts closing every connection with closeFn (which must
+// start the close, e.g. CloseShutdown after a reconnect hint), all at once,
+// then waits for the close handshakes. Every client hears the hint before
+// any slow handshake is waited for: a client that stops reading after the
+// hint (it waits its jittered delay) holds its handshake for the library's
+// close timeout, and waiting batch by batch let the grace period run out
+// with most clients never told. The hint's jitter, not the server, spreads
+// the reconnects. When ctx ends the remaining sockets are dropped.
+func (h *Hub) CloseConns(ctx context.Context, closeFn func(*Conn)) error {
 	h.mu.Lock()
 	conns := make([]*Conn, 0, len(h.conns))
 	for c := range h.conns {
 		conns = append(conns, c)
 	}
 	h.mu.Unlock()
-	for i := 0; i < len(conns); i += batch {
-		group := conns[i:min(i+batch, len(conns))]
-		for _, c := range group {
-			closeFn(c)
-		}
-		for _, c := range group {
-			select {
-			case <-c.Done():
-			case <-ctx.Done():
-				for _, c := range conns[i:] {
-					c.Abort()
-				}
-				return ctx.Err()
+	for _, c := range conns {
+		closeFn(c)
+	}
+	for i, c := range conns {
+		select {
+		case <-c.Done():
+		case <-ctx.Done():
+			for _, c := range conns[i:] {
+				c.Abort()
 			}
+			return ctx.Err()
 		}
 	}
 	return nil

@@ -51,7 +51,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.mu.Unlock()
 	err := s.waitRequests(ctx)
-	err = errors.Join(err, s.cfg.Hub.CloseConns(ctx, 64, s.sendReconnect))
+	err = errors.Join(err, s.cfg.Hub.CloseConns(ctx, s.sendReconnect))
 	done := make(chan struct{})
 	go func() {
 		s.active.Wait()

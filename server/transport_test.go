@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -430,4 +431,51 @@ func bigSession(t *testing.T, cl *client) string {
 	cl.must("session.create", map[string]any{"workspace": testWS, "title": "big",
 		"content": map[string]any{"text": "/sim words=1\n" + strings.Repeat("big snapshot ", 200<<10/13)}}, &res)
 	return res.Session.ID
+}
+
+// Every client hears the drain's reconnect hint within the grace period,
+// even when clients stop reading after it (they wait their jittered delay)
+// and so hold their close handshakes open: closing in batches that each
+// waited for their handshakes told only the first batch.
+func TestDrainTellsEveryClientBeforeWaitingOnHandshakes(t *testing.T) {
+	const n = 100
+	e := newEnv(t, envOpts{limits: Limits{MaxConnsPerUser: n}})
+	e.srv.cfg.ReconnectJitter = time.Second
+	told := make(chan bool, n)
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, _, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{Subprotocol},
+			HTTPHeader: http.Header{"Authorization": {"Bearer " + e.member}}})
+		cancel()
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		t.Cleanup(func() { _ = c.CloseNow() })
+		go func() {
+			for {
+				_, data, err := c.Read(context.Background())
+				if err != nil {
+					told <- false
+					return
+				}
+				if bytes.Contains(data, []byte(`"type":"reconnect"`)) {
+					told <- true // and read no more: the handshake stays open
+					return
+				}
+			}
+		}()
+	}
+	waitFor(t, func() bool { return e.srv.cfg.Hub.Stats().Connections == n })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = e.srv.Shutdown(ctx) // the held handshakes run out the grace period
+	heard := 0
+	for range n {
+		if <-told {
+			heard++
+		}
+	}
+	if heard != n {
+		t.Fatalf("%d of %d clients heard the reconnect hint", heard, n)
+	}
 }
