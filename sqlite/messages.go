@@ -15,7 +15,7 @@ const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version,
 	content_json, tool_json, streaming, author, created_at, updated_at, text, author_name`
 
 // partsText is the appended pieces of the messages row in scope, in offset
-// order (” without any): a streaming message's text is messages.text
+// order (empty without any): a streaming message's text is messages.text
 // followed by them (sqlite/migrations/00008_message_parts.sql).
 const partsText = `coalesce((SELECT group_concat(p.text, '' ORDER BY p.off) FROM message_parts p
 	WHERE p.workspace_id = messages.workspace_id AND p.session_id = messages.session_id
