@@ -228,11 +228,14 @@ func (t *statTracer) snapshot() statTracer {
 	return statTracer{count: t.count, dur: t.dur}
 }
 
-// BenchmarkOutputCommit: go test ./pg -run '^$' -bench OutputCommit
+// BenchmarkOutputCommit: go test ./pg -run '^$' -bench OutputCommit (also reports SQL
+// statements per output transaction and per chunk, counted by a pgx tracer)
 func BenchmarkOutputCommit(b *testing.B) {
 	url, _ := testSchema(b)
-	st := openTest(b, url, Options{Logger: quietLogger()})
-	storetest.BenchOutput(b, func(*testing.B) host.Store { return noClose{st} })
+	tr := &statTracer{}
+	st := openTest(b, url, Options{Tracer: tr, Logger: quietLogger()})
+	storetest.BenchOutputStatements(b, func(*testing.B) host.Store { return noClose{st} },
+		func() int64 { return tr.snapshot().count[kindAll] })
 }
 
 // noClose shares one store between sub-benchmarks; the test cleanup closes it.

@@ -44,7 +44,7 @@ func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.C
 	for _, id := range q.TurnIDs {
 		b.Queue(selectTurn, ws, sessionID, id)
 	}
-	b.Queue(`SELECT `+messageCols+` FROM messages
+	b.Queue(`SELECT `+messageRead+` FROM messages
 		WHERE workspace_id = $1 AND session_id = $2 AND version > $3
 		ORDER BY version `+order+` LIMIT $4`, ws, sessionID, q.AfterVersion, msgLimit+1)
 	b.Queue(`COMMIT`)

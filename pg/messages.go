@@ -14,6 +14,20 @@ import (
 const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
 	content_json, tool_json, streaming, author, created_at, updated_at, text, author_name`
 
+// partsText is the appended pieces of the messages row in scope, in offset
+// order (empty without any): a streaming message's text is messages.text
+// followed by them (pg/migrations/00009_message_parts.sql).
+const partsText = `coalesce((SELECT string_agg(p.text, '' ORDER BY p.off) FROM message_parts p
+	WHERE p.workspace_id = messages.workspace_id AND p.session_id = messages.session_id
+	  AND p.message_id = messages.id), '')`
+
+// messageRead is messageCols for a SELECT FROM messages: the text of a
+// message that is still streaming includes its appended pieces, so every
+// reader (message.list, Changes, snapshots, export) sees the exact text.
+const messageRead = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
+	content_json, tool_json, streaming, author, created_at, updated_at,
+	CASE WHEN streaming THEN text || ` + partsText + ` ELSE text END, author_name`
+
 func scanMessage(row pgx.Row) (host.Message, error) {
 	var (
 		m          host.Message
@@ -46,7 +60,7 @@ func (t *tx) Message(ctx context.Context, ws, sessionID, messageID string) (host
 	if t.failed != nil {
 		return host.Message{}, t.failed
 	}
-	m, err := scanMessage(t.tx.QueryRow(ctx, `SELECT `+messageCols+` FROM messages
+	m, err := scanMessage(t.tx.QueryRow(ctx, `SELECT `+messageRead+` FROM messages
 		WHERE workspace_id = $1 AND session_id = $2 AND id = $3`, ws, sessionID, messageID))
 	if isNoRows(err) {
 		return host.Message{}, notFound("message " + messageID)
@@ -74,7 +88,10 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.Exec(ctx, `INSERT INTO messages (`+messageCols+`, text_len)
+	// The whole text goes to messages.text: no appended piece may remain.
+	_, err = t.tx.Exec(ctx, `WITH d AS (DELETE FROM message_parts
+			WHERE workspace_id = $1 AND session_id = $2 AND message_id = $3)
+		INSERT INTO messages (`+messageCols+`, text_len)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
 			text = excluded.text, text_len = excluded.text_len,
@@ -105,8 +122,14 @@ func encodeTool(id string, tc *host.ToolCall) (*string, error) {
 	return &s, nil
 }
 
-// AppendMessage implements host.OutputTx: the text is concatenated in SQL,
-// so its cost does not grow with the message.
+// AppendMessage implements host.OutputTx in one statement. It creates the
+// message (its first piece in messages.text) or records an append: while the
+// message stays open the row only gets its new length, version and tool
+// (messages.text is not rewritten, so an unchanged TOAST value is carried
+// over and the UPDATE costs the same at any length) and the piece is
+// inserted into message_parts at its UTF-16 offset. Closing folds
+// messages.text, every piece and this one into messages.text and deletes
+// the pieces. The cost of an append does not grow with the message.
 func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
 	if t.failed != nil {
 		return host.AppendResult{}, t.failed
@@ -116,16 +139,7 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 		return host.AppendResult{}, err
 	}
 	var n, ordinal int64
-	err = t.tx.QueryRow(ctx, `INSERT INTO messages (workspace_id, session_id, id, turn_id, role,
-			kind, version, ordinal, content_json, tool_json, streaming, author, created_at,
-			updated_at, text, text_len)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $7, '{}', $8, $9, '', $10, $10, $11, $12)
-		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
-			text = messages.text || excluded.text, text_len = messages.text_len + excluded.text_len,
-			tool_json = coalesce(excluded.tool_json, messages.tool_json),
-			streaming = messages.streaming AND excluded.streaming,
-			version = excluded.version, updated_at = excluded.updated_at
-		RETURNING text_len, ordinal`,
+	err = t.tx.QueryRow(ctx, appendMessageSQL,
 		a.WorkspaceID, a.SessionID, a.ID, a.TurnID, string(a.Role), string(a.Kind), a.Version,
 		tool, !a.Done, a.At, a.Text, a.TextLen).Scan(&n, &ordinal)
 	if err != nil {
@@ -134,12 +148,39 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 	return host.AppendResult{Offset: int(n) - a.TextLen, Created: ordinal == a.Version}, nil
 }
 
+// appendMessageSQL: m upserts the message; p inserts the piece when the
+// message existed and is still streaming; d deletes the pieces when this
+// append closes it (m's fold and d read the same snapshot of the pieces).
+const appendMessageSQL = `WITH m AS (
+	INSERT INTO messages (workspace_id, session_id, id, turn_id, role,
+		kind, version, ordinal, content_json, tool_json, streaming, author, created_at,
+		updated_at, text, text_len)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $7, '{}', $8, $9, '', $10, $10, $11, $12)
+	ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
+		text = CASE WHEN messages.streaming AND excluded.streaming THEN messages.text
+			ELSE messages.text || CASE WHEN messages.streaming THEN ` + partsText + ` ELSE '' END
+				|| excluded.text END,
+		text_len = messages.text_len + excluded.text_len,
+		tool_json = coalesce(excluded.tool_json, messages.tool_json),
+		streaming = messages.streaming AND excluded.streaming,
+		version = excluded.version, updated_at = excluded.updated_at
+	RETURNING text_len, ordinal, streaming
+), p AS (
+	INSERT INTO message_parts (workspace_id, session_id, message_id, off, text)
+	SELECT $1, $2, $3, m.text_len - $12, $11 FROM m
+	WHERE m.streaming AND m.ordinal <> $7 AND $11 <> ''
+), d AS (
+	DELETE FROM message_parts
+	WHERE NOT $9 AND workspace_id = $1 AND session_id = $2 AND message_id = $3
+)
+SELECT text_len, ordinal FROM m`
+
 // ListMessages selects messages by version, always returned ascending.
 // AfterVersion (or neither bound) pages forward from the oldest change;
 // BeforeVersion alone pages backward from the newest change below it.
 func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.MessageQuery) (host.MessagePage, error) {
 	limit := clampLimit(q.Limit, 200, 1000)
-	query := `SELECT ` + messageCols + ` FROM messages WHERE workspace_id = $1 AND session_id = $2`
+	query := `SELECT ` + messageRead + ` FROM messages WHERE workspace_id = $1 AND session_id = $2`
 	args := []any{ws, sessionID}
 	arg := func(v any) string {
 		args = append(args, v)

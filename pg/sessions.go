@@ -200,6 +200,7 @@ func (t *tx) DeleteProvisionalSession(ctx context.Context, ws, id string) error 
 	for _, stmt := range []string{
 		`DELETE FROM runtime_operations WHERE workspace_id = $1 AND session_id = $2`,
 		`DELETE FROM interactions WHERE workspace_id = $1 AND session_id = $2`,
+		`DELETE FROM message_parts WHERE workspace_id = $1 AND session_id = $2`,
 		`DELETE FROM messages WHERE workspace_id = $1 AND session_id = $2`,
 		`DELETE FROM turns WHERE workspace_id = $1 AND session_id = $2`,
 		`DELETE FROM submit_claims WHERE workspace_id = $1 AND session_id = $2`,

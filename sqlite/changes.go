@@ -83,7 +83,7 @@ func changedMessages(ctx context.Context, q querier, ws, sessionID string, cq ho
 	if cq.Newest {
 		order = "DESC"
 	}
-	rows, err := q.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+	rows, err := q.QueryContext(ctx, `SELECT `+messageRead+` FROM messages
 		WHERE workspace_id = ? AND session_id = ? AND version > ?
 		ORDER BY version `+order+` LIMIT ?`, ws, sessionID, cq.AfterVersion, limit+1)
 	if err != nil {

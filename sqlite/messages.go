@@ -14,6 +14,20 @@ import (
 const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
 	content_json, tool_json, streaming, author, created_at, updated_at, text, author_name`
 
+// partsText is the appended pieces of the messages row in scope, in offset
+// order (empty without any): a streaming message's text is messages.text
+// followed by them (sqlite/migrations/00008_message_parts.sql).
+const partsText = `coalesce((SELECT group_concat(p.text, '' ORDER BY p.off) FROM message_parts p
+	WHERE p.workspace_id = messages.workspace_id AND p.session_id = messages.session_id
+	  AND p.message_id = messages.id), '')`
+
+// messageRead is messageCols for a SELECT FROM messages: the text of a
+// message that is still streaming includes its appended pieces, so every
+// reader (message.list, Changes, snapshots, export) sees the exact text.
+const messageRead = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
+	content_json, tool_json, streaming, author, created_at, updated_at,
+	CASE WHEN streaming THEN text || ` + partsText + ` ELSE text END, author_name`
+
 func scanMessage(sc scanner) (host.Message, error) {
 	var (
 		m                host.Message
@@ -44,7 +58,7 @@ func scanMessage(sc scanner) (host.Message, error) {
 }
 
 func getMessage(ctx context.Context, q querier, ws, sessionID, id string) (host.Message, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages
+	row := q.QueryRowContext(ctx, `SELECT `+messageRead+` FROM messages
 		WHERE workspace_id = ? AND session_id = ? AND id = ?`, ws, sessionID, id)
 	m, err := scanMessage(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -87,7 +101,12 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 		m.WorkspaceID, m.SessionID, m.ID, m.TurnID, string(m.Role), string(m.Kind), m.Version,
 		m.Ordinal, string(content), tool, boolInt(m.Streaming), m.Author, ms(m.CreatedAt),
 		ms(m.UpdatedAt), text, m.AuthorName, host.UTF16Len(text))
-	return classify("put message", err)
+	if err != nil {
+		return classify("put message", err)
+	}
+	// The whole text is in messages.text now: no appended piece may remain.
+	_, err = t.tx.StmtContext(ctx, t.s.deleteParts).ExecContext(ctx, m.WorkspaceID, m.SessionID, m.ID)
+	return classify("put message: parts", err)
 }
 
 // encodeTool is the tool_json value: NULL without a tool call.
@@ -102,33 +121,66 @@ func encodeTool(id string, tc *host.ToolCall) (any, error) {
 	return string(b), nil
 }
 
-// appendMessageSQL creates a message or appends to it in one statement; the
-// text is concatenated in SQL, so its cost does not grow with the message.
+// appendMessageSQL creates a message (its first piece in messages.text) or
+// records an append to it: while the message stays open the row only gets
+// its new length, version and tool (messages.text is not touched, so the
+// row stays small and the UPDATE costs the same at any length) and the
+// piece goes to message_parts (insertPartSQL). Closing folds messages.text,
+// every piece and this one into messages.text; deletePartsSQL then removes
+// the pieces. The cost of an append does not grow with the message; the
+// fold on close is one read of the pieces.
 const appendMessageSQL = `INSERT INTO messages (workspace_id, session_id, id, turn_id, role, kind,
 		version, ordinal, content_json, tool_json, streaming, author, created_at, updated_at,
 		text, text_len)
 	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, '{}', ?8, ?9, '', ?10, ?10, ?11, ?12)
 	ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
-		text = messages.text || excluded.text, text_len = messages.text_len + excluded.text_len,
+		text = CASE WHEN messages.streaming AND excluded.streaming THEN messages.text
+			ELSE messages.text || CASE WHEN messages.streaming THEN ` + partsText + ` ELSE '' END
+				|| excluded.text END,
+		text_len = messages.text_len + excluded.text_len,
 		tool_json = coalesce(excluded.tool_json, messages.tool_json),
 		streaming = messages.streaming AND excluded.streaming,
 		version = excluded.version, updated_at = excluded.updated_at
-	RETURNING text_len, ordinal`
+	RETURNING text_len, ordinal, streaming`
 
-// AppendMessage implements host.OutputTx with a statement prepared once.
+// insertPartSQL records one appended piece of a streaming message.
+const insertPartSQL = `INSERT INTO message_parts (workspace_id, session_id, message_id, off, text)
+	VALUES (?, ?, ?, ?, ?)`
+
+// deletePartsSQL removes a message's pieces once they are in messages.text.
+const deletePartsSQL = `DELETE FROM message_parts
+	WHERE workspace_id = ? AND session_id = ? AND message_id = ?`
+
+// AppendMessage implements host.OutputTx with statements prepared once:
+// the upsert, then one insert of the piece while the message streams, or
+// one delete of the folded pieces when this append closes it.
 func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
 	tool, err := encodeTool(a.ID, a.Tool)
 	if err != nil {
 		return host.AppendResult{}, err
 	}
-	var n, ordinal int64
+	var n, ordinal, streaming int64
 	err = t.tx.StmtContext(ctx, t.s.appendMessage).QueryRowContext(ctx,
 		a.WorkspaceID, a.SessionID, a.ID, a.TurnID, string(a.Role), string(a.Kind), a.Version,
-		tool, boolInt(!a.Done), ms(a.At), a.Text, a.TextLen).Scan(&n, &ordinal)
+		tool, boolInt(!a.Done), ms(a.At), a.Text, a.TextLen).Scan(&n, &ordinal, &streaming)
 	if err != nil {
 		return host.AppendResult{}, classify("append message", err)
 	}
-	return host.AppendResult{Offset: int(n) - a.TextLen, Created: ordinal == a.Version}, nil
+	res := host.AppendResult{Offset: int(n) - a.TextLen, Created: ordinal == a.Version}
+	switch {
+	case res.Created:
+	case streaming != 0:
+		if a.Text != "" {
+			_, err = t.tx.StmtContext(ctx, t.s.insertPart).ExecContext(ctx,
+				a.WorkspaceID, a.SessionID, a.ID, res.Offset, a.Text)
+		}
+	case a.Done:
+		_, err = t.tx.StmtContext(ctx, t.s.deleteParts).ExecContext(ctx, a.WorkspaceID, a.SessionID, a.ID)
+	}
+	if err != nil {
+		return host.AppendResult{}, classify("append message: parts", err)
+	}
+	return res, nil
 }
 
 // ListMessages selects messages by version, always returned ascending.
@@ -140,7 +192,7 @@ func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.M
 		return host.MessagePage{}, err
 	}
 	limit := clampLimit(q.Limit, 200, 1000)
-	query := `SELECT ` + messageCols + ` FROM messages WHERE workspace_id = ? AND session_id = ?`
+	query := `SELECT ` + messageRead + ` FROM messages WHERE workspace_id = ? AND session_id = ?`
 	args := []any{ws, sessionID}
 	if q.TurnID != "" {
 		query += ` AND turn_id = ?`

@@ -152,6 +152,7 @@ func (t *tx) DeleteProvisionalSession(ctx context.Context, ws, id string) error 
 	for _, stmt := range []string{
 		`DELETE FROM runtime_operations WHERE workspace_id = ? AND session_id = ?`,
 		`DELETE FROM interactions WHERE workspace_id = ? AND session_id = ?`,
+		`DELETE FROM message_parts WHERE workspace_id = ? AND session_id = ?`,
 		`DELETE FROM messages WHERE workspace_id = ? AND session_id = ?`,
 		`DELETE FROM turns WHERE workspace_id = ? AND session_id = ?`,
 		`DELETE FROM submit_claims WHERE workspace_id = ? AND session_id = ?`,

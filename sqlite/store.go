@@ -40,9 +40,9 @@ type Store struct {
 	r      *sql.DB
 	log    *slog.Logger
 	closed atomic.Bool
-	// appendMessage is prepared once on the writer's only connection: it
-	// runs once per message per output batch.
-	appendMessage *sql.Stmt
+	// The append statements are prepared once on the writer's only
+	// connection: they run once per message per output batch.
+	appendMessage, insertPart, deleteParts *sql.Stmt
 }
 
 var _ host.Store = (*Store)(nil)
@@ -82,9 +82,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	st := &Store{w: w, r: r, log: log}
-	if st.appendMessage, err = w.PrepareContext(ctx, appendMessageSQL); err != nil {
-		st.Close()
-		return nil, classify("prepare append message", err)
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{{&st.appendMessage, appendMessageSQL}, {&st.insertPart, insertPartSQL}, {&st.deleteParts, deletePartsSQL}} {
+		if *p.stmt, err = w.PrepareContext(ctx, p.sql); err != nil {
+			st.Close()
+			return nil, classify("prepare append statements", err)
+		}
 	}
 	return st, nil
 }
@@ -145,11 +150,13 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	var stmtErr error
-	if s.appendMessage != nil {
-		stmtErr = s.appendMessage.Close()
+	var errs []error
+	for _, stmt := range []*sql.Stmt{s.appendMessage, s.insertPart, s.deleteParts} {
+		if stmt != nil {
+			errs = append(errs, stmt.Close())
+		}
 	}
-	return errors.Join(stmtErr, s.r.Close(), s.w.Close())
+	return errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 }
 
 // reader returns the read pool, or errClosed after Close.

@@ -21,16 +21,30 @@ import (
 //     chunk over the first and the last tenth of the answer: a flat cost
 //     has the two equal, whatever N.
 func BenchOutput(b *testing.B, open func(b *testing.B) host.Store) {
+	BenchOutputStatements(b, open, nil)
+}
+
+// BenchOutputStatements is BenchOutput that also reports SQL statements,
+// counted by statements (a driver-level counter, e.g. a pgx tracer): per
+// output transaction in the burst, and per chunk over a whole answer (the
+// session's creation, the submit and the terminal included, amortized), so
+// a count that does not depend on the answer length shows as the same
+// figure at answer=2000 and answer=20000.
+func BenchOutputStatements(b *testing.B, open func(b *testing.B) host.Store, statements func() int64) {
 	b.Run("burst", func(b *testing.B) {
 		bo := startBench(b, open(b))
 		b.ReportAllocs()
 		b.ResetTimer()
+		stmts0 := count(statements)
 		for i := range b.N {
 			bo.output(b, i, false)
 		}
 		bo.finish(b)
 		b.StopTimer()
 		txs, calls := bo.st.counts()
+		if statements != nil {
+			b.ReportMetric(float64(count(statements)-stmts0)/float64(max(txs, 1)), "stmts/tx")
+		}
 		b.ReportMetric(float64(txs)/float64(b.N), "tx/chunk")
 		b.ReportMetric(float64(calls)/float64(max(txs, 1)), "calls/tx")
 	})
@@ -38,6 +52,7 @@ func BenchOutput(b *testing.B, open func(b *testing.B) host.Store) {
 		b.Run(fmt.Sprintf("answer=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			var first, last time.Duration
+			stmts0 := count(statements)
 			for range b.N {
 				bo := startBench(b, open(b))
 				tenth := n / 10
@@ -56,8 +71,18 @@ func BenchOutput(b *testing.B, open func(b *testing.B) host.Store) {
 			}
 			b.ReportMetric(float64(first.Nanoseconds())/float64(b.N*(n/10)), "ns/chunk-first10%")
 			b.ReportMetric(float64(last.Nanoseconds())/float64(b.N*(n/10)), "ns/chunk-last10%")
+			if statements != nil {
+				b.ReportMetric(float64(count(statements)-stmts0)/float64(b.N*n), "stmts/chunk")
+			}
 		})
 	}
+}
+
+func count(f func() int64) int64 {
+	if f == nil {
+		return 0
+	}
+	return f()
 }
 
 type benchOutput struct {

@@ -94,3 +94,96 @@ func testAppliedSeq(t *testing.T, st host.Store) {
 		return nil
 	})
 }
+
+// testMessageParts: streaming appends are stored as pieces (insert-only) and
+// folded when the message closes; every reader sees the exact text at every
+// point: ListMessages, Changes and Tx.Message mid-stream (several messages
+// interleaved, surrogate pairs), after the closing append, after an append
+// to a closed message, and after a PutMessage rewrite of a streaming one.
+func testMessageParts(t *testing.T, st host.Store) {
+	ws := uid("ws")
+	s := session(ws, uid("s"), at(0))
+	seed(t, st, []host.Session{s}, nil, nil, nil)
+	ids := []string{"t1.text-1", "t1.thought-1"}
+	want := map[string]string{}
+	ver := int64(0)
+	appendTo := func(id, text string, done bool) host.AppendResult {
+		t.Helper()
+		ver++
+		a := host.MessageAppend{WorkspaceID: ws, SessionID: s.ID, ID: id, TurnID: "t1",
+			Role: host.RoleAgent, Kind: host.KindText, Version: ver, Text: text,
+			TextLen: host.UTF16Len(text), Done: done, At: at(ver)}
+		var res host.AppendResult
+		update(t, st, func(tx host.Tx) (err error) { res, err = tx.AppendMessage(ctx(t), a); return err })
+		if res.Offset != host.UTF16Len(want[id]) {
+			t.Fatalf("append %d to %s: offset %d, want %d", ver, id, res.Offset, host.UTF16Len(want[id]))
+		}
+		want[id] += text
+		return res
+	}
+	check := func(when string, streaming map[string]bool) {
+		t.Helper()
+		page, err := st.ListMessages(ctx(t), ws, s.ID, host.MessageQuery{})
+		noErr(t, "ListMessages", err)
+		c, err := st.Changes(ctx(t), ws, s.ID, host.ChangesQuery{Messages: 10, NoTurns: true})
+		noErr(t, "Changes", err)
+		if len(page.Messages) != len(want) || len(c.Messages) != len(want) {
+			t.Fatalf("%s: %d listed, %d changed, want %d", when, len(page.Messages), len(c.Messages), len(want))
+		}
+		for i, m := range page.Messages {
+			for _, got := range []host.Message{m, c.Messages[i]} {
+				if got.Content.Text != want[got.ID] || got.Streaming != streaming[got.ID] {
+					t.Fatalf("%s: %s = %q (streaming %v), want %q (streaming %v)", when, got.ID,
+						got.Content.Text, got.Streaming, want[got.ID], streaming[got.ID])
+				}
+			}
+		}
+		update(t, st, func(tx host.Tx) error {
+			for id := range want {
+				m, err := tx.Message(ctx(t), ws, s.ID, id)
+				if err != nil {
+					return err
+				}
+				if m.Content.Text != want[id] {
+					t.Fatalf("%s: Tx.Message %s = %q, want %q", when, id, m.Content.Text, want[id])
+				}
+			}
+			return nil
+		})
+	}
+
+	pieces := []string{"Hello", " wörld", " 😀", "", "𝄞x", " and", " more 🙂"}
+	for i, p := range pieces {
+		appendTo(ids[i%2], p, false)
+	}
+	for i := 0; i < 200; i++ { // many pieces: order is by offset, not by insertion luck
+		appendTo(ids[0], string(rune('a'+i%26)), false)
+	}
+	check("mid-stream", map[string]bool{ids[0]: true, ids[1]: true})
+
+	appendTo(ids[0], " end.", true)
+	check("after close", map[string]bool{ids[0]: false, ids[1]: true})
+	appendTo(ids[1], "", true) // an empty closing append folds too
+	check("both closed", map[string]bool{ids[0]: false, ids[1]: false})
+
+	// An append to a closed message still lands at its end, and the message
+	// stays closed.
+	appendTo(ids[0], " P.S. 😀", false)
+	check("append after close", map[string]bool{ids[0]: false, ids[1]: false})
+
+	// A PutMessage rewrite of a streaming message replaces every piece; the
+	// next append continues from the rewritten text.
+	id := "t1.text-2"
+	appendTo(id, "first", false)
+	appendTo(id, " second", false)
+	var m host.Message
+	update(t, st, func(tx host.Tx) (err error) { m, err = tx.Message(ctx(t), ws, s.ID, id); return err })
+	ver++
+	m.Content.Text, m.Version = "rewritten 😀", ver
+	update(t, st, func(tx host.Tx) error { return tx.PutMessage(ctx(t), m) })
+	want[id] = m.Content.Text
+	appendTo(id, " then more", false)
+	check("after a rewrite", map[string]bool{ids[0]: false, ids[1]: false, id: true})
+	appendTo(id, "", true)
+	check("rewrite closed", map[string]bool{ids[0]: false, ids[1]: false, id: false})
+}

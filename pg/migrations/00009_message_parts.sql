@@ -1,0 +1,26 @@
+-- +goose Up
+-- Streaming appends are insert-only (issue 10): an UPDATE writes a new row
+-- version, and `text = text || $n` wrote (and TOASTed) the whole text again
+-- on every chunk, so each chunk cost grew with the message. While a message
+-- streams, each appended piece is one row here, keyed by the message and its
+-- UTF-16 offset; messages keeps its first piece in text and the total
+-- UTF-16 length in text_len (the text column is not rewritten, so an
+-- unchanged TOAST value is carried over). Closing the message (done, or a
+-- PutMessage rewrite) folds the pieces into messages.text and deletes them;
+-- readers fold the pieces of a message that is still streaming. Invariant:
+-- a message has pieces only while streaming. Same model as
+-- sqlite/migrations/00008_message_parts.sql.
+CREATE TABLE message_parts (
+    workspace_id text   NOT NULL,
+    session_id   text   NOT NULL,
+    message_id   text   NOT NULL,
+    off          bigint NOT NULL,
+    text         text   NOT NULL,
+    PRIMARY KEY (workspace_id, session_id, message_id, off)
+);
+
+-- +goose Down
+UPDATE messages SET text = text || coalesce((SELECT string_agg(p.text, '' ORDER BY p.off)
+    FROM message_parts p WHERE p.workspace_id = messages.workspace_id
+      AND p.session_id = messages.session_id AND p.message_id = messages.id), '');
+DROP TABLE message_parts;
