@@ -24,6 +24,43 @@ func backoff(attempt int, base, cap time.Duration) time.Duration {
 	return rand.N(d)
 }
 
+// moveTo reconnects one client to addr and resubscribes it to session sid
+// from st, the position it last applied: it waits wait, then the backoff
+// between attempts, until a subscribe answers (the new client and the
+// answer) or ctx ends (a nil client). Every failed attempt goes to failed;
+// deferred, if not nil, counts the subscribes the server deferred with
+// retryAfterMs.
+func (r *runner) moveTo(ctx context.Context, addr, token, ws, sid string, st SubState, wait time.Duration,
+	failed func(error), deferred *atomic.Int64) (*Client, SubscribeResult) {
+	var rs *Resume
+	if st.Epoch != "" || st.Position != nil {
+		rs = &Resume{Epoch: st.Epoch, Seq: st.Seq, Position: st.Position}
+	}
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, SubscribeResult{}
+		}
+		wait = backoff(attempt, r.cfg.BackoffBase, r.cfg.BackoffCap)
+		cl, err := Dial(ctx, addr, token, DialOptions{})
+		if err != nil {
+			failed(err)
+			continue
+		}
+		sr, err := cl.Subscribe(ctx, ws, sid, rs)
+		if deferred != nil {
+			deferred.Add(cl.Deferred.Load())
+		}
+		if err != nil {
+			cl.Drop()
+			failed(err)
+			continue
+		}
+		return cl, sr
+	}
+}
+
 // reconnect: C subscribed clients drop at once while sessions stream, then
 // reconnect with full-jitter backoff and resume from their last applied
 // event's durable position. With several replicas each client comes back
@@ -162,39 +199,21 @@ func (r *runner) reconnect(ctx context.Context) *Result {
 			name := "session:" + ws + "/" + sids[i%nSess]
 			st, _ := first[i].Sub(name)
 			resume[i] = point{name, st}
-			for attempt := 0; ; attempt++ {
-				select {
-				case <-time.After(backoff(attempt, c.BackoffBase, c.BackoffCap)):
-				case <-rctx.Done():
-					unresynced.Add(1)
-					return
-				}
-				cl, err := Dial(rctx, r.addr(i+1), viewer, DialOptions{})
-				if err != nil {
-					failures.Add(1)
-					continue
-				}
-				var rs *Resume
-				if st.Epoch != "" || st.Position != nil {
-					rs = &Resume{Epoch: st.Epoch, Seq: st.Seq, Position: st.Position}
-				}
-				sr, err := cl.Subscribe(rctx, ws, sids[i%nSess], rs)
-				if err != nil {
-					cl.Drop()
-					failures.Add(1)
-					continue
-				}
-				lat.Record(time.Since(t0))
-				tl.Add(1)
-				resynced.Add(1)
-				if sr.Recovered {
-					recovered.Add(1)
-				} else {
-					snapshots.Add(1)
-				}
-				second[i] = cl
+			cl, sr := r.moveTo(rctx, r.addr(i+1), viewer, ws, sids[i%nSess], st, backoff(0, c.BackoffBase, c.BackoffCap),
+				func(error) { failures.Add(1) }, nil)
+			if cl == nil {
+				unresynced.Add(1)
 				return
 			}
+			lat.Record(time.Since(t0))
+			tl.Add(1)
+			resynced.Add(1)
+			if sr.Recovered {
+				recovered.Add(1)
+			} else {
+				snapshots.Add(1)
+			}
+			second[i] = cl
 		}()
 	}
 	wg.Wait()

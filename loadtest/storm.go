@@ -218,41 +218,20 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 				told.Add(1)
 				wait = time.Duration(ms) * time.Millisecond // the draining replica's hint
 			}
-			for attempt := 1; ; attempt++ {
-				select {
-				case <-time.After(wait):
-				case <-rctx.Done():
-					unresynced.Add(1)
-					return
-				}
-				wait = backoff(attempt, c.BackoffBase, c.BackoffCap)
-				cl, err := Dial(rctx, b.Addr, viewer, DialOptions{})
-				if err != nil {
-					failed(err)
-					continue
-				}
-				var rs *Resume
-				if st.Epoch != "" || st.Position != nil {
-					rs = &Resume{Epoch: st.Epoch, Seq: st.Seq, Position: st.Position}
-				}
-				sr, err := cl.Subscribe(rctx, ws, sids[i%nSess], rs)
-				deferred.Add(cl.Deferred.Load())
-				if err != nil {
-					cl.Drop()
-					failed(err)
-					continue
-				}
-				lat.Record(time.Since(t0))
-				tl.Add(1)
-				resynced.Add(1)
-				if sr.Recovered {
-					recovered.Add(1)
-				} else {
-					snapshots.Add(1)
-				}
-				second[i] = cl
+			cl, sr := r.moveTo(rctx, b.Addr, viewer, ws, sids[i%nSess], st, wait, failed, &deferred)
+			if cl == nil {
+				unresynced.Add(1)
 				return
 			}
+			lat.Record(time.Since(t0))
+			tl.Add(1)
+			resynced.Add(1)
+			if sr.Recovered {
+				recovered.Add(1)
+			} else {
+				snapshots.Add(1)
+			}
+			second[i] = cl
 		}()
 	}
 	wg.Wait()
