@@ -14,8 +14,9 @@ import (
 )
 
 // wirePair is a real WebSocket pair whose server side writes through a
-// SocketWire.
-func wirePair(t testing.TB) (*websocket.Conn, *SocketWire, *websocket.Conn) {
+// SocketWire, as server/hijack.go sets it up (withWire false: through the
+// library's own buffers, and the returned wire is nil).
+func wirePair(t testing.TB, withWire bool) (*websocket.Conn, *SocketWire, *websocket.Conn) {
 	t.Helper()
 	type accepted struct {
 		ws   *websocket.Conn
@@ -25,7 +26,11 @@ func wirePair(t testing.TB) (*websocket.Conn, *SocketWire, *websocket.Conn) {
 	done := make(chan struct{})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hw := &wireHijack{ResponseWriter: w}
-		c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+		var rw http.ResponseWriter = w
+		if withWire {
+			rw = hw
+		}
+		c, err := websocket.Accept(rw, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 		if err != nil {
 			return
 		}
@@ -71,7 +76,7 @@ func holdWriter(t *testing.T, c *Conn) (release func()) {
 func TestSocketWireFramesStayWellFormedAfterBatches(t *testing.T) {
 	h := New(Config{Reader: &fakeReader{}, Bus: NewLocalBus()})
 	defer h.Close()
-	srv, wire, cli := wirePair(t)
+	srv, wire, cli := wirePair(t, true)
 	c, err := h.Attach(srv, "c", nil, ConnOptions{Batch: true, Wire: wire})
 	if err != nil {
 		t.Fatal(err)

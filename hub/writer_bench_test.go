@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/coder/websocket"
 )
 
 // wireHijack gives the library small buffers over a SocketWire, as the
@@ -33,36 +30,12 @@ func (w *wireHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // benchConn is a hub connection whose client reads and counts events.
 func benchConn(b *testing.B, h *Hub, opts ConnOptions, withWire bool) (*Conn, *atomic.Int64) {
-	type accepted struct {
-		ws   *websocket.Conn
-		wire *SocketWire
-	}
-	ch := make(chan accepted, 1)
-	done := make(chan struct{})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hw := &wireHijack{ResponseWriter: w}
-		var rw http.ResponseWriter = w
-		if withWire {
-			rw = hw
-		}
-		c, err := websocket.Accept(rw, r, nil)
-		if err != nil {
-			return
-		}
-		ch <- accepted{c, hw.wire}
-		<-done
-	}))
-	b.Cleanup(func() { close(done); ts.Close() })
-	cli, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(ts.URL, "http"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv, wire, cli := wirePair(b, withWire)
 	cli.SetReadLimit(1 << 20)
-	a := <-ch
 	if withWire {
-		opts.Wire = a.wire
+		opts.Wire = wire // a nil *SocketWire would be a non-nil Wire
 	}
-	c, err := h.Attach(a.ws, "bench", nil, opts)
+	c, err := h.Attach(srv, "bench", nil, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,7 +49,6 @@ func benchConn(b *testing.B, h *Hub, opts ConnOptions, withWire bool) (*Conn, *a
 			got.Add(int64(strings.Count(string(data), `"type":"event"`)))
 		}
 	}()
-	b.Cleanup(func() { _ = cli.CloseNow(); _ = a.ws.CloseNow() })
 	return c, &got
 }
 
