@@ -47,7 +47,7 @@ type AppendResult struct {
 func UTF16Len(s string) int {
 	n := 0
 	for _, r := range s {
-		n += utf16.RuneLen(r)
+		n += utf16.RuneLen(r) // an invalid byte decodes as U+FFFD: one unit, as in JS
 	}
 	return n
 }

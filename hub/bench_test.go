@@ -40,7 +40,7 @@ func benchDeltaApply(b *testing.B, watchers int) {
 	}
 	at := time.Now()
 	chunk := "streams words 👋 "
-	off := utf16Len("Hello")
+	off := host.UTF16Len("Hello")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -50,7 +50,7 @@ func benchDeltaApply(b *testing.B, watchers int) {
 		if !tp.applyDelta(&d) {
 			b.Fatal("delta refused")
 		}
-		off += utf16Len(chunk)
+		off += host.UTF16Len(chunk)
 		if i%64 == 63 {
 			b.StopTimer()
 			for _, c := range conns {

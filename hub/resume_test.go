@@ -31,7 +31,7 @@ func (s *stream) chunk(t testing.TB, text string) {
 			Kind: host.KindText, Ordinal: ver, Streaming: true, CreatedAt: w.clock}
 		m.Content.Text = text
 	} else {
-		ch = host.MessageChange{ID: s.id, TurnID: w.turn, Version: ver, Offset: utf16Len(m.Content.Text), Text: text, UpdatedAt: w.clock}
+		ch = host.MessageChange{ID: s.id, TurnID: w.turn, Version: ver, Offset: host.UTF16Len(m.Content.Text), Text: text, UpdatedAt: w.clock}
 		m.Content.Text += text
 	}
 	m.Version, m.UpdatedAt = ver, w.clock

@@ -4,7 +4,6 @@ import (
 	"hash/fnv"
 	"sort"
 	"strconv"
-	"unicode/utf16"
 
 	"github.com/ensemble-dev/ensemble/host"
 )
@@ -51,7 +50,7 @@ type viewMsg struct {
 }
 
 func newViewMsg(m host.Message) *viewMsg {
-	v := &viewMsg{str: m.Content.Text, n: len(m.Content.Text), u16: utf16Len(m.Content.Text)}
+	v := &viewMsg{str: m.Content.Text, n: len(m.Content.Text), u16: host.UTF16Len(m.Content.Text)}
 	m.Content.Text = ""
 	v.m = m
 	return v
@@ -75,7 +74,7 @@ func (v *viewMsg) appended(piece string) *viewMsg {
 	}
 	w.buf = append(w.buf[:v.n], piece...)
 	w.n += len(piece)
-	w.u16 += utf16Len(piece)
+	w.u16 += host.UTF16Len(piece)
 	return &w
 }
 
@@ -179,12 +178,4 @@ func streamEpochOf(s host.Session) string {
 	h.Write([]byte{0})
 	h.Write(strconv.AppendInt(nil, s.CreatedAt.UnixMicro(), 10))
 	return "h1." + strconv.FormatUint(h.Sum64(), 36)
-}
-
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r) // an invalid byte decodes as U+FFFD: one unit, as in JS
-	}
-	return n
 }
