@@ -85,6 +85,8 @@ type UpdateSessionInput struct {
 	SessionID   string
 	Title       *string
 	Pinned      *bool
+	// Settings replaces the session's settings (the whole map) when set.
+	Settings *map[string]string
 }
 
 // RecoveryReport is what Recover did.

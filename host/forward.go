@@ -11,6 +11,7 @@ import (
 const (
 	forwardSubmit = "turn.message.submit"
 	forwardCancel = "turn.cancel"
+	forwardUpdate = "session.update"
 )
 
 // forwardSend runs SendInput on the owner replica and answers as if local.
@@ -81,6 +82,11 @@ func (h *Host) ServeForwarded(ctx context.Context, req ForwardRequest) ForwardRe
 		var in CancelInput
 		if err = decodeStrict(req.Input, &in); err == nil {
 			res, err = h.CancelTurn(ctx, in)
+		}
+	case forwardUpdate:
+		var in UpdateSessionInput
+		if err = decodeStrict(req.Input, &in); err == nil {
+			res, err = h.UpdateSession(ctx, in) // validated again: settings.go
 		}
 	default:
 		err = Errorf(CodeInternal, "unknown forwarded operation %q", req.Op)

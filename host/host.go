@@ -33,6 +33,10 @@ type Config struct {
 	// Recover requeues the operations a previous process of the same
 	// replica had leased. Default "local".
 	ReplicaID string
+	// WorkspaceRoot is the directory every session's working directory
+	// ("cwd" setting) must lie under (settings.go); pass it through
+	// ResolveWorkspaceRoot. Empty: the cwd setting is not checked.
+	WorkspaceRoot string
 }
 
 // Host is the application core. One long-lived Host per process.
@@ -64,6 +68,8 @@ type Host struct {
 	replica   string
 	// opsWake nudges the runtime-operation worker (non-blocking, size 1).
 	opsWake chan struct{}
+	// workspaceRoot bounds session working directories (settings.go).
+	workspaceRoot string
 
 	ready chan struct{}
 	once  sync.Once
@@ -85,6 +91,8 @@ func New(cfg Config) *Host {
 		replica:   cfg.ReplicaID,
 		opsWake:   make(chan struct{}, 1),
 		work:      newTurnWork(),
+
+		workspaceRoot: cfg.WorkspaceRoot,
 	}
 	if h.responder == nil {
 		h.responder, _ = cfg.Runtime.(InteractionResponder)

@@ -22,8 +22,10 @@ func (h *Host) CreateSession(ctx context.Context, in CreateSessionInput) (Create
 	if err != nil {
 		return CreateSessionResult{}, err
 	}
-	if len(in.Settings) > maxSettings {
-		return CreateSessionResult{}, Errorf(CodeInvalidInput, "at most %d settings", maxSettings)
+	if in.Settings != nil {
+		if in.Settings, err = h.normalizeSettings(in.Settings); err != nil {
+			return CreateSessionResult{}, err
+		}
 	}
 	var content *MessageContent
 	if in.Content != nil {
@@ -182,39 +184,24 @@ func (h *Host) resumeCreate(ctx context.Context, s Session, c SubmitClaim) (Crea
 	return CreateSessionResult{Session: vis, Turn: &t}, true, nil
 }
 
-// UpdateSession changes title or pin. An explicit title is final: derived
-// titles never replace it.
+// UpdateSession changes title, pin or settings. An explicit title is
+// final: derived titles never replace it. Settings are validated
+// (settings.go) and accepted by a live runtime before they are persisted.
 func (h *Host) UpdateSession(ctx context.Context, in UpdateSessionInput) (Session, error) {
 	if err := requireIDs(in.WorkspaceID, in.SessionID); err != nil {
 		return Session{}, err
 	}
-	var title string
 	if in.Title != nil {
-		t, err := normalizeTitle(*in.Title)
-		if err != nil {
+		if _, err := normalizeTitle(*in.Title); err != nil {
 			return Session{}, err
 		}
-		title = t
 	}
-	var out Session
-	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		s, err := visibleSession(ctx, tx, in.WorkspaceID, in.SessionID)
-		if err != nil {
-			return err
-		}
-		if in.Title != nil {
-			s.Title, s.TitleExplicit = title, title != ""
-		}
-		if in.Pinned != nil {
-			s.Pinned = *in.Pinned
-		}
-		s.UpdatedAt = h.nowUTC()
-		out = s
-		emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID})
-		return tx.UpdateSession(ctx, s)
-	})
+	if in.Settings == nil {
+		return h.persistUpdate(ctx, in, nil)
+	}
+	settings, err := h.normalizeSettings(*in.Settings)
 	if err != nil {
-		return Session{}, storeErr(err, "session %s", in.SessionID)
+		return Session{}, err
 	}
-	return out, nil
+	return h.updateSettings(ctx, in, settings)
 }

@@ -245,14 +245,23 @@ func sessionList(ctx context.Context, s *Server, _ caller, in sessionListIn) (an
 
 type sessionUpdateIn struct {
 	wsField
-	SessionID string  `json:"sessionId"`
-	Title     *string `json:"title"`
-	Pinned    *bool   `json:"pinned"`
+	SessionID string             `json:"sessionId"`
+	Title     *string            `json:"title"`
+	Pinned    *bool              `json:"pinned"`
+	Settings  *map[string]string `json:"settings"`
+}
+
+func (in sessionUpdateIn) checkLimits(Limits) error {
+	if in.Settings == nil {
+		return nil
+	}
+	return checkSettings(*in.Settings)
 }
 
 func sessionUpdate(ctx context.Context, s *Server, _ caller, in sessionUpdateIn) (any, error) {
 	sess, err := s.cfg.Host.UpdateSession(ctx, host.UpdateSessionInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, Title: in.Title, Pinned: in.Pinned,
+		Settings: in.Settings,
 	})
 	if err != nil {
 		return nil, err

@@ -36,6 +36,7 @@ type serveConfig struct {
 	httpTimeouts                                     server.HTTPTimeouts
 	reconnectJitter                                  time.Duration
 	pprofAddr                                        string
+	workspaceRoot                                    string // resolved; session working directories stay under it
 	sessionLease                                     time.Duration  // cluster mode (cluster.go)
 	security                                         securityConfig // tokens, origins, limits (security.go)
 }
@@ -59,6 +60,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	ws := f.string("workspace", "ENSEMBLE_WORKSPACE", "default", "workspace the printed sign-in link grants admin access to")
 	grace := f.duration("shutdown-grace", "ENSEMBLE_SHUTDOWN_GRACE", 10*time.Second, "how long a graceful shutdown may take")
 	pprofAddr := pprofFlag(f)
+	wsRoot := f.string("workspace-root", "ENSEMBLE_WORKSPACE_ROOT", "", "directory every session's working directory (the cwd setting) must lie under, symlinks and .. resolved; also the agent's default cwd (default: DATA-DIR/work)")
 	lease := f.duration("session-lease", "ENSEMBLE_SESSION_LEASE", host.DefaultLeaseTTL, "cluster mode: session ownership lease; a dead replica's sessions are taken over after it")
 	security := securityFlags(f)
 	dt := server.DefaultHTTPTimeouts()
@@ -82,6 +84,10 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		return c, err
 	}
 	c.pprofAddr = *pprofAddr
+	c.workspaceRoot = *wsRoot
+	if c.workspaceRoot == "" {
+		c.workspaceRoot = filepath.Join(c.dataDir, "work")
+	}
 	if c.replicaID == "" {
 		c.replicaID, _ = os.Hostname()
 	}
@@ -106,6 +112,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
+	}
+	if c.workspaceRoot, err = host.ResolveWorkspaceRoot(c.workspaceRoot); err != nil {
+		return fmt.Errorf("--workspace-root: %w", err)
 	}
 	storeChoice, err := selectStore(c.dbURL, c.dataDir)
 	if err != nil {
@@ -139,7 +148,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer closeBus()
 	h := host.New(host.Config{Store: store, Runtime: runtime, Observer: bus, Logger: log.With("component", "host"),
-		ReplicaID: c.replicaID})
+		ReplicaID: c.replicaID, WorkspaceRoot: c.workspaceRoot})
 	stopCluster, err := startCluster(ctx, c, bus, h, log)
 	if err != nil {
 		return err
@@ -218,7 +227,7 @@ func newRuntime(c serveConfig, log *slog.Logger) (*acp.Runtime, error) {
 		if err != nil {
 			return nil, err
 		}
-		return acp.New(acp.Config{Name: sim.Name, Simulated: true, Dial: sim.Dial(opts), Logger: log}), nil
+		return acp.New(acp.Config{Name: sim.Name, Simulated: true, Dial: sim.Dial(opts), Logger: log, Cwd: c.workspaceRoot}), nil
 	}
 	argv := strings.Fields(c.agent)
 	if len(argv) == 0 {
@@ -228,7 +237,7 @@ func newRuntime(c serveConfig, log *slog.Logger) (*acp.Runtime, error) {
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return nil, fmt.Errorf("--agent %q: %w (give a path to an ACP agent binary, or sim)", argv[0], err)
 	}
-	cfg := acp.Config{Command: argv, Logger: log}
+	cfg := acp.Config{Command: argv, Logger: log, Cwd: c.workspaceRoot}
 	if len(argv) > 1 && argv[1] == "sim-agent" {
 		// Our own sim agent as a process is still the simulator: label it.
 		cfg.Name, cfg.Simulated = sim.Name, true
