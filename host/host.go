@@ -124,8 +124,12 @@ func New(cfg Config) *Host {
 // Epoch identifies this Host process; it changes on every start.
 func (h *Host) Epoch() string { return h.epoch }
 
-// Agent describes the runtime's agent.
-func (h *Host) Agent() AgentInfo { return h.runtime.Describe() }
+// Agent describes the runtime's agent and the fork it attests now.
+func (h *Host) Agent() AgentInfo {
+	a := h.runtime.Describe()
+	a.Fork, a.ForkReason = h.ForkCapability()
+	return a
+}
 
 // Ready is closed once Recover has finished.
 func (h *Host) Ready() <-chan struct{} { return h.ready }

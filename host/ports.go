@@ -164,6 +164,10 @@ type AgentInfo struct {
 	// agentInfo), empty until it did.
 	Version   string `json:"version,omitempty"`
 	Simulated bool   `json:"simulated"`
+	// Fork and ForkReason: what fork the agent attests now (Host.Agent
+	// only; never recorded in turn labels).
+	Fork       ForkMode `json:"fork,omitempty"`
+	ForkReason string   `json:"forkReason,omitempty"`
 }
 
 // TurnRef is the canonical identity of a Turn.

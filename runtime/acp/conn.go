@@ -103,6 +103,10 @@ func (r *Runtime) dial(ctx context.Context) (*connection, error) {
 		return nil, fmt.Errorf("acp: initialize: %w", err)
 	}
 	c.caps = resp.AgentCapabilities
+	caps := resp.AgentCapabilities
+	r.mu.Lock()
+	r.caps = &caps
+	r.mu.Unlock()
 	attrs := []any{"connection", c.nonce, "protocol", resp.ProtocolVersion, "loadSession", resp.AgentCapabilities.LoadSession}
 	if resp.AgentInfo != nil {
 		attrs = append(attrs, "agentName", resp.AgentInfo.Name, "agentVersion", resp.AgentInfo.Version)

@@ -82,6 +82,11 @@ type Options struct {
 	// created and after each exchange, and session/load finds it after the
 	// agent restarts. Empty: sessions live in memory only.
 	StateDir string
+	// Fork chooses what fork support the agent advertises (fork.go):
+	// ForkThroughTurn (default) both ACP session/fork and the
+	// through-turn extension, ForkWholeSession only session/fork, ForkOff
+	// neither.
+	Fork ForkSupport
 }
 
 func (o Options) withDefaults() Options {
@@ -117,8 +122,9 @@ type session struct {
 	cancel  context.CancelFunc // of the running prompt
 }
 
-// exchange is one prompt and the text answered, for session/load replay.
-type exchange struct{ user, agent string }
+// exchange is one prompt and the text answered, for session/load replay;
+// id is the prompt's ACP messageId (fork through a turn names it).
+type exchange struct{ id, user, agent string }
 
 var (
 	_ acp.Agent       = (*agent)(nil)
@@ -146,7 +152,8 @@ func (a *agent) Initialize(context.Context, acp.InitializeRequest) (acp.Initiali
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession:         true,
-			SessionCapabilities: acp.SessionCapabilities{Close: &acp.SessionCloseCapabilities{}},
+			SessionCapabilities: acp.SessionCapabilities{Close: &acp.SessionCloseCapabilities{}, Fork: a.forkCapability()},
+			Meta:                a.forkMeta(),
 		},
 		AgentInfo: &acp.Implementation{
 			Name:    Name,
@@ -306,7 +313,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	err := r.steps(steps)
 
 	s.mu.Lock()
-	s.history = append(s.history, exchange{user: text, agent: r.said.String()})
+	s.history = append(s.history, exchange{id: msgID(p.MessageId), user: text, agent: r.said.String()})
 	s.cancel = nil
 	if serr := a.saveSession(string(p.SessionId), s); serr != nil {
 		a.opts.Logger.Error("sim: cannot store the session", "session", p.SessionId, "err", serr)

@@ -36,6 +36,7 @@ type stateFile struct {
 }
 
 type stateExchange struct {
+	ID    string `json:"id,omitempty"`
 	User  string `json:"user"`
 	Agent string `json:"agent"`
 }
@@ -59,7 +60,7 @@ func (a *agent) saveSession(id string, s *session) error {
 	st := stateFile{Agent: Name + " (simulated — no AI model)", Simulated: true, SessionID: id, Cwd: s.cwd,
 		History: make([]stateExchange, 0, len(s.history))}
 	for _, ex := range s.history {
-		st.History = append(st.History, stateExchange{User: ex.user, Agent: ex.agent})
+		st.History = append(st.History, stateExchange{ID: ex.id, User: ex.user, Agent: ex.agent})
 	}
 	data, err := json.Marshal(st)
 	if err != nil {
@@ -110,7 +111,7 @@ func (a *agent) loadSession(id string) (*session, error) {
 	}
 	s := &session{cwd: st.Cwd}
 	for _, ex := range st.History {
-		s.history = append(s.history, exchange{user: ex.User, agent: ex.Agent})
+		s.history = append(s.history, exchange{id: ex.ID, user: ex.User, agent: ex.Agent})
 	}
 	return s, nil
 }
