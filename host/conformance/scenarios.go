@@ -63,5 +63,10 @@ func Scenarios() []Scenario {
 		InteractionHistoryDurable,
 		PublishNeverDelaysCommits,
 		SubagentAmbiguousCommit,
+		// Session lifecycle: fork and settings (fork_scenarios.go).
+		ForkThroughEarlierTurn,
+		ForkLatestTurnOnly,
+		ForkRefusedWhereUnattested,
+		SettingsUnderWorkspaceRoot,
 	}
 }

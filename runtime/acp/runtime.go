@@ -90,10 +90,10 @@ type Runtime struct {
 	delivered deliveredSet
 
 	mu      sync.Mutex
-	info    *acpsdk.Implementation // what the agent said about itself at initialize
+	info    *acpsdk.Implementation    // what the agent said about itself at initialize
 	caps    *acpsdk.AgentCapabilities // what it advertised at its latest initialize
-	conn    *connection            // current connection; nil before the first Start or after it died
-	dialing chan struct{}          // closed when an in-progress dial ends
+	conn    *connection               // current connection; nil before the first Start or after it died
+	dialing chan struct{}             // closed when an in-progress dial ends
 	closed  bool
 }
 

@@ -292,6 +292,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	text := promptText(p.Prompt)
 	s.mu.Lock()
 	first := len(s.history) == 0
+	remembered := recallText(s.history)
 	s.cancel = cancel
 	s.mu.Unlock()
 
@@ -304,6 +305,9 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		r.errorAfter = d.errorAfter
 		r.stamp = d.stamp
 		steps = d.script(rest, first)
+		if d.recall {
+			steps = []Step{{Text: remembered}}
+		}
 	} else if len(a.opts.Scenario) > 0 {
 		steps = a.opts.Scenario
 	} else {

@@ -26,6 +26,7 @@ type directives struct {
 	markdown   bool // answer in rich markdown (headings, lists, table, code)
 	diff       bool // an edit tool call with a diff, and an approval showing it
 	checklist  bool // an ACP plan whose entries progress live
+	recall     bool // answer with the prompts this session remembers (fork.go)
 	unknown    []string
 }
 
@@ -102,6 +103,9 @@ func parseDirectives(text string) (d directives, rest string, ok bool) {
 			continue
 		case tok == "checklist":
 			d.checklist = true
+			continue
+		case tok == "recall":
+			d.recall = true
 			continue
 		}
 		d.unknown = append(d.unknown, tok)

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/coder/acp-go-sdk"
 )
@@ -136,4 +138,16 @@ func (a *agent) fork(source, through, cwd string) (string, error) {
 	a.sessions[id] = s
 	a.mu.Unlock()
 	return id, nil
+}
+
+// recallText is the answer of "/sim recall": the user prompts this
+// session's history holds, oldest first, so a test can see exactly what a
+// forked session remembers.
+func recallText(history []exchange) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "I remember %d earlier prompts.", len(history))
+	for i, ex := range history {
+		fmt.Fprintf(&b, " [%d] %s", i+1, ex.user)
+	}
+	return b.String()
 }
