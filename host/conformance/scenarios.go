@@ -68,5 +68,8 @@ func Scenarios() []Scenario {
 		ForkLatestTurnOnly,
 		ForkRefusedWhereUnattested,
 		SettingsUnderWorkspaceRoot,
+		// Replay capture and restore (export_scenarios.go).
+		ExportImportRoundTrip,
+		ImportConflictRejected,
 	}
 }

@@ -1,0 +1,170 @@
+package conformance
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// Replay capture and restore (host/export.go): export → import into a
+// fresh workspace → export again is byte-identical; identical re-import
+// is a no-op; conflicts and bad documents are typed refusals that change
+// nothing; nothing ever starts an agent.
+
+const importWS = "ws-import"
+
+// richSession builds a settled tree: text, a tool call, an answered
+// permission (an interaction), a sub-agent child session, settings, pin.
+func (f *fixture) richSession() host.Session {
+	f.t.Helper()
+	r, err := f.host.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: ws, Title: "Export me",
+		Settings: map[string]string{"model": "m1"}, CreatedBy: "alice"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	sid := r.Session.ID
+	f.settledTurns(sid, "/sim instant\nplain text with surrogates 😀", "/sim instant tool\nread a file")
+	// A permission in the root, then one in a sub-agent child session.
+	for _, p := range []string{"/sim instant permission\nedit", "/sim instant subagent\ndelegate"} {
+		tr := f.mustSend(sid, fmt.Sprintf("export-%d", promptSeq.Add(1)), p)
+		_, it := f.pendingPermission(sid)
+		if _, err := f.respond(it, it.Options[0].ID, "alice", ""); err != nil {
+			f.t.Fatalf("respond: %v", err)
+		}
+		f.waitSettled(tr)
+	}
+	pin := true
+	if _, err := f.host.UpdateSession(ctx, host.UpdateSessionInput{WorkspaceID: ws, SessionID: sid, Pinned: &pin}); err != nil {
+		f.t.Fatal(err)
+	}
+	s, err := f.host.GetSession(ctx, ws, sid)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+func encode(t *testing.T, g host.SessionGraph) []byte {
+	t.Helper()
+	b, err := host.EncodeGraph(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var ExportImportRoundTrip = Scenario{Name: "export/import_into_a_fresh_workspace_is_byte_identical", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	src := f.richSession()
+	g, err := host.CaptureSessionGraph(ctx, f.store, ws, src.ID)
+	if err != nil {
+		t.Fatalf("capture: %v", err)
+	}
+	if len(g.Sessions) < 2 || g.Sessions[0].ID != src.ID || g.Sessions[1].ParentID != src.ID {
+		t.Fatalf("graph lacks the sub-agent hierarchy: %d sessions", len(g.Sessions))
+	}
+	root := g.Sessions[0]
+	if !root.Pinned || root.Settings["model"] != "m1" || root.ProviderResumeCheckpoint == nil || len(root.Interactions) == 0 || len(root.Turns) != 4 {
+		t.Fatalf("graph root incomplete: pinned=%v settings=%v checkpoint=%v interactions=%d turns=%d",
+			root.Pinned, root.Settings, root.ProviderResumeCheckpoint, len(root.Interactions), len(root.Turns))
+	}
+	first := encode(t, g)
+	if bytes.Contains(first, []byte(ws)) || bytes.Contains(first, []byte(`"createdBy"`)) {
+		t.Fatalf("the graph names the workspace or the owner")
+	}
+	// The document decodes strictly and re-encodes to the same bytes.
+	dg, err := host.DecodeGraph(first)
+	if err != nil || !bytes.Equal(encode(t, dg), first) {
+		t.Fatalf("decode/encode is not stable: %v", err)
+	}
+
+	dispatches := f.runtime.dispatches.Load()
+	res, err := host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: importWS, UserID: "carol", Graph: dg})
+	if err != nil || !res.Created || len(res.Sessions) != len(g.Sessions) {
+		t.Fatalf("restore: %+v %v", res, err)
+	}
+	again, err := host.CaptureSessionGraph(ctx, f.store, importWS, src.ID)
+	if err != nil {
+		t.Fatalf("capture the import: %v", err)
+	}
+	if second := encode(t, again); !bytes.Equal(first, second) {
+		t.Fatalf("export after import differs:\n%s\n----\n%s", first, second)
+	}
+	for _, id := range res.Sessions {
+		s, err := f.host.GetSession(ctx, importWS, id)
+		if err != nil || s.CreatedBy != "carol" || s.ActiveTurnID != "" {
+			t.Fatalf("imported session %s: %+v %v", id, s, err)
+		}
+	}
+	// Identical content for the same user again: a no-op.
+	res2, err := host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: importWS, UserID: "carol", Graph: dg})
+	if err != nil || res2.Created {
+		t.Fatalf("idempotent restore: %+v %v", res2, err)
+	}
+	if f.runtime.dispatches.Load() != dispatches {
+		t.Fatalf("restore sent a prompt to the agent")
+	}
+	// The source is untouched and the imported session reads like any other.
+	if ms := f.messages(src.ID, host.MessageQuery{Limit: 1000}); len(ms) == 0 {
+		t.Fatalf("source lost its messages")
+	}
+	if p, err := f.host.ListSessionMessages(ctx, importWS, src.ID, host.MessageQuery{Limit: 1000}); err != nil || len(p.Messages) != len(root.Messages) {
+		t.Fatalf("imported messages: %d of %d (%v)", len(p.Messages), len(root.Messages), err)
+	}
+}}
+
+var ImportConflictRejected = Scenario{Name: "export/import_conflicts_and_bad_documents_are_refused", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	src := f.createEmpty()
+	f.settledTurns(src.ID, "/sim instant\nhello")
+	g, err := host.CaptureSessionGraph(ctx, f.store, ws, src.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: importWS, UserID: "carol", Graph: g}); err != nil {
+		t.Fatal(err)
+	}
+	want := encode(t, g)
+
+	changed := g
+	changed.Sessions = append([]host.GraphSession(nil), g.Sessions...)
+	changed.Sessions[0].Title = "Something else"
+	_, err = host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: importWS, UserID: "carol", Graph: changed})
+	wantReason(t, err, host.CodeOperationConflict, host.ReasonImportConflict)
+	_, err = host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: importWS, UserID: "dave", Graph: g})
+	wantReason(t, err, host.CodeOperationConflict, host.ReasonImportConflict)
+	// Importing into the source's own workspace collides with the source.
+	_, err = host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: ws, UserID: "carol", Graph: g})
+	wantReason(t, err, host.CodeOperationConflict, host.ReasonImportConflict)
+
+	bad := g
+	bad.Version = 99
+	_, err = host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: "ws-other", UserID: "carol", Graph: bad})
+	wantReason(t, err, host.CodeInvalidInput, host.ReasonGraphInvalid)
+	_, err = host.DecodeGraph([]byte(`{"format":"ensemble.session-graph","version":1,"sessions":[],"extra":1}`))
+	wantReason(t, err, host.CodeInvalidInput, host.ReasonGraphInvalid)
+	_, err = host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: "ws-other", UserID: "carol", Graph: host.SessionGraph{Format: host.GraphFormat, Version: host.GraphVersion}})
+	wantReason(t, err, host.CodeInvalidInput, host.ReasonGraphInvalid)
+	if p, _ := f.host.ListSessions(ctx, "ws-other", host.SessionQuery{}); len(p.Sessions) != 0 {
+		t.Fatalf("a refused import wrote sessions")
+	}
+	// Nothing changed in the imported copy.
+	have, err := host.CaptureSessionGraph(ctx, f.store, importWS, src.ID)
+	if err != nil || !bytes.Equal(encode(t, have), want) {
+		t.Fatalf("a refused import changed the workspace: %v", err)
+	}
+
+	// Unsettled sessions and foreign ids are not exported.
+	hang := f.mustSend(src.ID, "exp-hang", "/sim hang")
+	f.waitTurn(hang, "accepted", host.Turn.Accepted)
+	_, err = host.CaptureSessionGraph(ctx, f.store, ws, src.ID)
+	wantReason(t, err, host.CodeOperationConflict, host.ReasonNotSettled)
+	_, err = host.CaptureSessionGraph(ctx, f.store, "ws-foreign", src.ID)
+	wantCode(t, err, host.CodeNotFound)
+	if _, err := f.host.CancelTurn(ctx, host.CancelInput{WorkspaceID: ws, SessionID: src.ID, TurnID: hang.ID}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitSettled(hang)
+}}
