@@ -28,6 +28,9 @@ var minRole = map[string]Role{
 	"session.delete":  RoleAdmin,
 	"session.restore": RoleAdmin,
 	"session.purge":   RoleAdmin,
+	// move settled session graphs between installations
+	"session.export": RoleAdmin,
+	"session.import": RoleAdmin,
 }
 
 // Allowed reports whether role may run op. Unknown operations and RoleNone

@@ -191,6 +191,12 @@ func opInput(op, ws string, tn tenant) map[string]any {
 		in["sub"] = tn.idleSub
 	case "presence.typing":
 		in["sessionId"], in["typing"] = tn.idle, true
+	case "session.fork":
+		in["sessionId"], in["turnId"], in["clientSubmitId"] = tn.idle, tn.idleTurn, "fork-"+tn.submitID
+	case "session.import":
+		// Not a graph: an admin gets past authorization to the document
+		// check; everyone else must stop at forbidden.
+		in["graph"] = map[string]any{}
 	default: // session.get, delete, restore, purge, fork; turn.list, message.list; goal.get, goal.control
 		in["sessionId"] = tn.idle
 	}
@@ -208,7 +214,7 @@ func httpRequest(op string, in map[string]any) (method, path string, body map[st
 		path = "/v1/workspaces/{workspace}" + rt.path
 		body = map[string]any{}
 		for k, v := range in {
-			if slices.Contains(pathParams, k) {
+			if slices.Contains(pathParams, k) && strings.Contains(path, "{"+k+"}") {
 				path = strings.ReplaceAll(path, "{"+k+"}", url.PathEscape(fmt.Sprint(v)))
 				continue
 			}
@@ -401,6 +407,8 @@ func TestEveryOperationRefusesHostileCallers(t *testing.T) {
 			return want{host.CodeForbidden, ""}
 		case op == "session.create", op == "session.list", op == "unsubscribe":
 			return want{} // creates in A; lists A; drops nothing
+		case op == "session.import":
+			return want{host.CodeInvalidInput, host.ReasonGraphInvalid} // imports only ever write A
 		case !implemented(op):
 			return want{host.CodeUnsupported, ""}
 		}

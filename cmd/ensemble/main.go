@@ -5,6 +5,8 @@
 //	ensemble token       mint a sign-in token for local use
 //	ensemble sim-agent   run the built-in sim agent as an ACP agent on stdio
 //	ensemble loadtest    load-test replicas on loopback (see loadtest/)
+//	ensemble export      write a settled session graph as portable JSON
+//	ensemble import      restore a session graph into a workspace
 package main
 
 import (
@@ -24,6 +26,8 @@ Usage:
   ensemble token [flags]       mint a sign-in token for local use
   ensemble sim-agent [flags]   run the built-in sim agent over stdio (ACP)
   ensemble loadtest [flags]    measure replicas on loopback against reference servers
+  ensemble export --session ID write a settled session graph as portable JSON
+  ensemble import --user U     restore a session graph into a workspace (no agent starts)
 
 Every flag can also be set by the environment variable named in its help;
 the flag wins.
@@ -52,6 +56,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = simAgent(ctx, args[1:], stderr)
 	case "loadtest":
 		err = loadtestCmd(ctx, args[1:], stdout, stderr)
+	case "export":
+		err = exportCmd(ctx, args[1:], stdout, stderr)
+	case "import":
+		err = importCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
