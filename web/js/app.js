@@ -15,6 +15,7 @@ import { presenceSummary, createTypingSignal } from './presence.js';
 import { checkPrompt, MAX_FRAME_BYTES, MAX_PROMPT_BYTES } from './limits.js';
 import { errorLine, explainDisconnect } from './explain.js';
 import { hueOf } from './views/transcript.js';
+import { forkInfo, createSessionControls } from './views/fork.js';
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -141,7 +142,37 @@ function start(token, claimsPrincipal) {
     onLoadEarlier: loadEarlier,
     onRetryPrompt: (text) => onSubmit(text),
     isSim: () => isSimAgent(),
+    forkInfo: (t) => forkInfo({ agent: serverAgent, role: currentRole(), open: state.open, turn: t,
+      connected: conn.state === 'connected', inFlight: forking.has(t.id) }),
+    onFork: (t) => onFork(t),
   });
+
+  // Fork, pin and settings (views/fork.js).
+  const forking = new Set(); // turn ids whose fork request is in flight
+  const sessionControls = createSessionControls({
+    bar: $('#session-bar'), after: $('#session-bar'),
+    request: (op, input) => conn.request(op, { workspace: state.workspace, ...input }),
+    onError: (err) => showComposerError(err),
+    onChanged: (s) => { if (s) S.upsertSession(state, s); update(); },
+  });
+  async function onFork(t) {
+    const open = state.open;
+    if (!open || forking.has(t.id)) return;
+    forking.add(t.id);
+    showComposerError(null);
+    update();
+    const ws = state.workspace;
+    try {
+      const res = await conn.request('session.fork', { workspace: ws, sessionId: open.id, turnId: t.id, clientSubmitId: uuid() });
+      S.upsertSession(state, res.session);
+      if (state.workspace === ws) navigate(ws, res.session.id);
+    } catch (err) {
+      showComposerError(err);
+    } finally {
+      forking.delete(t.id);
+      update();
+    }
+  }
 
   // /sim hints only when the agent really is the simulator.
   function isSimAgent() {
@@ -229,6 +260,7 @@ function start(token, claimsPrincipal) {
     const bar = $('#session-bar');
     const open = state.open;
     bar.hidden = !open;
+    sessionControls.render(open, { editable: !!open && currentRole() !== '' && currentRole() !== 'viewer' && !open.deleted });
     if (!open) return;
     const s = open.session || {};
     setText($('#session-title'), s.title || 'Untitled session');

@@ -418,9 +418,13 @@ function turnStatusView(handlers) {
   const label = h('span', { class: 'turn-label' });
   const detail = h('span', { class: 'turn-detail' });
   const retry = h('button', { type: 'button', class: 'btn btn-small btn-secondary turn-retry', text: 'Retry this prompt' });
-  const el = h('div', { class: 'turn-status' }, spin, label, detail, retry);
+  // Fork (views/fork.js decides where the agent attests it).
+  const fork = h('button', { type: 'button', class: 'btn btn-small btn-secondary turn-fork', text: 'Fork', hidden: true });
+  const el = h('div', { class: 'turn-status' }, spin, label, detail, retry, fork);
   let prompt = '';
+  let turn = null;
   retry.addEventListener('click', () => handlers.onRetryPrompt(prompt));
+  fork.addEventListener('click', () => { if (turn && handlers.onFork) handlers.onFork(turn); });
   return {
     el,
     update(t, isActive, ctx = {}) {
@@ -436,7 +440,15 @@ function turnStatusView(handlers) {
       setText(label, st.label);
       setText(detail, st.detail || '');
       detail.hidden = !st.detail;
-      setAttr(el, 'title', t.settledAt ? `settled ${new Date(t.settledAt).toLocaleString()}` : null);
+      turn = t;
+      const fi = handlers.forkInfo ? handlers.forkInfo(t) : { show: false };
+      fork.hidden = !fi.show;
+      fork.disabled = !!fi.disabled;
+      setText(fork, fi.busy ? 'Forking…' : 'Fork');
+      setAttr(fork, 'title', fi.show ? fi.title : null);
+      setAttr(el, 'data-fork-reason', fi.reason || null);
+      const settled = t.settledAt ? `settled ${new Date(t.settledAt).toLocaleString()}` : '';
+      setAttr(el, 'title', [settled, !fi.show && fi.title ? fi.title : ''].filter(Boolean).join('\n') || null);
     },
   };
 }
