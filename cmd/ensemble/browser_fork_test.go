@@ -47,11 +47,6 @@ func TestBrowserForkPinAndSettings(t *testing.T) {
 
 	// Pin: Alice pins, Bob and Carol see it live (bar and list).
 	do(t, alice, "Alice pins the session", chromedp.Click(chromedp.CSS(`#session-pin`)))
-	for name, ctx := range map[string]any{"Bob": bob, "Carol": carol} {
-		_ = ctx
-		c := map[string]any{"Bob": bob, "Carol": carol}[name]
-		_ = c
-	}
 	pinned := `document.querySelector('#session-pin').getAttribute('aria-pressed') === 'true' &&
 		!document.querySelector('#session-list [data-session-id="` + sid + `"] .session-pin').hidden`
 	waitJS(t, bob, "Bob sees the pin", pinned)
@@ -94,4 +89,16 @@ func TestBrowserForkPinAndSettings(t *testing.T) {
 	send(t, alice, "Alice", "/sim recall")
 	waitJS(t, alice, "the fork's agent remembers the first prompt only",
 		`[...document.querySelectorAll('#transcript .msg-agent')].some(e => e.textContent.includes('I remember 1 earlier prompts.'))`)
+
+	// A turn the agent refused was never bound to an agent turn: no Fork,
+	// and its status line says why on hover.
+	send(t, alice, "Alice", "/sim fail")
+	refused := `document.querySelector('#transcript .turn-status[data-outcome="failed"]')`
+	waitJS(t, alice, "the refused turn settles", refused)
+	got := js[[]any](t, alice, "the refused turn's fork state", `[`+refused+`.dataset.forkReason, `+refused+`.title,
+		`+refused+`.querySelector('.turn-fork').hidden]`)
+	if got[0] != "fork_point_unbound" || !strings.Contains(got[1].(string), "Fork unavailable: The agent never confirmed this turn") || got[2] != true {
+		t.Fatalf("refused turn: %v", got)
+	}
+	screenshot(t, alice, "17-fork-hidden-on-refused-turn")
 }
