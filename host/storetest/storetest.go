@@ -57,6 +57,8 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"AppendMessage", testAppendMessage},
 		{"AppliedSeq", testAppliedSeq},
 		{"MessageParts", testMessageParts},
+		{"ForkOps", testForkOps},
+		{"SessionTree", testSessionTree},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {
