@@ -60,6 +60,17 @@ func (h *Host) ForkSession(ctx context.Context, in ForkSessionInput) (Session, e
 	}
 	defer forkFlights.Delete(key)
 
+	// Freeze the snapshot before anything is reserved: a settled turn and
+	// the turns before it never change, so a store failure here leaves
+	// nothing behind and the same clientSubmitId can simply be retried.
+	var snap Transcript
+	if pt, err := h.store.GetTurn(ctx, in.WorkspaceID, in.SessionID, in.TurnID); err == nil && pt.Settled() {
+		if snap, err = readTranscript(ctx, h.store, in.WorkspaceID, in.SessionID, pt.Seq); err != nil {
+			return Session{}, storeErr(err, "session %s", in.SessionID)
+		}
+	} else if err != nil && !errors.Is(err, ErrNotFound) {
+		return Session{}, storeErr(err, "turn %s", in.TurnID)
+	}
 	op, src, point, done, err := h.prepareFork(ctx, forker, in)
 	if err != nil || done != nil {
 		if done != nil {
@@ -67,9 +78,9 @@ func (h *Host) ForkSession(ctx context.Context, in ForkSessionInput) (Session, e
 		}
 		return Session{}, err
 	}
-	snap, err := readTranscript(ctx, h.store, in.WorkspaceID, src.ID, point.Seq)
-	if err != nil {
-		return Session{}, h.failFork(ctx, op, "", err)
+	if len(snap.Turns) == 0 || snap.Turns[len(snap.Turns)-1].ID != point.ID {
+		// The point was read unsettled (or not at all) but settled since.
+		return Session{}, h.failFork(ctx, op, ReasonForkNotSettled)
 	}
 	var bound []string
 	for _, t := range snap.Turns {
@@ -85,7 +96,7 @@ func (h *Host) ForkSession(ctx context.Context, in ForkSessionInput) (Session, e
 	var le *LocalError
 	switch {
 	case errors.As(err, &le):
-		return Session{}, h.failFork(ctx, op, le.Code, nil)
+		return Session{}, h.failFork(ctx, op, le.Code)
 	case err != nil:
 		// The agent may or may not have forked: never ask again.
 		h.log.Warn("fork: the agent's answer was lost; outcome unknown", "session", src.ID, "err", err)
@@ -94,11 +105,11 @@ func (h *Host) ForkSession(ctx context.Context, in ForkSessionInput) (Session, e
 	}
 	for _, id := range bound {
 		if res.TurnIDs[id] == "" {
-			return Session{}, h.failFork(ctx, op, ReasonForkEvidence, nil)
+			return Session{}, h.failFork(ctx, op, ReasonForkEvidence)
 		}
 	}
 	if res.ProviderSessionID == "" {
-		return Session{}, h.failFork(ctx, op, ReasonForkEvidence, nil)
+		return Session{}, h.failFork(ctx, op, ReasonForkEvidence)
 	}
 	return h.commitFork(ctx, op, src, point, snap, res)
 }
@@ -206,13 +217,8 @@ func replayFork(prev ForkOp, in ForkSessionInput) error {
 		Message: "an earlier attempt of this fork ended without an answer from the agent; it is not retried"}
 }
 
-// failFork records a refusal (reason set) and returns it. Without a
-// reason the cause is local (store): the reservation is released as a
-// failure with a generic reason so a retry can answer.
-func (h *Host) failFork(ctx context.Context, op ForkOp, reason string, cause error) error {
-	if reason == "" {
-		reason = "fork_preparation_failed"
-	}
+// failFork records a refusal and returns it.
+func (h *Host) failFork(ctx context.Context, op ForkOp, reason string) error {
 	err := h.commit(ctx, func(tx Tx, _ func(...Fact)) error {
 		ftx := tx.(ForkTx)
 		cur, err := ftx.ForkOp(ctx, op.WorkspaceID, op.ClientSubmitID)
@@ -224,9 +230,6 @@ func (h *Host) failFork(ctx context.Context, op ForkOp, reason string, cause err
 	})
 	if err != nil {
 		h.log.Warn("fork: could not record the refusal", "err", err)
-	}
-	if cause != nil {
-		return storeErr(cause, "fork %s", op.SourceSessionID)
 	}
 	return forkRefused(reason, "the agent could not attest this fork")
 }
