@@ -52,6 +52,8 @@ type envOpts struct {
 	origins  []string
 	leeway   time.Duration
 	logger   *slog.Logger
+	// workspaceRoot bounds session working directories (fork_ops_test.go).
+	workspaceRoot string
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -68,7 +70,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	rt := acp.New(acp.Config{Name: sim.Name, Simulated: true, Logger: log,
 		Dial: sim.Dial(sim.Options{Rate: time.Millisecond, Logger: log})})
 	bus := hub.NewLocalBus()
-	h := host.New(host.Config{Store: st, Runtime: rt, Observer: bus, Logger: log})
+	h := host.New(host.Config{Store: st, Runtime: rt, Observer: bus, Logger: log, WorkspaceRoot: o.workspaceRoot})
 	if _, err := h.Recover(ctx); err != nil {
 		t.Fatalf("recover: %v", err)
 	}
