@@ -1,6 +1,6 @@
 // Fork on settled turns, and the session's pin and settings controls.
 // Fork is offered only where the agent attests it for exactly that turn
-// (the hello's agent.fork: any_turn, or latest_turn = only the newest
+// (the ready frame's agent.fork: any_turn, or latest_turn = only the newest
 // settled turn of an idle session); elsewhere the button stays hidden and
 // the turn's status line says why on hover.
 
