@@ -365,3 +365,41 @@ func (tx *faultTx) MaxLineageSeq(ctx context.Context, ws, lineage string) (int64
 func (s *faultStore) SessionTree(ctx context.Context, ws, root string) ([]host.Session, error) {
 	return s.Store.(host.SessionTreeStore).SessionTree(ctx, ws, root)
 }
+
+// ForkConcurrentTitles: forks of one family racing each other each get
+// their own title number, none is lost, and the source keeps working.
+var ForkConcurrentTitles = Scenario{Name: "fork/concurrent_forks_take_distinct_lineage_numbers", Run: func(t *testing.T, d Driver) {
+	f := forkFixture(t, d, host.ForkAnyTurn, "")
+	r, err := f.host.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: ws, Title: "Race"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns := f.settledTurns(r.Session.ID, "/sim instant\none")
+	const n = 4
+	titles := make(chan string, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			s, err := f.fork(r.Session.ID, turns[0].ID, fmt.Sprintf("race-%d", i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			titles <- s.Title
+		}()
+	}
+	seen := map[string]bool{}
+	for range n {
+		select {
+		case err := <-errs:
+			t.Fatalf("concurrent fork: %v", err)
+		case title := <-titles:
+			seen[title] = true
+		}
+	}
+	for i := 2; i <= n+1; i++ {
+		if !seen[fmt.Sprintf("Race (%d)", i)] {
+			t.Fatalf("titles %v lack Race (%d)", seen, i)
+		}
+	}
+}}

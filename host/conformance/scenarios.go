@@ -67,6 +67,7 @@ func Scenarios() []Scenario {
 		ForkThroughEarlierTurn,
 		ForkLatestTurnOnly,
 		ForkRefusedWhereUnattested,
+		ForkConcurrentTitles,
 		SettingsUnderWorkspaceRoot,
 		// Replay capture and restore (export_scenarios.go).
 		ExportImportRoundTrip,
