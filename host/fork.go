@@ -54,6 +54,19 @@ func (h *Host) ForkSession(ctx context.Context, in ForkSessionInput) (Session, e
 	if !ok {
 		return Session{}, &Error{Code: CodeUnsupported, Reason: ReasonForkUnsupported, Message: "this agent cannot fork sessions"}
 	}
+	// The agent that holds the source's provider session forks it: a
+	// session another replica runs is forked there.
+	if !isForwarded(ctx) && h.runsElsewhere(ctx, in.WorkspaceID, in.SessionID) {
+		owner, err := h.Owner(ctx, in.WorkspaceID, in.SessionID)
+		if err != nil {
+			return Session{}, err
+		}
+		var out Session
+		if err := h.forward(ctx, owner, forwardFork, in, &out); err != nil {
+			return Session{}, err
+		}
+		return out, nil
+	}
 	key := in.WorkspaceID + "\x00" + in.ClientSubmitID
 	if _, busy := forkFlights.LoadOrStore(key, struct{}{}); busy {
 		return Session{}, &Error{Code: CodeUnavailable, Reason: ReasonForkInProgress, Message: "this fork is still running; retry with the same clientSubmitId"}

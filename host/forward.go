@@ -12,6 +12,7 @@ const (
 	forwardSubmit = "turn.message.submit"
 	forwardCancel = "turn.cancel"
 	forwardUpdate = "session.update"
+	forwardFork   = "session.fork"
 )
 
 // forwardSend runs SendInput on the owner replica and answers as if local.
@@ -82,6 +83,11 @@ func (h *Host) ServeForwarded(ctx context.Context, req ForwardRequest) ForwardRe
 		var in CancelInput
 		if err = decodeStrict(req.Input, &in); err == nil {
 			res, err = h.CancelTurn(ctx, in)
+		}
+	case forwardFork:
+		var in ForkSessionInput
+		if err = decodeStrict(req.Input, &in); err == nil {
+			res, err = h.ForkSession(ctx, in)
 		}
 	case forwardUpdate:
 		var in UpdateSessionInput

@@ -88,3 +88,30 @@ func TestSettingsChangeRunsOnTheOwner(t *testing.T) {
 		t.Fatalf("persisted settings: %+v", got.Settings)
 	}
 }
+
+// A fork asked of a replica that does not run the source is made by the
+// owner's agent, which holds the provider session.
+func TestForkRunsOnTheOwner(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	fwd := &memForwarder{}
+	a, _ := settingsReplica(t, store, fwd, "")
+	b, _ := settingsReplica(t, store, fwd, "")
+	res, err := a.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: "w", Title: "Src"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := res.Session.ID
+	r := submit(t, a, sid, "f-1", "/sim instant\nhello")
+	waitTurn(t, a, "w", sid, r.Turn.ID, settled)
+	s, err := b.ForkSession(ctx, host.ForkSessionInput{WorkspaceID: "w", SessionID: sid, TurnID: r.Turn.ID, ClientSubmitID: "fk-1"})
+	if err != nil || s.Title != "Src (2)" || fwd.calls.Load() != 1 {
+		t.Fatalf("fork via the other replica: %+v %v (forwarded %d)", s, err, fwd.calls.Load())
+	}
+	// The new provider session lives in the owner's agent (these sims
+	// keep sessions in memory, one per replica): a prompt there runs.
+	r = submit(t, a, s.ID, "f-2", "/sim recall")
+	if tr := waitTurn(t, a, "w", s.ID, r.Turn.ID, settled); tr.Outcome != host.OutcomeCompleted {
+		t.Fatalf("prompt in the fork: %s/%s", tr.Outcome, tr.FailureReason)
+	}
+}
