@@ -36,7 +36,7 @@ type serveConfig struct {
 	httpTimeouts                                     server.HTTPTimeouts
 	reconnectJitter                                  time.Duration
 	pprofAddr                                        string
-	workspaceRoot                                    string // resolved; session working directories stay under it
+	workspaceRoot                                    string         // resolved; session working directories stay under it
 	sessionLease                                     time.Duration  // cluster mode (cluster.go)
 	security                                         securityConfig // tokens, origins, limits (security.go)
 }
