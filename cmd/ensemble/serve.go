@@ -227,7 +227,7 @@ func newRuntime(c serveConfig, log *slog.Logger) (*acp.Runtime, error) {
 		if err != nil {
 			return nil, err
 		}
-		return acp.New(acp.Config{Name: sim.Name, Simulated: true, Dial: sim.Dial(opts), Logger: log, Cwd: c.workspaceRoot}), nil
+		return acp.New(acp.Config{Name: sim.Name, Simulated: true, Dial: sim.Dial(opts), Logger: log, SessionCwd: c.workspaceRoot}), nil
 	}
 	argv := strings.Fields(c.agent)
 	if len(argv) == 0 {
@@ -237,7 +237,10 @@ func newRuntime(c serveConfig, log *slog.Logger) (*acp.Runtime, error) {
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return nil, fmt.Errorf("--agent %q: %w (give a path to an ACP agent binary, or sim)", argv[0], err)
 	}
-	cfg := acp.Config{Command: argv, Logger: log, Cwd: c.workspaceRoot}
+	// The agent process keeps the server's working directory (relative
+	// paths in its command line keep their meaning); its sessions default
+	// to the workspace root.
+	cfg := acp.Config{Command: argv, Logger: log, SessionCwd: c.workspaceRoot}
 	if len(argv) > 1 && argv[1] == "sim-agent" {
 		// Our own sim agent as a process is still the simulator: label it.
 		cfg.Name, cfg.Simulated = sim.Name, true

@@ -59,6 +59,9 @@ type Config struct {
 	// process's working directory. A session may override it with the
 	// "cwd" setting.
 	Cwd string
+	// SessionCwd, when set, is the default cwd of sessions instead of Cwd
+	// (the agent process still starts in Cwd): the server's workspace root.
+	SessionCwd string
 	// Logger receives diagnostics and the agent's stderr. Default: slog.Default().
 	Logger *slog.Logger
 	// RejectionWindow is how long Dispatch waits, once the prompt is
@@ -363,6 +366,9 @@ func (r *Runtime) forget(c *connection) {
 
 func (r *Runtime) sessionCwd(settings map[string]string) (string, error) {
 	cwd := settings["cwd"]
+	if cwd == "" {
+		cwd = r.cfg.SessionCwd
+	}
 	if cwd == "" {
 		cwd = r.cfg.Cwd
 	}
