@@ -126,6 +126,9 @@ func (h *Host) Epoch() string { return h.epoch }
 
 // Agent describes the runtime's agent and the fork it attests now.
 func (h *Host) Agent() AgentInfo {
+	if h.runtime == nil { // a read-only Host (hub tests, tools)
+		return AgentInfo{}
+	}
 	a := h.runtime.Describe()
 	a.Fork, a.ForkReason = h.ForkCapability()
 	return a

@@ -85,6 +85,9 @@ type SessionSnapshot struct {
 	Interactions []host.Interaction `json:"interactions"`
 	// Presence is who watches the session right now.
 	Presence Presence `json:"presence"`
+	// Agent is what the server's agent attests now (fork capability),
+	// fresher than the ready frame's when the agent connected since.
+	Agent *host.AgentInfo `json:"agent,omitempty"`
 }
 
 // WorkspaceSnapshot is the snapshot of a workspace topic: the first page of

@@ -161,7 +161,18 @@ func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
 	}
 	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
 		Messages: sv.messagesAfter(-1), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree,
-		Interactions: nonNil(sv.history), Presence: t.presenceLocked()}, nil
+		Interactions: nonNil(sv.history), Presence: t.presenceLocked(), Agent: t.h.agent()}, nil
+}
+
+// agent is what the Reader's agent attests now, when it says (the Host
+// does; it reads the runtime's last observation and starts nothing).
+func (h *Hub) agent() *host.AgentInfo {
+	d, ok := h.cfg.Reader.(interface{ Agent() host.AgentInfo })
+	if !ok {
+		return nil
+	}
+	a := d.Agent()
+	return &a
 }
 
 // streamEpochOf names a session's message history. Versions are canonical

@@ -22,8 +22,9 @@ func TestBrowserForkPinAndSettings(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dataDir, "work", "proj"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// The agent connects before the browsers do, so their hello already
-	// carries what it attests (fork through any turn, for the sim).
+	// Alice connects before the agent ever did: her ready frame cannot say
+	// what it attests; the session snapshot she gets later does.
+	alice := person(t, b, mintLink(t, dataDir, p.addr, "alice", "Alice", "member"))
 	var created struct {
 		Session struct {
 			ID string `json:"id"`
@@ -34,7 +35,6 @@ func TestBrowserForkPinAndSettings(t *testing.T) {
 		t.Fatalf("session.create: %d", code)
 	}
 	sid := created.Session.ID
-	alice := person(t, b, mintLink(t, dataDir, p.addr, "alice", "Alice", "member"))
 	bob := person(t, b, mintLink(t, dataDir, p.addr, "bob", "Bob", "member"))
 	carol := person(t, b, mintLink(t, dataDir, p.addr, "carol", "Carol", "viewer"))
 	openSession(t, alice, "Alice", sid)

@@ -478,6 +478,7 @@ function start(token, claimsPrincipal) {
     sessionSub = conn.subscribe({ workspace: ws, topic: 'session', sessionId: id }, {
       onSnapshot(snap) {
         if (!isMine()) return;
+        if (snap && snap.agent) serverAgent = snap.agent; // fork attestation, fresher than ready's
         S.applySessionSnapshot(state, snap);
         learnNames(state.open.presence);
         if (!Array.isArray(snap && snap.messages)) loadHistory(id);
