@@ -403,3 +403,68 @@ var ForkConcurrentTitles = Scenario{Name: "fork/concurrent_forks_take_distinct_l
 		}
 	}
 }}
+
+// lossyForker wraps a runtime's fork: lose makes the agent fork but the
+// answer never arrive; dropEvidence removes one turn's identity from an
+// answer that does arrive.
+type lossyForker struct {
+	host.Runtime
+	inner        host.Forker
+	calls        atomic.Int64
+	lose         atomic.Bool
+	dropEvidence atomic.Bool
+}
+
+func (r *lossyForker) ForkCapability() (host.ForkMode, string) { return r.inner.ForkCapability() }
+
+func (r *lossyForker) Fork(ctx context.Context, req host.ForkRequest) (host.ForkResult, error) {
+	r.calls.Add(1)
+	res, err := r.inner.Fork(ctx, req)
+	if err == nil && r.lose.Load() {
+		return host.ForkResult{}, fmt.Errorf("conformance: the agent's answer was lost: %w", host.ErrUnavailable)
+	}
+	if err == nil && r.dropEvidence.Load() && len(req.ProviderTurnIDs) > 0 {
+		delete(res.TurnIDs, req.ProviderTurnIDs[0])
+	}
+	return res, err
+}
+
+// ForkNeverRedone: a fork whose answer was lost is outcome_unknown and is
+// never sent to the agent again under its id; evidence that does not cover
+// every turn of the snapshot fails closed; neither leaves a session.
+var ForkNeverRedone = Scenario{Name: "fork/lost_answer_is_unknown_and_incomplete_evidence_fails_closed", Run: func(t *testing.T, d Driver) {
+	f := forkFixture(t, d, host.ForkAnyTurn, "")
+	r, err := f.host.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: ws, Title: "Lossy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns := f.settledTurns(r.Session.ID, "/sim instant\none", "/sim instant\ntwo")
+	lf := &lossyForker{Runtime: f.runtime, inner: f.runtime}
+	h := host.New(host.Config{Store: f.store, Runtime: lf, Now: f.clock.Now})
+
+	lf.lose.Store(true)
+	_, err = h.ForkSession(ctx, host.ForkSessionInput{WorkspaceID: ws, SessionID: r.Session.ID, TurnID: turns[1].ID, ClientSubmitID: "lost"})
+	wantReason(t, err, host.CodeOutcomeUnknown, host.ReasonForkDeliveryUnknown)
+	lf.lose.Store(false)
+	_, err = h.ForkSession(ctx, host.ForkSessionInput{WorkspaceID: ws, SessionID: r.Session.ID, TurnID: turns[1].ID, ClientSubmitID: "lost"})
+	wantReason(t, err, host.CodeOutcomeUnknown, host.ReasonForkDeliveryUnknown)
+	if n := lf.calls.Load(); n != 1 {
+		t.Fatalf("the agent was asked %d times for one fork id", n)
+	}
+
+	lf.dropEvidence.Store(true)
+	_, err = h.ForkSession(ctx, host.ForkSessionInput{WorkspaceID: ws, SessionID: r.Session.ID, TurnID: turns[1].ID, ClientSubmitID: "partial"})
+	wantReason(t, err, host.CodeOperationConflict, host.ReasonForkEvidence)
+	_, err = h.ForkSession(ctx, host.ForkSessionInput{WorkspaceID: ws, SessionID: r.Session.ID, TurnID: turns[1].ID, ClientSubmitID: "partial"})
+	wantReason(t, err, host.CodeOperationConflict, host.ReasonForkEvidence)
+	if n := f.visibleCount(); n != 1 {
+		t.Fatalf("failed forks left sessions (%d visible)", n)
+	}
+
+	// A new id works; the lost and refused ones kept their numbers.
+	lf.dropEvidence.Store(false)
+	s, err := h.ForkSession(ctx, host.ForkSessionInput{WorkspaceID: ws, SessionID: r.Session.ID, TurnID: turns[1].ID, ClientSubmitID: "fresh"})
+	if err != nil || s.Title != "Lossy (4)" {
+		t.Fatalf("fork after the failures: %+v %v", s, err)
+	}
+}}

@@ -68,6 +68,7 @@ func Scenarios() []Scenario {
 		ForkLatestTurnOnly,
 		ForkRefusedWhereUnattested,
 		ForkConcurrentTitles,
+		ForkNeverRedone,
 		SettingsUnderWorkspaceRoot,
 		// Replay capture and restore (export_scenarios.go).
 		ExportImportRoundTrip,
