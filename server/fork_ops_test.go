@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -114,4 +115,18 @@ func TestSessionSettingsOutsideRootOverHTTP(t *testing.T) {
 		got.Session.Settings["cwd"] != filepath.Join(root, "proj") || !got.Session.Pinned {
 		t.Fatalf("valid settings: %d %+v", code, got.Session)
 	}
+}
+
+// unimplementedMemberOp is a documented operation a member may run that
+// this server does not implement yet ("" once every one is implemented),
+// for the check that such operations answer unsupported.
+func unimplementedMemberOp() string {
+	names := auth.Operations()
+	slices.Sort(names)
+	for _, op := range names {
+		if _, ok := ops[op]; !ok && auth.Allowed(auth.RoleMember, op) {
+			return op
+		}
+	}
+	return ""
 }
