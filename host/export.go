@@ -61,12 +61,25 @@ type GraphSession struct {
 	// needs to resume the conversation (session/load); full provider
 	// runtime context is never exported.
 	ProviderResumeCheckpoint *ResumeCheckpoint `json:"providerResumeCheckpoint,omitempty"`
+	// ForkedFrom is the session's fork lineage, when it is a fork.
+	ForkedFrom *GraphLineage `json:"forkedFrom,omitempty"`
 	// Goal is reserved for the session goal (built separately); it is
 	// carried unchanged when present and absent otherwise.
 	Goal         json.RawMessage `json:"goal,omitempty"`
 	Turns        []Turn          `json:"turns"`
 	Messages     []Message       `json:"messages"`
 	Interactions []Interaction   `json:"interactions"`
+}
+
+// GraphLineage is a fork's immutable lineage (ForkOp, committed).
+type GraphLineage struct {
+	ClientSubmitID  string    `json:"clientSubmitId"`
+	SourceSessionID string    `json:"sourceSessionId"`
+	SourceTurnID    string    `json:"sourceTurnId"`
+	LineageID       string    `json:"lineageId"`
+	LineageSeq      int64     `json:"lineageSeq"`
+	BaseTitle       string    `json:"baseTitle"`
+	CreatedAt       time.Time `json:"createdAt"`
 }
 
 // ResumeCheckpoint is opaque to the Host.
@@ -162,6 +175,9 @@ func captureSession(ctx context.Context, st Store, s Session) (GraphSession, err
 	if s.ProviderSessionID != "" {
 		gs.ProviderResumeCheckpoint = &ResumeCheckpoint{ProviderSessionID: s.ProviderSessionID}
 	}
+	if gs.ForkedFrom, err = readLineage(ctx, st, s); err != nil {
+		return GraphSession{}, storeErr(err, "session %s lineage", s.ID)
+	}
 	for _, t := range tr.Turns {
 		if !t.Settled() {
 			return GraphSession{}, notSettled
@@ -181,6 +197,30 @@ func captureSession(ctx context.Context, st Store, s Session) (GraphSession, err
 		gs.Interactions = append(gs.Interactions, i)
 	}
 	return gs, nil
+}
+
+// readLineage reads a session's committed fork lineage (nil when it is
+// not a fork, or the store keeps no forks).
+func readLineage(ctx context.Context, st Store, s Session) (*GraphLineage, error) {
+	var out *GraphLineage
+	err := st.Update(ctx, func(tx Tx) error {
+		ftx, ok := tx.(ForkTx)
+		if !ok {
+			return nil
+		}
+		op, err := ftx.SessionLineage(ctx, s.WorkspaceID, s.ID)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out = &GraphLineage{ClientSubmitID: op.ClientSubmitID, SourceSessionID: op.SourceSessionID,
+			SourceTurnID: op.SourceTurnID, LineageID: op.LineageID, LineageSeq: op.LineageSeq,
+			BaseTitle: op.BaseTitle, CreatedAt: op.CreatedAt}
+		return nil
+	})
+	return out, err
 }
 
 // RestoreGraphInput restores a graph into WorkspaceID, every session
@@ -292,6 +332,9 @@ func validateGraph(g SessionGraph, root string) error {
 		if len(s.Settings) > maxSettings {
 			return bad("too many settings")
 		}
+		if l := s.ForkedFrom; l != nil && (i != 0 || requireIDs(l.ClientSubmitID, l.SourceSessionID, l.LineageID) != nil || l.LineageSeq < 2) {
+			return bad("only the root can be a fork, with a complete lineage")
+		}
 		if cwd, ok := s.Settings[SettingCwd]; ok && root != "" {
 			got, err := resolveUnderRoot(root, cwd)
 			if err != nil {
@@ -336,6 +379,18 @@ func writeGraph(ctx context.Context, tx Tx, in RestoreGraphInput) error {
 		}
 		if err := tx.InsertSession(ctx, s); err != nil {
 			return err
+		}
+		if l := gs.ForkedFrom; l != nil {
+			ftx, ok := tx.(ForkTx)
+			if !ok {
+				return &Error{Code: CodeUnsupported, Reason: "import_unsupported", Message: "this store cannot record fork lineage"}
+			}
+			if err := ftx.InsertForkOp(ctx, ForkOp{WorkspaceID: in.WorkspaceID, ClientSubmitID: l.ClientSubmitID,
+				SourceSessionID: l.SourceSessionID, SourceTurnID: l.SourceTurnID, TargetSessionID: s.ID,
+				LineageID: l.LineageID, LineageSeq: l.LineageSeq, BaseTitle: l.BaseTitle, State: ForkCommitted,
+				ProviderSessionID: s.ProviderSessionID, CreatedBy: in.UserID, CreatedAt: l.CreatedAt, UpdatedAt: l.CreatedAt}); err != nil {
+				return err
+			}
 		}
 		for _, t := range gs.Turns {
 			t.WorkspaceID = in.WorkspaceID

@@ -113,6 +113,32 @@ var ExportImportRoundTrip = Scenario{Name: "export/import_into_a_fresh_workspace
 	if p, err := f.host.ListSessionMessages(ctx, importWS, src.ID, host.MessageQuery{Limit: 1000}); err != nil || len(p.Messages) != len(root.Messages) {
 		t.Fatalf("imported messages: %d of %d (%v)", len(p.Messages), len(root.Messages), err)
 	}
+
+	// A fork carries its lineage: after import, forking it again in the
+	// new workspace continues the family's numbering.
+	fk, err := f.fork(src.ID, root.Turns[0].ID, "export-fork")
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	fg, err := host.CaptureSessionGraph(ctx, f.store, ws, fk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := fg.Sessions[0].ForkedFrom; l == nil || l.SourceSessionID != src.ID || l.LineageSeq != 2 || l.BaseTitle != "Export me" {
+		t.Fatalf("fork lineage in the graph: %+v", l)
+	}
+	if _, err := host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: importWS, UserID: "carol", Graph: fg}); err != nil {
+		t.Fatalf("restore the fork: %v", err)
+	}
+	fg2, err := host.CaptureSessionGraph(ctx, f.store, importWS, fk.ID)
+	if err != nil || !bytes.Equal(encode(t, fg), encode(t, fg2)) {
+		t.Fatalf("the fork's export after import differs (%v)", err)
+	}
+	again3, err := f.host.ForkSession(ctx, host.ForkSessionInput{WorkspaceID: importWS, SessionID: fk.ID,
+		TurnID: fg.Sessions[0].Turns[0].ID, ClientSubmitID: "fork-of-import"})
+	if err != nil || again3.Title != "Export me (3)" {
+		t.Fatalf("fork of the imported fork: %+v %v", again3, err)
+	}
 }}
 
 var ImportConflictRejected = Scenario{Name: "export/import_conflicts_and_bad_documents_are_refused", Run: func(t *testing.T, d Driver) {
