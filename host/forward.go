@@ -11,6 +11,8 @@ import (
 const (
 	forwardSubmit = "turn.message.submit"
 	forwardCancel = "turn.cancel"
+	// forwardRelease: release a deleted session's runtime (delete.go).
+	forwardRelease = "session.release"
 )
 
 // forwardSend runs SendInput on the owner replica and answers as if local.
@@ -81,6 +83,11 @@ func (h *Host) ServeForwarded(ctx context.Context, req ForwardRequest) ForwardRe
 		var in CancelInput
 		if err = decodeStrict(req.Input, &in); err == nil {
 			res, err = h.CancelTurn(ctx, in)
+		}
+	case forwardRelease:
+		var in releaseInput
+		if err = decodeStrict(req.Input, &in); err == nil {
+			res, err = h.serveRelease(ctx, in)
 		}
 	default:
 		err = Errorf(CodeInternal, "unknown forwarded operation %q", req.Op)
