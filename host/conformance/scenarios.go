@@ -63,5 +63,14 @@ func Scenarios() []Scenario {
 		InteractionHistoryDurable,
 		PublishNeverDelaysCommits,
 		SubagentAmbiguousCommit,
+		// Deleted-session lifecycle (trash_scenarios.go).
+		TrashRoundTripLossless,
+		TrashDeleteEndsLiveTurn,
+		TrashClosureChangeReplanned,
+		TrashSiblingSubtrees,
+		TrashAbsorbedDescendants,
+		TrashPurgeRetention,
+		TrashPurgeLosesToRestore,
+		TrashWorkspaceScoped,
 	}
 }
