@@ -42,8 +42,10 @@ type DeletedComponent struct {
 	Restorable    bool     `json:"restorable"`
 }
 
-// DeleteSessionsResult reports the committed delete. Deleting an absent or
-// already deleted session is a successful no-op: the arrays are empty.
+// DeleteSessionsResult reports the committed delete. Deleting an already
+// deleted session is a successful no-op: the arrays are empty. (An id the
+// workspace has no row for at all is not_found, so a foreign id is never
+// answered differently from a missing one.)
 // CleanupFailures lists sessions whose live runtime could not be released
 // after the commit: the delete stands, the runtime is released later.
 type DeleteSessionsResult struct {
@@ -171,10 +173,13 @@ func (h *Host) DeleteSessions(ctx context.Context, in DeleteSessionsInput) (Dele
 // plan reads the closures of every tree the request touches.
 func (h *Host) planDelete(ctx context.Context, ws string, requested map[string]bool) ([]treePlan, error) {
 	roots := map[string]bool{}
-	for id := range requested {
+	for _, id := range slices.Sorted(mapKeys(requested)) {
 		s, err := h.store.GetSession(ctx, ws, id)
-		if errors.Is(err, ErrNotFound) {
-			continue // absent: nothing to delete
+		if errors.Is(err, ErrNotFound) || err == nil && s.Provisional {
+			// An id this workspace never had (or another workspace's) is
+			// not found, and nothing is deleted; an already deleted one is
+			// a no-op below.
+			return nil, Errorf(CodeNotFound, "session %s not found", id)
 		}
 		if err != nil {
 			return nil, storeErr(err, "session %s", id)

@@ -47,8 +47,9 @@ const retentionBatch = 100
 
 // PurgeDeletedSessionTrees permanently removes the chosen topmost
 // components. Each is fenced by the deletedAt read before its transaction,
-// so one restored (or deleted again) meanwhile is kept. Absent ids are a
-// no-op, so a retried purge succeeds.
+// so one restored (or deleted again) meanwhile is kept. An id with no row
+// (never there, another workspace's, or purged already) is not_found and
+// nothing is purged.
 func (h *Host) PurgeDeletedSessionTrees(ctx context.Context, in PurgeInput) (PurgeResult, error) {
 	if err := requireIDs(in.WorkspaceID); err != nil {
 		return PurgeResult{}, err
@@ -64,14 +65,11 @@ func (h *Host) PurgeDeletedSessionTrees(ctx context.Context, in PurgeInput) (Pur
 	fences := map[string]time.Time{}
 	for _, id := range ids {
 		s, err := h.store.GetSession(ctx, ws, id)
-		if errors.Is(err, ErrNotFound) {
-			continue
+		if errors.Is(err, ErrNotFound) || err == nil && s.Provisional {
+			return PurgeResult{}, Errorf(CodeNotFound, "session %s not found", id)
 		}
 		if err != nil {
 			return PurgeResult{}, storeErr(err, "session %s", id)
-		}
-		if s.Provisional {
-			continue
 		}
 		if s.DeletedAt == nil {
 			return PurgeResult{}, &Error{Code: CodeOperationConflict, Reason: ReasonNotDeleted,

@@ -470,7 +470,7 @@ func TestForbiddenAndBadFrames(t *testing.T) {
 	if string(f.ID) != `"r-unknown-field"` || f.Error == nil || f.Error.Code != host.CodeInvalidInput {
 		t.Fatalf("unknown field: %s", f.raw)
 	}
-	for op, want := range map[string]host.Code{"session.nuke": host.CodeInvalidInput, "session.fork": host.CodeUnsupported, "session.delete": host.CodeForbidden} {
+	for op, want := range map[string]host.Code{"session.nuke": host.CodeInvalidInput, "session.fork": host.CodeUnsupported, "session.purge": host.CodeForbidden} {
 		f = m.request(op, map[string]any{"workspace": testWS, "sessionId": sess.ID})
 		if f.OK || f.Error.Code != want {
 			t.Fatalf("%s: %s", op, f.raw)

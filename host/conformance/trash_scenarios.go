@@ -200,12 +200,16 @@ var TrashRoundTripLossless = Scenario{"trash/delete_restore_round_trip_is_lossle
 	if got := f.trash(); !slices.Equal(got, []string{s.ID}) {
 		t.Fatalf("trash = %v, want only the topmost %s", got, s.ID)
 	}
-	// Deleting again, or deleting an absent session, is a successful no-op.
-	for _, id := range []string{s.ID, "ses_absent"} {
-		if again := f.del("alice", id); len(again.DeletedSessionIDs) != 0 || len(again.Components) != 0 {
-			t.Fatalf("delete of %s again: %+v", id, again)
-		}
+	// Deleting again is a successful no-op; an id never there is
+	// not_found, and a batch naming one deletes nothing.
+	if again := f.del("alice", s.ID); len(again.DeletedSessionIDs) != 0 || len(again.Components) != 0 {
+		t.Fatalf("delete again: %+v", again)
 	}
+	other := f.createEmpty()
+	if _, err := f.host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: ws, SessionIDs: []string{other.ID, "ses_absent"}}); host.CodeOf(err) != host.CodeNotFound {
+		t.Fatalf("delete naming an absent id: %v, want not_found", err)
+	}
+	f.wantVisible(other.ID)
 
 	rr := f.restore(s.ID)
 	if !rr.Restored || !slices.Equal(sorted(rr.RestoredSessionIDs...), sorted(s.ID, child.ID)) {
@@ -423,8 +427,8 @@ var TrashPurgeRetention = Scenario{"trash/purge_keeps_live_and_too_new_removes_e
 	if again, err := f.host.PurgeExpired(ctx, time.Hour); err != nil || len(again.Purged) != 0 {
 		t.Fatalf("second pass: %+v %v", again, err)
 	}
-	if r, err := f.host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: ws, SessionIDs: []string{old.ID}}); err != nil || len(r.Purged) != 0 {
-		t.Fatalf("purge of a purged id: %+v %v", r, err)
+	if _, err := f.host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: ws, SessionIDs: []string{old.ID}}); host.CodeOf(err) != host.CodeNotFound {
+		t.Fatalf("explicit purge of a purged id: %v, want not_found", err)
 	}
 	// An explicit purge ignores age but never a live session.
 	if _, err := f.host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: ws, SessionIDs: []string{live.ID}}); host.CodeOf(err) != host.CodeOperationConflict {
@@ -479,9 +483,8 @@ var TrashWorkspaceScoped = Scenario{"trash/other_workspace_ids_are_not_found", f
 	f := newFixture(t, d)
 	s := f.createEmpty()
 	other := "ws-other"
-	r, err := f.host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: other, SessionIDs: []string{s.ID}})
-	if err != nil || len(r.DeletedSessionIDs) != 0 {
-		t.Fatalf("delete through another workspace: %+v %v", r, err)
+	if _, err := f.host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: other, SessionIDs: []string{s.ID}}); host.CodeOf(err) != host.CodeNotFound {
+		t.Fatalf("delete through another workspace: %v, want not_found", err)
 	}
 	f.wantVisible(s.ID)
 	f.del("alice", s.ID)
@@ -491,8 +494,8 @@ var TrashWorkspaceScoped = Scenario{"trash/other_workspace_ids_are_not_found", f
 	if p, err := f.host.ListDeletedSessions(ctx, other, host.DeletedQuery{}); err != nil || len(p.Sessions) != 0 {
 		t.Fatalf("trash of another workspace: %+v %v", p, err)
 	}
-	if r, err := f.host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: other, SessionIDs: []string{s.ID}}); err != nil || len(r.Purged) != 0 {
-		t.Fatalf("purge through another workspace: %+v %v", r, err)
+	if _, err := f.host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: other, SessionIDs: []string{s.ID}}); host.CodeOf(err) != host.CodeNotFound {
+		t.Fatalf("purge through another workspace: %v, want not_found", err)
 	}
 	f.restore(s.ID)
 	for _, bad := range [][]string{nil, {""}, {"has space"}} {
