@@ -54,9 +54,15 @@ type DeleteSessionsResult struct {
 	CleanupFailures   []string           `json:"cleanupFailures,omitempty"`
 }
 
-// errReplan: the store resolved a different closure inside the write
-// transaction than the plan; nothing was written.
-var errReplan = errors.New("session tree changed during delete")
+// ErrSessionTreeChanged: the store resolved a different closure inside
+// the write transaction than the plan; nothing was written and the delete
+// is replanned.
+var ErrSessionTreeChanged = errors.New("session tree changed during delete")
+
+var errReplan = ErrSessionTreeChanged
+
+// ReasonDeletionRejected: the deletion guard refused the closure.
+const ReasonDeletionRejected = "deletion_rejected"
 
 // treePlan is the exact closure of one execution tree a delete covers.
 type treePlan struct {
@@ -201,12 +207,12 @@ func (h *Host) planDelete(ctx context.Context, ws string, requested map[string]b
 	return plans, nil
 }
 
-func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested map[string]bool) (DeleteSessionsResult, error) {
+func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested map[string]bool) (_ DeleteSessionsResult, err error) {
 	res := DeleteSessionsResult{DeletedSessionIDs: []string{}, Components: []DeletedComponent{}}
 	ws := in.WorkspaceID
-	plans, err := h.planDelete(ctx, ws, requested)
-	if err != nil || len(plans) == 0 {
-		return res, err
+	plans, perr := h.planDelete(ctx, ws, requested)
+	if perr != nil || len(plans) == 0 {
+		return res, perr
 	}
 	// Session locks in one stable order: no submit of this process can
 	// admit a Turn into the closure while it is being closed.
@@ -221,6 +227,17 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 		}
 	}
 	slices.Sort(ids)
+	if h.guard != nil {
+		if err := h.guard.AdmitDeletion(ctx, ws, slices.Clone(ids)); err != nil {
+			var he *Error
+			if errors.As(err, &he) {
+				return res, he
+			}
+			return res, &Error{Code: CodeOperationConflict, Reason: ReasonDeletionRejected, Err: err,
+				Message: "the delete was not admitted"}
+		}
+		defer func() { h.reportDeletion(ctx, ws, ids, err) }()
+	}
 	for _, id := range ids {
 		defer h.locks.lock(ws, id)()
 	}
@@ -332,6 +349,17 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 		}
 	}
 	return res, nil
+}
+
+// reportDeletion tells the guard how an admitted attempt ended; a panic
+// in the guard is contained, so reporting never changes the result.
+func (h *Host) reportDeletion(ctx context.Context, ws string, ids []string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.log.Error("deletion guard report panicked", "panic", p)
+		}
+	}()
+	h.guard.DeletionAttempt(context.WithoutCancel(ctx), ws, slices.Clone(ids), err)
 }
 
 // unsettledIn lists the unsettled Turns of the given sessions and the

@@ -33,6 +33,9 @@ type Config struct {
 	// Recover requeues the operations a previous process of the same
 	// replica had leased. Default "local".
 	ReplicaID string
+	// DeletionGuard, when set, admits each delete's exact closure before
+	// any runtime is closed or tombstone written (delete.go).
+	DeletionGuard SessionDeletionGuard
 }
 
 // Host is the application core. One long-lived Host per process.
@@ -64,6 +67,7 @@ type Host struct {
 	replica   string
 	// opsWake nudges the runtime-operation worker (non-blocking, size 1).
 	opsWake chan struct{}
+	guard   SessionDeletionGuard
 
 	ready chan struct{}
 	once  sync.Once
@@ -85,6 +89,7 @@ func New(cfg Config) *Host {
 		replica:   cfg.ReplicaID,
 		opsWake:   make(chan struct{}, 1),
 		work:      newTurnWork(),
+		guard:     cfg.DeletionGuard,
 	}
 	if h.responder == nil {
 		h.responder, _ = cfg.Runtime.(InteractionResponder)

@@ -99,3 +99,16 @@ func (c *PurgeCounts) add(o PurgeCounts) {
 	c.Messages += o.Messages
 	c.Interactions += o.Interactions
 }
+
+// SessionDeletionGuard is an optional, provider-neutral admission hook of
+// the deletion coordinator. AdmitDeletion receives the exact Host-owned
+// closure (sorted session ids) before any runtime is closed or tombstone
+// written; an error rejects the delete with no lifecycle side effects.
+// Every admitted attempt is then reported to DeletionAttempt: nil when it
+// committed, ErrSessionTreeChanged when the store resolved another
+// closure (the Host replans and admits the new closure again), or the
+// failure. Reporting is observational: it cannot change the result.
+type SessionDeletionGuard interface {
+	AdmitDeletion(ctx context.Context, ws string, closure []string) error
+	DeletionAttempt(ctx context.Context, ws string, closure []string, err error)
+}

@@ -72,5 +72,6 @@ func Scenarios() []Scenario {
 		TrashPurgeRetention,
 		TrashPurgeLosesToRestore,
 		TrashWorkspaceScoped,
+		TrashDeletionGuard,
 	}
 }

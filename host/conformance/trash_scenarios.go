@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -507,3 +508,104 @@ var TrashWorkspaceScoped = Scenario{"trash/other_workspace_ids_are_not_found", f
 }}
 
 func ptr[T any](v T) *T { return &v }
+
+// recordingGuard admits or rejects deletes and records every call.
+type recordingGuard struct {
+	mu       sync.Mutex
+	reject   error
+	admitted [][]string
+	reports  []error
+}
+
+func (g *recordingGuard) AdmitDeletion(_ context.Context, _ string, closure []string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.admitted = append(g.admitted, closure)
+	return g.reject
+}
+
+func (g *recordingGuard) DeletionAttempt(_ context.Context, _ string, _ []string, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reports = append(g.reports, err)
+}
+
+// guarded replaces the fixture's Host with one over a hookStore and g.
+func (f *fixture) guarded(g host.SessionDeletionGuard) *hookStore {
+	f.stopOps()
+	hs := &hookStore{Store: f.store}
+	f.host = host.New(host.Config{Store: hs, Runtime: f.runtime, Observer: f.obs, Now: f.clock.Now, DeletionGuard: g})
+	if _, err := f.host.Recover(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	f.runOps()
+	return hs
+}
+
+var TrashDeletionGuard = Scenario{"trash/deletion_guard_admits_the_exact_closure", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	child := f.withSubagent(s.ID, "tg-1")
+	g := &recordingGuard{reject: errf("not now")}
+	hs := f.guarded(g)
+	live := f.mustSend(s.ID, "tg-2", "/sim hang")
+	f.waitTurn(live, "accepted", host.Turn.Accepted)
+	cancels := f.runtime.cancels.Load()
+
+	// Rejected: nothing is closed or tombstoned, and nothing is reported.
+	_, err := f.host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: ws, SessionIDs: []string{s.ID}})
+	if e, ok := err.(*host.Error); !ok || e.Code != host.CodeOperationConflict || e.Reason != host.ReasonDeletionRejected {
+		t.Fatalf("rejected delete: %v", err)
+	}
+	if len(g.admitted) != 1 || !slices.Equal(g.admitted[0], sorted(s.ID, child.ID)) || len(g.reports) != 0 {
+		t.Fatalf("guard saw %v, reports %v", g.admitted, g.reports)
+	}
+	f.wantVisible(s.ID, child.ID)
+	if n := f.runtime.cancels.Load(); n != cancels {
+		t.Fatalf("a rejected delete cancelled the live turn (%d → %d)", cancels, n)
+	}
+	if tu, _ := f.host.GetTurn(ctx, ws, s.ID, live.ID); tu.Settled() {
+		t.Fatalf("a rejected delete settled the live turn: %+v", tu)
+	}
+
+	// Admitted, with the tree changing once: the failed attempt is
+	// reported and the new closure admitted before anything is written.
+	g.mu.Lock()
+	g.reject, g.admitted = nil, nil
+	g.mu.Unlock()
+	late := host.Session{WorkspaceID: ws, ID: "ses_guard_late", ParentID: s.ID, RootID: s.ID,
+		Title: "late", Agent: "sim", CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	late.UpdatedAt = late.CreatedAt
+	var inserted bool
+	hs.before = func(int) {
+		// Just before the first tombstone transaction (after the live
+		// turn's cancel committed).
+		g.mu.Lock()
+		admitted := len(g.admitted)
+		g.mu.Unlock()
+		if inserted || admitted == 0 {
+			return
+		}
+		if tu, _ := f.store.GetTurn(ctx, ws, s.ID, live.ID); !tu.Settled() {
+			return
+		}
+		inserted = true
+		if err := f.store.Update(ctx, func(tx host.Tx) error { return tx.InsertSession(ctx, late) }); err != nil {
+			t.Errorf("insert late child: %v", err)
+		}
+	}
+	r := f.del("alice", s.ID)
+	if !inserted {
+		t.Fatal("the tree never changed")
+	}
+	if len(g.admitted) != 2 || !slices.Equal(g.admitted[1], sorted(s.ID, child.ID, late.ID)) {
+		t.Fatalf("admissions %v, want the first closure then the replanned one", g.admitted)
+	}
+	if len(g.reports) != 2 || !errors.Is(g.reports[0], host.ErrSessionTreeChanged) || g.reports[1] != nil {
+		t.Fatalf("reports %v, want tree changed then committed", g.reports)
+	}
+	if len(r.DeletedSessionIDs) != 3 {
+		t.Fatalf("delete: %+v", r)
+	}
+	f.wantGone(s.ID, child.ID, late.ID)
+}}
