@@ -73,5 +73,6 @@ func Scenarios() []Scenario {
 		TrashPurgeLosesToRestore,
 		TrashWorkspaceScoped,
 		TrashDeletionGuard,
+		TrashLegacyNeverUpgraded,
 	}
 }

@@ -609,3 +609,38 @@ var TrashDeletionGuard = Scenario{"trash/deletion_guard_admits_the_exact_closure
 	}
 	f.wantGone(s.ID, child.ID, late.ID)
 }}
+
+var TrashLegacyNeverUpgraded = Scenario{"trash/legacy_descendant_tombstone_is_never_upgraded", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	child := f.withSubagent(s.ID, "tl-1")
+	// A tombstone from before deletes were lossless: deleted_at only.
+	if err := f.store.Update(ctx, func(tx host.Tx) error {
+		c, err := tx.Session(ctx, ws, child.ID)
+		if err != nil {
+			return err
+		}
+		at := f.clock.Now().UTC().Truncate(time.Millisecond)
+		c.DeletedAt = &at
+		return tx.UpdateSession(ctx, c)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.host.ListDeletedSessions(ctx, ws, host.DeletedQuery{})
+	if err != nil || len(p.Sessions) != 1 || p.Sessions[0].Tombstone.Restorable {
+		t.Fatalf("legacy tombstone in the trash: %+v %v", p.Sessions, err)
+	}
+	r := f.del("alice", s.ID)
+	if len(r.Components) != 1 || r.Components[0].Restorable || len(r.DeletedSessionIDs) != 2 {
+		t.Fatalf("ancestor delete over a legacy tombstone: %+v, want one unrestorable component", r)
+	}
+	_, err = f.host.RestoreDeletedSession(ctx, host.RestoreInput{WorkspaceID: ws, SessionID: s.ID})
+	if e, ok := err.(*host.Error); !ok || e.Code != host.CodeOperationConflict || e.Reason != host.ReasonNotRestorable {
+		t.Fatalf("restore of a component with a legacy member: %v", err)
+	}
+	f.wantGone(s.ID, child.ID)
+	pr, err := f.host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: ws, SessionIDs: []string{s.ID}})
+	if err != nil || len(pr.Purged) != 1 || len(pr.Purged[0].SessionIDs) != 2 {
+		t.Fatalf("purge of the unrestorable component: %+v %v", pr, err)
+	}
+}}
