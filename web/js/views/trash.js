@@ -7,6 +7,10 @@ import { h, setText } from '../dom.js';
 import { relativeTime } from '../store.js';
 
 const UNDO_MS = 10000;
+// A purge by someone else sends no workspace event (the session was
+// already gone from every list), so an open Trash also rereads itself now
+// and then.
+const POLL_MS = 10000;
 
 export function createTrash(root, { request, workspace, role, onError, onChanged }) {
   const dialog = root.querySelector('#trash-dialog');
@@ -19,13 +23,14 @@ export function createTrash(root, { request, workspace, role, onError, onChanged
   let undoTimer = 0;
   let undoId = '';
   let refreshTimer = 0;
+  let pollTimer = 0;
   let loading = false;
   let again = false;
   const armed = new Set(); // purge buttons clicked once
 
   root.querySelector('#trash-open').addEventListener('click', () => open());
   root.querySelector('#trash-close').addEventListener('click', () => dialog.close());
-  dialog.addEventListener('close', () => { armed.clear(); clearTimeout(refreshTimer); });
+  dialog.addEventListener('close', () => { armed.clear(); clearTimeout(refreshTimer); clearInterval(pollTimer); });
   undoBtn.addEventListener('click', () => undo());
 
   list.addEventListener('click', async (e) => {
@@ -63,6 +68,8 @@ export function createTrash(root, { request, workspace, role, onError, onChanged
   function open() {
     showError(null);
     if (!dialog.open) dialog.showModal();
+    clearInterval(pollTimer);
+    pollTimer = setInterval(refresh, POLL_MS);
     refresh();
   }
 
