@@ -29,8 +29,8 @@ const maxDeletePlans = 8
 type DeleteSessionsInput struct {
 	WorkspaceID string
 	SessionIDs  []string
-	// By is the deleting principal's user id.
-	By string
+	// By is the deleting principal's user id; ByName its display name.
+	By, ByName string
 }
 
 // DeletedComponent is one connected group of sessions a delete tombstoned
@@ -320,7 +320,7 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 					emit(Fact{WorkspaceID: ws, Kind: FactSessionChanged, SessionID: ts.Session.ID})
 				}
 				tb := &Tombstone{DeletedAt: now, Generation: c.Generation, ComponentRoot: top,
-					DeletedBy: in.By, Restorable: c.Restorable}
+					DeletedBy: in.By, DeletedByName: in.ByName, Restorable: c.Restorable}
 				if err := tx.SetTombstone(ctx, ws, c.SessionIDs, tb); err != nil {
 					return err
 				}

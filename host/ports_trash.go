@@ -17,6 +17,8 @@ type Tombstone struct {
 	// ComponentRoot is the topmost session of the component.
 	ComponentRoot string `json:"componentRoot,omitempty"`
 	DeletedBy     string `json:"deletedBy,omitempty"`
+	// DeletedByName is the deleter's display name at the time.
+	DeletedByName string `json:"deletedByName,omitempty"`
 	// Restorable is false for a legacy tombstone and for a component that
 	// absorbed one: such a component can only be purged.
 	Restorable bool `json:"restorable"`

@@ -16,7 +16,7 @@ import (
 // restore rewrite nothing else: turns, messages, parts and interactions
 // stay byte for byte.
 
-const tombCols = sessionCols + `, deletion_generation, deleted_root_id, deleted_by, restorable`
+const tombCols = sessionCols + `, deletion_generation, deleted_root_id, deleted_by, deleted_by_name, restorable`
 
 // extraRow appends the tombstone columns to scanSession's destinations.
 type extraRow struct {
@@ -28,17 +28,17 @@ func (r extraRow) Scan(dest ...any) error { return r.row.Scan(append(dest, r.ext
 
 func scanTreeSession(row pgx.Row) (host.TreeSession, error) {
 	var (
-		gen, root, by string
-		restorable    bool
+		gen, root, by, byName string
+		restorable            bool
 	)
-	s, err := scanSession(extraRow{row, []any{&gen, &root, &by, &restorable}})
+	s, err := scanSession(extraRow{row, []any{&gen, &root, &by, &byName, &restorable}})
 	if err != nil {
 		return host.TreeSession{}, err
 	}
 	ts := host.TreeSession{Session: s}
 	if s.DeletedAt != nil {
 		ts.Tombstone = &host.Tombstone{DeletedAt: *s.DeletedAt, Generation: gen,
-			ComponentRoot: root, DeletedBy: by, Restorable: restorable && gen != ""}
+			ComponentRoot: root, DeletedBy: by, DeletedByName: byName, Restorable: restorable && gen != ""}
 	}
 	return ts, nil
 }
@@ -94,17 +94,17 @@ func (t *tx) SetTombstone(ctx context.Context, ws string, ids []string, tb *host
 	}
 	for _, id := range ids {
 		var (
-			at            *time.Time
-			gen, root, by string
-			restorable    bool
+			at                  *time.Time
+			gen, root, by, name string
+			restorable          bool
 		)
 		if tb != nil {
 			d := tb.DeletedAt
-			at, gen, root, by, restorable = &d, tb.Generation, tb.ComponentRoot, tb.DeletedBy, tb.Restorable
+			at, gen, root, by, name, restorable = &d, tb.Generation, tb.ComponentRoot, tb.DeletedBy, tb.DeletedByName, tb.Restorable
 		}
 		tag, err := t.tx.Exec(ctx, `UPDATE sessions SET deleted_at = $1, deletion_generation = $2,
-			deleted_root_id = $3, deleted_by = $4, restorable = $5
-			WHERE workspace_id = $6 AND id = $7`, at, gen, root, by, restorable, ws, id)
+			deleted_root_id = $3, deleted_by = $4, deleted_by_name = $5, restorable = $6
+			WHERE workspace_id = $7 AND id = $8`, at, gen, root, by, name, restorable, ws, id)
 		if err := t.affectedOne("tombstone session "+id, tag, err); err != nil {
 			return err
 		}

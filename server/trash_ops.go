@@ -37,7 +37,7 @@ func sessionDelete(ctx context.Context, s *Server, c caller, in sessionIDsIn) (a
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: in.Workspace, SessionIDs: ids, By: c.p.UserID})
+	return s.cfg.Host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: in.Workspace, SessionIDs: ids, By: c.p.UserID, ByName: c.p.Name})
 }
 
 func sessionPurge(ctx context.Context, s *Server, _ caller, in sessionIDsIn) (any, error) {

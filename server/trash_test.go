@@ -83,7 +83,7 @@ func TestTrashLifecycleOverTheWire(t *testing.T) {
 
 	var trash host.DeletedPage
 	watcher.must("session.listDeleted", map[string]any{"workspace": testWS}, &trash)
-	if len(trash.Sessions) != 1 || trash.Sessions[0].Session.ID != s.ID || trash.Sessions[0].Tombstone.DeletedBy != "alice" || !trash.Sessions[0].Tombstone.Restorable {
+	if len(trash.Sessions) != 1 || trash.Sessions[0].Session.ID != s.ID || trash.Sessions[0].Tombstone.DeletedBy != "alice" || trash.Sessions[0].Tombstone.DeletedByName == "" || !trash.Sessions[0].Tombstone.Restorable {
 		t.Fatalf("trash: %+v", trash)
 	}
 

@@ -13,7 +13,7 @@ import (
 // behaviour as pg/tombstones.go. SQLite serializes writers at BEGIN, so
 // the tree read inside a transaction is already stable without row locks.
 
-const tombCols = sessionCols + `, deletion_generation, deleted_root_id, deleted_by, restorable`
+const tombCols = sessionCols + `, deletion_generation, deleted_root_id, deleted_by, deleted_by_name, restorable`
 
 // extraRow appends the tombstone columns to scanSession's destinations.
 type extraRow struct {
@@ -25,17 +25,17 @@ func (r extraRow) Scan(dest ...any) error { return r.row.Scan(append(dest, r.ext
 
 func scanTreeSession(row scanner) (host.TreeSession, error) {
 	var (
-		gen, root, by string
-		restorable    int64
+		gen, root, by, byName string
+		restorable            int64
 	)
-	s, err := scanSession(extraRow{row, []any{&gen, &root, &by, &restorable}})
+	s, err := scanSession(extraRow{row, []any{&gen, &root, &by, &byName, &restorable}})
 	if err != nil {
 		return host.TreeSession{}, err
 	}
 	ts := host.TreeSession{Session: s}
 	if s.DeletedAt != nil {
 		ts.Tombstone = &host.Tombstone{DeletedAt: *s.DeletedAt, Generation: gen,
-			ComponentRoot: root, DeletedBy: by, Restorable: restorable != 0 && gen != ""}
+			ComponentRoot: root, DeletedBy: by, DeletedByName: byName, Restorable: restorable != 0 && gen != ""}
 	}
 	return ts, nil
 }
@@ -79,16 +79,16 @@ func (t *tx) SessionTree(ctx context.Context, ws, rootID string) ([]host.TreeSes
 func (t *tx) SetTombstone(ctx context.Context, ws string, ids []string, tb *host.Tombstone) error {
 	for _, id := range ids {
 		var (
-			at            any
-			gen, root, by string
-			restorable    bool
+			at                  any
+			gen, root, by, name string
+			restorable          bool
 		)
 		if tb != nil {
-			at, gen, root, by, restorable = ms(tb.DeletedAt), tb.Generation, tb.ComponentRoot, tb.DeletedBy, tb.Restorable
+			at, gen, root, by, name, restorable = ms(tb.DeletedAt), tb.Generation, tb.ComponentRoot, tb.DeletedBy, tb.DeletedByName, tb.Restorable
 		}
 		res, err := t.tx.ExecContext(ctx, `UPDATE sessions SET deleted_at = ?, deletion_generation = ?,
-			deleted_root_id = ?, deleted_by = ?, restorable = ?
-			WHERE workspace_id = ? AND id = ?`, at, gen, root, by, boolInt(restorable), ws, id)
+			deleted_root_id = ?, deleted_by = ?, deleted_by_name = ?, restorable = ?
+			WHERE workspace_id = ? AND id = ?`, at, gen, root, by, name, boolInt(restorable), ws, id)
 		if err != nil {
 			return classify("tombstone session", err)
 		}

@@ -51,7 +51,7 @@ func TestBrowserDeleteTrashRestore(t *testing.T) {
 	waitJS(t, bob, "the session vanishes for Bob again", `!`+item)
 	row := `document.querySelector('#trash-list [data-trash-id="` + sid + `"]')`
 	do(t, bob, "Bob opens the Trash", chromedp.Click(chromedp.CSS(`#trash-open`)))
-	waitJS(t, bob, "the Trash lists it", row+` && /Deleted .* by alice/.test(`+row+`.textContent)`)
+	waitJS(t, bob, "the Trash lists it", row+` && /Deleted .* by Alice/.test(`+row+`.textContent)`)
 	if js[bool](t, bob, "member purge button", `!`+row+`.querySelector('[data-action="purge"]').hidden`) {
 		t.Fatal("a member sees Purge")
 	}

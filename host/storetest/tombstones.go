@@ -57,7 +57,7 @@ func seedTree(t *testing.T, st host.Store, ws string) (root, child, grand, sib h
 }
 
 func tomb(at time.Time, gen, root string) *host.Tombstone {
-	return &host.Tombstone{DeletedAt: at, Generation: gen, ComponentRoot: root, DeletedBy: "alice", Restorable: true}
+	return &host.Tombstone{DeletedAt: at, Generation: gen, ComponentRoot: root, DeletedBy: "alice", DeletedByName: "Alice", Restorable: true}
 }
 
 func testTombstoneKeepsRows(t *testing.T, st host.Store) {
@@ -77,7 +77,7 @@ func testTombstoneKeepsRows(t *testing.T, st host.Store) {
 	}
 	for _, ts := range tree {
 		if ts.Session.ID == child.ID {
-			want := host.Tombstone{DeletedAt: at(50), Generation: "gen-1", ComponentRoot: child.ID, DeletedBy: "alice", Restorable: true}
+			want := host.Tombstone{DeletedAt: at(50), Generation: "gen-1", ComponentRoot: child.ID, DeletedBy: "alice", DeletedByName: "Alice", Restorable: true}
 			if ts.Tombstone == nil || !reflect.DeepEqual(normTomb(*ts.Tombstone), want) {
 				t.Fatalf("tombstone = %+v, want %+v", ts.Tombstone, want)
 			}

@@ -8,6 +8,7 @@
 ALTER TABLE sessions ADD COLUMN deletion_generation text    NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN deleted_root_id     text    NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN deleted_by          text    NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN deleted_by_name     text    NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN restorable          boolean NOT NULL DEFAULT false;
 
 -- The Trash pages a workspace's tombstones newest first; retention scans
@@ -21,6 +22,7 @@ CREATE INDEX sessions_trash_age ON sessions (deleted_at, workspace_id, id)
 DROP INDEX sessions_trash_age;
 DROP INDEX sessions_trash;
 ALTER TABLE sessions DROP COLUMN restorable;
+ALTER TABLE sessions DROP COLUMN deleted_by_name;
 ALTER TABLE sessions DROP COLUMN deleted_by;
 ALTER TABLE sessions DROP COLUMN deleted_root_id;
 ALTER TABLE sessions DROP COLUMN deletion_generation;

@@ -759,6 +759,7 @@ function start(token, claimsPrincipal) {
     request: (op, input) => conn.request(op, input),
     workspace: () => state.workspace,
     role: currentRole,
+    nameOf: (id) => names.get(id) || id, // display names people were seen with
     onError: showComposerError,
     onChanged: update,
   });

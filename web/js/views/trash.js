@@ -12,7 +12,7 @@ const UNDO_MS = 10000;
 // and then.
 const POLL_MS = 10000;
 
-export function createTrash(root, { request, workspace, role, onError, onChanged }) {
+export function createTrash(root, { request, workspace, role, nameOf = (id) => id, onError, onChanged }) {
   const dialog = root.querySelector('#trash-dialog');
   const list = root.querySelector('#trash-list');
   const empty = root.querySelector('#trash-empty');
@@ -106,7 +106,8 @@ export function createTrash(root, { request, workspace, role, onError, onChanged
       const purge = h('button', { class: 'btn btn-small btn-danger', type: 'button', dataset: { action: 'purge' },
         text: armed.has(s.id) ? 'Purge for good?' : 'Purge' });
       purge.hidden = !admin;
-      const by = t.deletedBy ? ` by ${t.deletedBy}` : '';
+      const who = t.deletedByName || (t.deletedBy && nameOf(t.deletedBy));
+      const by = who ? ` by ${who}` : '';
       return h('li', { class: 'trash-item', dataset: { trashId: s.id } },
         h('span', { class: 'trash-title', text: title }),
         h('span', { class: 'trash-meta', text: `Deleted ${relativeTime(t.deletedAt, now)}${by}`,
