@@ -249,7 +249,7 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 			continue
 		}
 		if _, err := h.CancelTurn(ctx, CancelInput{WorkspaceID: ws, SessionID: s.ID, TurnID: s.ActiveTurnID,
-			Wait: deleteCancelWait, By: in.By}); err != nil && CodeOf(err) != CodeNotFound {
+			Wait: deleteCancelWait, By: in.By, ByName: in.ByName}); err != nil && CodeOf(err) != CodeNotFound {
 			h.log.Warn("delete: cancel of a live turn failed; settling it with the delete", "session", s.ID, "err", err)
 		}
 	}

@@ -27,6 +27,9 @@ func (f *fixture) withSubagent(rootID, submitID string) host.Session {
 	}
 	f.waitSettled(tr)
 	f.waitSettled(host.Turn{WorkspaceID: ws, SessionID: it.SessionID, ID: it.TurnID})
+	// The answer's delivery result is recorded by the operation worker,
+	// possibly after the turns settled: wait so the graph is quiescent.
+	f.waitResolved(it.Ref())
 	child, err := f.host.GetSession(ctx, ws, it.SessionID)
 	if err != nil {
 		f.t.Fatalf("child session: %v", err)
