@@ -24,10 +24,14 @@ var minRole = map[string]Role{
 	"interaction.respond":   RoleMember,
 	"goal.control":          RoleMember,
 	"presence.typing":       RoleMember, // only someone who can prompt is "typing"
-	// admin: also delete, restore, purge
-	"session.delete":  RoleAdmin,
-	"session.restore": RoleAdmin,
-	"session.purge":   RoleAdmin,
+	// the Trash is read like the session list
+	"session.listDeleted": RoleViewer,
+	// member: deleting is recoverable (the Trash), so members delete and
+	// restore; only permanent removal is an admin's
+	"session.delete":  RoleMember,
+	"session.restore": RoleMember,
+	// admin: also purge
+	"session.purge": RoleAdmin,
 	// move settled session graphs between installations
 	"session.export": RoleAdmin,
 	"session.import": RoleAdmin,

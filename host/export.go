@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -118,10 +119,6 @@ func CaptureSessionGraph(ctx context.Context, st Store, ws, sessionID string) (S
 	if err := requireIDs(ws, sessionID); err != nil {
 		return SessionGraph{}, err
 	}
-	ts, ok := st.(SessionTreeStore)
-	if !ok {
-		return SessionGraph{}, &Error{Code: CodeUnsupported, Reason: "export_unsupported", Message: "this store cannot export"}
-	}
 	s, err := st.GetSession(ctx, ws, sessionID)
 	if err != nil {
 		return SessionGraph{}, storeErr(err, "session %s", sessionID)
@@ -129,11 +126,17 @@ func CaptureSessionGraph(ctx context.Context, st Store, ws, sessionID string) (S
 	if !visible(s) {
 		return SessionGraph{}, Errorf(CodeNotFound, "session %s not found", sessionID)
 	}
-	tree, err := ts.SessionTree(ctx, ws, s.RootID)
+	all, err := st.SessionTree(ctx, ws, s.RootID)
 	if err != nil {
 		return SessionGraph{}, storeErr(err, "session tree %s", s.RootID)
 	}
-	// Root first, then the rest in the store's (created at, id) order.
+	// The visible sessions only: root first, then (created at, id).
+	var tree []Session
+	for _, ts := range all {
+		if visible(ts.Session) {
+			tree = append(tree, ts.Session)
+		}
+	}
 	slices.SortStableFunc(tree, func(a, b Session) int {
 		switch {
 		case a.ID == s.RootID && b.ID != s.RootID:
@@ -141,7 +144,10 @@ func CaptureSessionGraph(ctx context.Context, st Store, ws, sessionID string) (S
 		case b.ID == s.RootID && a.ID != s.RootID:
 			return 1
 		}
-		return 0
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
 	})
 	g := SessionGraph{Format: GraphFormat, Version: GraphVersion, Sessions: []GraphSession{}}
 	for _, ss := range tree {

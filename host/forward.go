@@ -13,6 +13,8 @@ const (
 	forwardCancel = "turn.cancel"
 	forwardUpdate = "session.update"
 	forwardFork   = "session.fork"
+	// forwardRelease: release a deleted session's runtime (delete.go).
+	forwardRelease = "session.release"
 )
 
 // forwardSend runs SendInput on the owner replica and answers as if local.
@@ -93,6 +95,11 @@ func (h *Host) ServeForwarded(ctx context.Context, req ForwardRequest) ForwardRe
 		var in UpdateSessionInput
 		if err = decodeStrict(req.Input, &in); err == nil {
 			res, err = h.UpdateSession(ctx, in) // validated again: settings.go
+		}
+	case forwardRelease:
+		var in releaseInput
+		if err = decodeStrict(req.Input, &in); err == nil {
+			res, err = h.serveRelease(ctx, in)
 		}
 	default:
 		err = Errorf(CodeInternal, "unknown forwarded operation %q", req.Op)

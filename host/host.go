@@ -37,6 +37,9 @@ type Config struct {
 	// ("cwd" setting) must lie under (settings.go); pass it through
 	// ResolveWorkspaceRoot. Empty: the cwd setting is not checked.
 	WorkspaceRoot string
+	// DeletionGuard, when set, admits each delete's exact closure before
+	// any runtime is closed or tombstone written (delete.go).
+	DeletionGuard SessionDeletionGuard
 }
 
 // Host is the application core. One long-lived Host per process.
@@ -70,6 +73,7 @@ type Host struct {
 	opsWake chan struct{}
 	// workspaceRoot bounds session working directories (settings.go).
 	workspaceRoot string
+	guard         SessionDeletionGuard
 
 	ready chan struct{}
 	once  sync.Once
@@ -93,6 +97,7 @@ func New(cfg Config) *Host {
 		work:      newTurnWork(),
 
 		workspaceRoot: cfg.WorkspaceRoot,
+		guard:         cfg.DeletionGuard,
 	}
 	if h.responder == nil {
 		h.responder, _ = cfg.Runtime.(InteractionResponder)

@@ -44,6 +44,8 @@ type Store interface {
 	InteractionStore
 	// One-transaction catch-up reads for hubs (changes.go).
 	ChangesStore
+	// Recoverable tombstones: trash reads (ports_trash.go).
+	TrashStore
 }
 
 // Tx is the narrow transaction writer the Host composes commands from.
@@ -74,6 +76,8 @@ type Tx interface {
 	InteractionTx
 	// Streamed output appends (ports_output.go).
 	OutputTx
+	// Tombstones, restore and purge (ports_trash.go).
+	TrashTx
 }
 
 // SessionQuery pages sessions newest first.

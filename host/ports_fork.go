@@ -124,9 +124,3 @@ type ForkTx interface {
 	MaxLineageSeq(ctx context.Context, ws, lineageID string) (int64, error)
 }
 
-// SessionTreeStore is the optional store read export needs: the visible
-// sessions of one execution tree (the root and every session whose root
-// is it), oldest first (created at, then id).
-type SessionTreeStore interface {
-	SessionTree(ctx context.Context, ws, rootID string) ([]Session, error)
-}

@@ -8,10 +8,7 @@ import (
 
 // Session fork operations and lineage (migrations/00013_lineage.sql).
 
-var (
-	_ host.ForkTx           = (*tx)(nil)
-	_ host.SessionTreeStore = (*Store)(nil)
-)
+var _ host.ForkTx = (*tx)(nil)
 
 const forkCols = `workspace_id, client_submit_id, source_session_id, source_turn_id,
 	target_session_id, lineage_id, lineage_seq, base_title, state, reason,
@@ -88,25 +85,3 @@ func (t *tx) MaxLineageSeq(ctx context.Context, ws, lineageID string) (int64, er
 	return *n, nil
 }
 
-// SessionTree lists the visible sessions of one execution tree (the root
-// and every session whose root_id is it), oldest first.
-func (s *Store) SessionTree(ctx context.Context, ws, rootID string) ([]host.Session, error) {
-	return withPool(ctx, s, func(q querier) ([]host.Session, error) {
-		rows, err := q.Query(ctx, `SELECT `+sessionCols+` FROM sessions
-			WHERE workspace_id = $1 AND (id = $2 OR root_id = $2) AND NOT provisional AND deleted_at IS NULL
-			ORDER BY created_at, id`, ws, rootID)
-		if err != nil {
-			return nil, classify("session tree", err)
-		}
-		defer rows.Close()
-		var out []host.Session
-		for rows.Next() {
-			ss, err := scanSession(rows)
-			if err != nil {
-				return nil, classify("session tree", err)
-			}
-			out = append(out, ss)
-		}
-		return out, classify("session tree", rows.Err())
-	})
-}

@@ -152,6 +152,11 @@ var ops = map[string]opFunc{
 	"subscribe":             op("subscribe", subscribe),
 	"unsubscribe":           op("unsubscribe", unsubscribe),
 	"presence.typing":       op("presence.typing", presenceTyping),
+	// trash_ops.go
+	"session.delete":      op("session.delete", sessionDelete),
+	"session.listDeleted": op("session.listDeleted", sessionListDeleted),
+	"session.restore":     op("session.restore", sessionRestore),
+	"session.purge":       op("session.purge", sessionPurge),
 }
 
 // dispatch runs one operation for a caller.

@@ -172,7 +172,7 @@ func opInput(op, ws string, tn tenant) map[string]any {
 	switch op {
 	case "session.create":
 		in["clientSubmitId"], in["content"] = tn.submitID, map[string]any{"text": tn.prompt}
-	case "session.list":
+	case "session.list", "session.listDeleted":
 	case "session.update":
 		in["sessionId"], in["title"], in["pinned"] = tn.idle, "pwned", true
 	case "turn.message.submit":
@@ -405,8 +405,8 @@ func TestEveryOperationRefusesHostileCallers(t *testing.T) {
 		switch {
 		case !auth.Allowed(role, op):
 			return want{host.CodeForbidden, ""}
-		case op == "session.create", op == "session.list", op == "unsubscribe":
-			return want{} // creates in A; lists A; drops nothing
+		case op == "session.create", op == "session.list", op == "session.listDeleted", op == "unsubscribe":
+			return want{} // creates in A; lists A (or A's trash); drops nothing
 		case op == "session.import":
 			return want{host.CodeInvalidInput, host.ReasonGraphInvalid} // imports only ever write A
 		case !implemented(op):

@@ -470,7 +470,7 @@ func TestForbiddenAndBadFrames(t *testing.T) {
 	if string(f.ID) != `"r-unknown-field"` || f.Error == nil || f.Error.Code != host.CodeInvalidInput {
 		t.Fatalf("unknown field: %s", f.raw)
 	}
-	checks := map[string]host.Code{"session.nuke": host.CodeInvalidInput, "session.delete": host.CodeForbidden}
+	checks := map[string]host.Code{"session.nuke": host.CodeInvalidInput, "session.purge": host.CodeForbidden}
 	if op := unimplementedMemberOp(); op != "" {
 		checks[op] = host.CodeUnsupported
 	}

@@ -10,10 +10,7 @@ import (
 
 // Session fork operations and lineage (migrations/00012_lineage.sql).
 
-var (
-	_ host.ForkTx           = (*tx)(nil)
-	_ host.SessionTreeStore = (*Store)(nil)
-)
+var _ host.ForkTx = (*tx)(nil)
 
 const forkCols = `workspace_id, client_submit_id, source_session_id, source_turn_id,
 	target_session_id, lineage_id, lineage_seq, base_title, state, reason,
@@ -71,27 +68,3 @@ func (t *tx) MaxLineageSeq(ctx context.Context, ws, lineageID string) (int64, er
 	return n.Int64, classify("lineage sequence", err)
 }
 
-// SessionTree lists the visible sessions of one execution tree (the root
-// and every session whose root_id is it), oldest first.
-func (s *Store) SessionTree(ctx context.Context, ws, rootID string) ([]host.Session, error) {
-	r, err := s.reader()
-	if err != nil {
-		return nil, err
-	}
-	rows, err := r.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
-		WHERE workspace_id = ? AND (id = ? OR root_id = ?) AND provisional = 0 AND deleted_at IS NULL
-		ORDER BY created_at, id`, ws, rootID, rootID)
-	if err != nil {
-		return nil, classify("session tree", err)
-	}
-	defer rows.Close()
-	var out []host.Session
-	for rows.Next() {
-		ss, err := scanSession(rows)
-		if err != nil {
-			return nil, classify("session tree", err)
-		}
-		out = append(out, ss)
-	}
-	return out, classify("session tree", rows.Err())
-}

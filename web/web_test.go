@@ -15,7 +15,7 @@ func TestFSServesTheApp(t *testing.T) {
 	for _, name := range []string{
 		"index.html", "favicon.svg", "css/app.css",
 		"js/app.js", "js/auth.js", "js/connection.js", "js/store.js", "js/dom.js",
-		"js/views/sessions.js", "js/views/transcript.js", "js/views/composer.js", "js/views/header.js",
+		"js/views/sessions.js", "js/views/transcript.js", "js/views/composer.js", "js/views/header.js", "js/views/trash.js",
 	} {
 		if _, err := fs.Stat(root, name); err != nil {
 			t.Errorf("%s: %v", name, err)

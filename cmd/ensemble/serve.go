@@ -39,6 +39,7 @@ type serveConfig struct {
 	workspaceRoot                                    string         // resolved; session working directories stay under it
 	sessionLease                                     time.Duration  // cluster mode (cluster.go)
 	security                                         securityConfig // tokens, origins, limits (security.go)
+	trash                                            trashConfig    // retention (trash.go)
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -63,6 +64,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	wsRoot := f.string("workspace-root", "ENSEMBLE_WORKSPACE_ROOT", "", "directory every session's working directory (the cwd setting) must lie under, symlinks and .. resolved; also the agent's default cwd (default: DATA-DIR/work)")
 	lease := f.duration("session-lease", "ENSEMBLE_SESSION_LEASE", host.DefaultLeaseTTL, "cluster mode: session ownership lease; a dead replica's sessions are taken over after it")
 	security := securityFlags(f)
+	trash := trashFlags(f)
 	dt := server.DefaultHTTPTimeouts()
 	readHeader := f.duration("http-read-header-timeout", "ENSEMBLE_HTTP_READ_HEADER_TIMEOUT", dt.ReadHeader, "time to read a request's headers")
 	readT := f.duration("http-read-timeout", "ENSEMBLE_HTTP_READ_TIMEOUT", dt.Read, "time to read a whole request, body included (a slower body is answered body_timeout)")
@@ -81,6 +83,9 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	c.reconnectJitter = *jitter
 	var err error
 	if c.security, err = security(); err != nil {
+		return c, err
+	}
+	if c.trash, err = trash(); err != nil {
 		return c, err
 	}
 	c.pprofAddr = *pprofAddr
@@ -183,6 +188,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer stopWorkers()
 	relayDone := make(chan struct{})
 	go func() { defer close(relayDone); _ = h.Run(workers) }()
+	retentionDone := runRetention(workers, h, c.trash)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	fmt.Fprintf(stdout, "Ensemble is listening on http://%s (agent: %s)\n%s\n", addr, describeAgent(h.Agent()), signIn)
@@ -201,6 +207,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	<-httpDone
 	stopWorkers()
 	<-relayDone
+	<-retentionDone
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

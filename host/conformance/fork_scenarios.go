@@ -347,25 +347,6 @@ func (tx *faultTx) ftx() host.ForkTx {
 	return f
 }
 
-func (tx *faultTx) ForkOp(ctx context.Context, ws, id string) (host.ForkOp, error) {
-	return tx.ftx().ForkOp(ctx, ws, id)
-}
-func (tx *faultTx) InsertForkOp(ctx context.Context, op host.ForkOp) error {
-	return tx.ftx().InsertForkOp(ctx, op)
-}
-func (tx *faultTx) UpdateForkOp(ctx context.Context, op host.ForkOp) error {
-	return tx.ftx().UpdateForkOp(ctx, op)
-}
-func (tx *faultTx) SessionLineage(ctx context.Context, ws, sid string) (host.ForkOp, error) {
-	return tx.ftx().SessionLineage(ctx, ws, sid)
-}
-func (tx *faultTx) MaxLineageSeq(ctx context.Context, ws, lineage string) (int64, error) {
-	return tx.ftx().MaxLineageSeq(ctx, ws, lineage)
-}
-func (s *faultStore) SessionTree(ctx context.Context, ws, root string) ([]host.Session, error) {
-	return s.Store.(host.SessionTreeStore).SessionTree(ctx, ws, root)
-}
-
 // ForkConcurrentTitles: forks of one family racing each other each get
 // their own title number, none is lost, and the source keeps working.
 var ForkConcurrentTitles = Scenario{Name: "fork/concurrent_forks_take_distinct_lineage_numbers", Run: func(t *testing.T, d Driver) {

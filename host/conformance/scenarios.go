@@ -73,5 +73,16 @@ func Scenarios() []Scenario {
 		// Replay capture and restore (export_scenarios.go).
 		ExportImportRoundTrip,
 		ImportConflictRejected,
+		// Deleted-session lifecycle (trash_scenarios.go).
+		TrashRoundTripLossless,
+		TrashDeleteEndsLiveTurn,
+		TrashClosureChangeReplanned,
+		TrashSiblingSubtrees,
+		TrashAbsorbedDescendants,
+		TrashPurgeRetention,
+		TrashPurgeLosesToRestore,
+		TrashWorkspaceScoped,
+		TrashDeletionGuard,
+		TrashLegacyNeverUpgraded,
 	}
 }

@@ -7,8 +7,7 @@ import (
 	"github.com/ensemble-dev/ensemble/host"
 )
 
-// Fork operations and lineage (host.ForkTx) and execution trees
-// (host.SessionTreeStore).
+// Fork operations and lineage (host.ForkTx).
 
 func forkTx(t *testing.T, tx host.Tx) host.ForkTx {
 	t.Helper()
@@ -84,32 +83,3 @@ func testForkOps(t *testing.T, st host.Store) {
 	})
 }
 
-func testSessionTree(t *testing.T, st host.Store) {
-	ts, ok := st.(host.SessionTreeStore)
-	if !ok {
-		t.Fatalf("the store does not implement host.SessionTreeStore")
-	}
-	ws := uid("ws")
-	root := session(ws, "r-"+uid("s"), at(10))
-	childB := session(ws, "b-"+uid("s"), at(20))
-	childA := session(ws, "a-"+uid("s"), at(20))
-	for _, c := range []*host.Session{&childA, &childB} {
-		c.ParentID, c.RootID = root.ID, root.ID
-	}
-	gone := session(ws, uid("s"), at(30))
-	gone.ParentID, gone.RootID, gone.DeletedAt = root.ID, root.ID, tp(at(40))
-	prov := session(ws, uid("s"), at(31))
-	prov.ParentID, prov.RootID, prov.Provisional = root.ID, root.ID, true
-	unrelated := session(ws, uid("s"), at(5))
-	foreign := session(uid("ws"), root.ID, at(10))
-	seed(t, st, []host.Session{root, childB, childA, gone, prov, unrelated, foreign}, nil, nil, nil)
-	got, err := ts.SessionTree(ctx(t), ws, root.ID)
-	noErr(t, "session tree", err)
-	want := []string{root.ID, childA.ID, childB.ID} // created at, then id
-	if ids := sessionIDs(got); len(ids) != 3 || ids[0] != want[0] || ids[1] != want[1] || ids[2] != want[2] {
-		t.Fatalf("tree %v, want %v", ids, want)
-	}
-	if got, err := ts.SessionTree(ctx(t), uid("ws"), root.ID); err != nil || len(got) != 0 {
-		t.Fatalf("tree from another workspace: %v %v", sessionIDs(got), err)
-	}
-}

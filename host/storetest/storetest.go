@@ -58,7 +58,6 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"AppliedSeq", testAppliedSeq},
 		{"MessageParts", testMessageParts},
 		{"ForkOps", testForkOps},
-		{"SessionTree", testSessionTree},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {

@@ -10,6 +10,7 @@ import { createHeader } from './views/header.js';
 import { createSessionList } from './views/sessions.js';
 import { createTranscript } from './views/transcript.js';
 import { createComposer } from './views/composer.js';
+import { createTrash } from './views/trash.js';
 import { setText, h, initials } from './dom.js';
 import { presenceSummary, createTypingSignal } from './presence.js';
 import { checkPrompt, MAX_FRAME_BYTES, MAX_PROMPT_BYTES } from './limits.js';
@@ -272,6 +273,7 @@ function start(token, claimsPrincipal) {
     setText($('#session-agent'), agent.version ? `${agent.name} v${agent.version}` : agent.name);
     $('#session-sim').hidden = !agent.simulated;
     $('#context-lost').hidden = !s.contextLost;
+    $('#session-delete').hidden = currentRole() === 'viewer' || !!open.deleted || !!s.parentId;
     const active = conn.state === 'connected' ? S.activeTurn(open) : null;
     $('#session-live').hidden = !active;
     renderPresence(open);
@@ -427,6 +429,7 @@ function start(token, claimsPrincipal) {
       },
       onEvent(kind, payload) {
         if (state.workspace !== ws) return;
+        trash.onWorkspaceEvent(kind);
         if (S.applyWorkspaceEvent(state, kind, payload)) update();
       },
       onError(err) {
@@ -783,6 +786,20 @@ function start(token, claimsPrincipal) {
     if (e.key === 'Escape') { e.preventDefault(); endRename(); }
   });
   titleInput.addEventListener('blur', saveRename);
+
+  // Delete with undo and the Trash (views/trash.js).
+  const trash = createTrash(document, {
+    request: (op, input) => conn.request(op, input),
+    workspace: () => state.workspace,
+    role: currentRole,
+    nameOf: (id) => names.get(id) || id, // display names people were seen with
+    onError: showComposerError,
+    onChanged: update,
+  });
+  $('#session-delete').addEventListener('click', () => {
+    const open = state.open;
+    if (open && !open.deleted) trash.deleteSession(open.id, open.session && open.session.title);
+  });
 
   $('#new-session').addEventListener('click', onNewSession);
   $('#continue-fresh').addEventListener('click', onContinueFresh);

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Issue 14 in the browser: Alice deletes a session and it vanishes from
+// Bob's list; Undo brings it back; deleted again, Bob restores it from the
+// Trash and Alice sees it return; an admin purges it for good. A viewer
+// gets no Delete button and no Restore in the Trash.
+func TestBrowserDeleteTrashRestore(t *testing.T) {
+	b := browser(t)
+	dataDir := t.TempDir()
+	p := startServer(t, dataDir, "--sim-rate", "5ms")
+	alice := person(t, b, mintLink(t, dataDir, p.addr, "alice", "Alice", "member"))
+	bob := person(t, b, mintLink(t, dataDir, p.addr, "bob", "Bob", "member"))
+	ada := person(t, b, mintLink(t, dataDir, p.addr, "ada", "Ada", "admin"))
+	vic := person(t, b, mintLink(t, dataDir, p.addr, "vic", "Vic", "viewer"))
+
+	do(t, alice, "create a session", chromedp.Click(chromedp.CSS(`#new-session`)),
+		chromedp.WaitVisible(chromedp.CSS(`#session-list [data-session-id]`)))
+	sid := js[string](t, alice, "session id", `document.querySelector('#session-list [data-session-id]').dataset.sessionId`)
+	openSession(t, alice, "Alice", sid)
+	send(t, alice, "Alice", "Plan the trash feature")
+	waitJS(t, alice, "the turn completes", `document.querySelector('#transcript .turn-status[data-outcome="completed"]')`)
+	item := `document.querySelector('#session-list [data-session-id="` + sid + `"]')`
+	waitJS(t, bob, "Bob sees the session", item)
+	openSession(t, vic, "Vic", sid)
+	if js[bool](t, vic, "viewer's delete button", `!document.querySelector('#session-delete').hidden`) {
+		t.Fatal("a viewer sees the Delete button")
+	}
+
+	// Delete with undo.
+	do(t, alice, "Alice deletes", chromedp.WaitVisible(chromedp.CSS(`#session-delete`)), chromedp.Click(chromedp.CSS(`#session-delete`)),
+		chromedp.WaitVisible(chromedp.CSS(`#undo-toast`)))
+	waitJS(t, bob, "the session vanishes for Bob", `!`+item)
+	waitJS(t, vic, "the open session says it was deleted", `/was deleted/.test(document.querySelector('#transcript').textContent)`)
+	settle(t, alice)
+	screenshot(t, alice, "trash-01-deleted-undo")
+	screenshot(t, bob, "trash-02-vanished-for-bob")
+	do(t, alice, "Alice undoes", chromedp.Click(chromedp.CSS(`#undo-delete`)))
+	waitJS(t, bob, "the session is back for Bob after undo", item)
+	waitJS(t, vic, "the open session is live again", `!/was deleted/.test(document.querySelector('#transcript').textContent)`)
+
+	// Deleted again; Bob restores it from the Trash.
+	do(t, alice, "Alice deletes again", chromedp.WaitVisible(chromedp.CSS(`#session-delete`)), chromedp.Click(chromedp.CSS(`#session-delete`)))
+	waitJS(t, bob, "the session vanishes for Bob again", `!`+item)
+	row := `document.querySelector('#trash-list [data-trash-id="` + sid + `"]')`
+	do(t, bob, "Bob opens the Trash", chromedp.Click(chromedp.CSS(`#trash-open`)))
+	waitJS(t, bob, "the Trash lists it", row+` && /Deleted .* by Alice/.test(`+row+`.textContent)`)
+	if js[bool](t, bob, "member purge button", `!`+row+`.querySelector('[data-action="purge"]').hidden`) {
+		t.Fatal("a member sees Purge")
+	}
+	do(t, vic, "Vic opens the Trash", chromedp.Click(chromedp.CSS(`#trash-open`)))
+	waitJS(t, vic, "Vic's Trash lists it without Restore", row+` && `+row+`.querySelector('[data-action="restore"]').hidden`)
+	settle(t, bob)
+	screenshot(t, bob, "trash-03-trash-view")
+	do(t, bob, "Bob restores", chromedp.Click(chromedp.CSS(`#trash-list [data-trash-id="`+sid+`"] [data-action="restore"]`)))
+	waitJS(t, alice, "Alice sees it return", item)
+	waitJS(t, bob, "it leaves Bob's Trash", `!`+row+` && !document.querySelector('#trash-empty').hidden`)
+	waitJS(t, vic, "it leaves Vic's open Trash live", `!`+row)
+	screenshot(t, alice, "trash-04-restored")
+	do(t, bob, "Bob closes the Trash", chromedp.Click(chromedp.CSS(`#trash-close`)))
+	openSession(t, bob, "Bob", sid)
+	waitJS(t, bob, "the restored transcript is whole", `/Plan the trash feature/.test(document.querySelector('#transcript').textContent)`)
+
+	// An admin purges it for good (two clicks).
+	do(t, alice, "Alice deletes a third time", chromedp.WaitVisible(chromedp.CSS(`#session-delete`)), chromedp.Click(chromedp.CSS(`#session-delete`)))
+	do(t, ada, "Ada opens the Trash", chromedp.Click(chromedp.CSS(`#trash-open`)))
+	purge := `#trash-list [data-trash-id="` + sid + `"] [data-action="purge"]`
+	do(t, ada, "Ada arms purge", chromedp.WaitVisible(chromedp.CSS(purge)), chromedp.Click(chromedp.CSS(purge)))
+	waitJS(t, ada, "purge asks to confirm", `document.querySelector('`+purge+`').textContent === 'Purge for good?'`)
+	settle(t, ada)
+	screenshot(t, ada, "trash-05-purge-confirm")
+	do(t, ada, "Ada purges", chromedp.Click(chromedp.CSS(purge)))
+	waitJS(t, ada, "the Trash is empty", `!`+row+` && !document.querySelector('#trash-empty').hidden`)
+	if code := p.call(t, "POST", "/sessions/"+sid+"/restore", map[string]any{}, nil); code != 404 {
+		t.Fatalf("restore after purge: %d, want 404", code)
+	}
+}
+
+// settle lets CSS transitions (.12 s on buttons) finish before a screenshot.
+func settle(t *testing.T, ctx context.Context) {
+	t.Helper()
+	do(t, ctx, "let transitions finish", chromedp.Sleep(400*time.Millisecond))
+}

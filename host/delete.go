@@ -1,0 +1,455 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+)
+
+// MaxDeleteBatch bounds one delete or purge command.
+const MaxDeleteBatch = 100
+
+// StopSessionDeleted is the stop reason of a Turn that was still live when
+// its session was deleted. Its outcome stays honest: canceled only when it
+// never reached the agent, otherwise failed/execution_status_unknown.
+const StopSessionDeleted = "session_deleted"
+
+// deleteCancelWait bounds how long the coordinator waits for a live Turn
+// to settle through an ordinary cancel before it settles it itself.
+const deleteCancelWait = 5 * time.Second
+
+// maxDeletePlans bounds how often a delete replans a tree that keeps
+// changing under it.
+const maxDeletePlans = 8
+
+// DeleteSessionsInput deletes sessions recoverably (with their sub-agent
+// descendants).
+type DeleteSessionsInput struct {
+	WorkspaceID string
+	SessionIDs  []string
+	// By is the deleting principal's user id; ByName its display name.
+	By, ByName string
+}
+
+// DeletedComponent is one connected group of sessions a delete tombstoned
+// together; it is restored or purged as a whole.
+type DeletedComponent struct {
+	RootSessionID string   `json:"rootSessionId"`
+	Generation    string   `json:"generation"`
+	SessionIDs    []string `json:"sessionIds"`
+	Restorable    bool     `json:"restorable"`
+}
+
+// DeleteSessionsResult reports the committed delete. Deleting an already
+// deleted session is a successful no-op: the arrays are empty. (An id the
+// workspace has no row for at all is not_found, so a foreign id is never
+// answered differently from a missing one.)
+// CleanupFailures lists sessions whose live runtime could not be released
+// after the commit: the delete stands, the runtime is released later.
+type DeleteSessionsResult struct {
+	DeletedSessionIDs []string           `json:"deletedSessionIds"`
+	Components        []DeletedComponent `json:"components"`
+	CleanupFailures   []string           `json:"cleanupFailures,omitempty"`
+}
+
+// ErrSessionTreeChanged: the store resolved a different closure inside
+// the write transaction than the plan; nothing was written and the delete
+// is replanned.
+var ErrSessionTreeChanged = errors.New("session tree changed during delete")
+
+var errReplan = ErrSessionTreeChanged
+
+// ReasonDeletionRejected: the deletion guard refused the closure.
+const ReasonDeletionRejected = "deletion_rejected"
+
+// treePlan is the exact closure of one execution tree a delete covers.
+type treePlan struct {
+	root    string
+	closure []TreeSession // sorted by id
+	key     string        // what the transaction must find again
+}
+
+// planTree computes the closure of the requested live sessions of one
+// tree: each of them and every descendant, live or tombstoned. Descendant
+// tombstones are absorbed into the new component.
+func planTree(root string, tree []TreeSession, requested map[string]bool) treePlan {
+	children := map[string][]string{}
+	byID := map[string]TreeSession{}
+	for _, ts := range tree {
+		byID[ts.Session.ID] = ts
+		if ts.Session.ParentID != "" {
+			children[ts.Session.ParentID] = append(children[ts.Session.ParentID], ts.Session.ID)
+		}
+	}
+	in := map[string]bool{}
+	var queue []string
+	for _, ts := range tree {
+		s := ts.Session
+		if requested[s.ID] && !s.Provisional && ts.Tombstone == nil {
+			in[s.ID] = true
+			queue = append(queue, s.ID)
+		}
+	}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		for _, c := range children[id] {
+			if !in[c] {
+				in[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	p := treePlan{root: root}
+	var key strings.Builder
+	for _, ts := range tree { // tree is in id order
+		if !in[ts.Session.ID] {
+			continue
+		}
+		p.closure = append(p.closure, ts)
+		key.WriteString(ts.Session.ID)
+		if ts.Tombstone != nil {
+			key.WriteString("|" + ts.Tombstone.Generation)
+		}
+		key.WriteString("|" + ts.Session.ParentID + "\n")
+	}
+	p.key = key.String()
+	return p
+}
+
+// components groups a closure by connectivity inside it: a session's
+// component is its topmost ancestor that is still in the closure. So two
+// sibling subtrees deleted in one batch stay independently restorable.
+func (p treePlan) components() map[string][]TreeSession {
+	byID := map[string]TreeSession{}
+	for _, ts := range p.closure {
+		byID[ts.Session.ID] = ts
+	}
+	out := map[string][]TreeSession{}
+	for _, ts := range p.closure {
+		top := ts.Session
+		for {
+			parent, ok := byID[top.ParentID]
+			if top.ParentID == "" || !ok {
+				break
+			}
+			top = parent.Session
+		}
+		out[top.ID] = append(out[top.ID], ts)
+	}
+	return out
+}
+
+// DeleteSessions is the deletion coordinator: it resolves the complete
+// root/child closure of the requested sessions, takes their session locks
+// in a stable order, ends every live Turn in the closure, and commits the
+// tombstones only if the store resolves the same closure inside the write
+// transaction; a changed tree is replanned. After the commit it releases
+// the live runtimes (the provider session is kept so a restored session
+// can resume it).
+func (h *Host) DeleteSessions(ctx context.Context, in DeleteSessionsInput) (DeleteSessionsResult, error) {
+	if err := requireIDs(in.WorkspaceID); err != nil {
+		return DeleteSessionsResult{}, err
+	}
+	if len(in.SessionIDs) == 0 || len(in.SessionIDs) > MaxDeleteBatch {
+		return DeleteSessionsResult{}, Errorf(CodeInvalidInput, "give 1 to %d session ids", MaxDeleteBatch)
+	}
+	if err := requireIDs(in.SessionIDs...); err != nil {
+		return DeleteSessionsResult{}, err
+	}
+	requested := map[string]bool{}
+	for _, id := range in.SessionIDs {
+		requested[id] = true
+	}
+	for attempt := 1; ; attempt++ {
+		res, err := h.deleteOnce(ctx, in, requested)
+		if !errors.Is(err, errReplan) {
+			return res, err
+		}
+		h.log.Info("session tree changed during delete; replanning", "attempt", attempt)
+		if attempt >= maxDeletePlans {
+			return DeleteSessionsResult{}, &Error{Code: CodeUnavailable, Reason: "tree_changing",
+				Message: "the sessions kept changing while they were being deleted; retry"}
+		}
+	}
+}
+
+// plan reads the closures of every tree the request touches.
+func (h *Host) planDelete(ctx context.Context, ws string, requested map[string]bool) ([]treePlan, error) {
+	roots := map[string]bool{}
+	for _, id := range slices.Sorted(mapKeys(requested)) {
+		s, err := h.store.GetSession(ctx, ws, id)
+		if errors.Is(err, ErrNotFound) || err == nil && s.Provisional {
+			// An id this workspace never had (or another workspace's) is
+			// not found, and nothing is deleted; an already deleted one is
+			// a no-op below.
+			return nil, Errorf(CodeNotFound, "session %s not found", id)
+		}
+		if err != nil {
+			return nil, storeErr(err, "session %s", id)
+		}
+		if visible(s) {
+			roots[rootOf(s)] = true
+		}
+	}
+	var plans []treePlan
+	for _, root := range slices.Sorted(mapKeys(roots)) {
+		tree, err := h.store.SessionTree(ctx, ws, root)
+		if err != nil {
+			return nil, storeErr(err, "session tree %s", root)
+		}
+		if p := planTree(root, tree, requested); len(p.closure) > 0 {
+			plans = append(plans, p)
+		}
+	}
+	return plans, nil
+}
+
+func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested map[string]bool) (_ DeleteSessionsResult, err error) {
+	res := DeleteSessionsResult{DeletedSessionIDs: []string{}, Components: []DeletedComponent{}}
+	ws := in.WorkspaceID
+	plans, perr := h.planDelete(ctx, ws, requested)
+	if perr != nil || len(plans) == 0 {
+		return res, perr
+	}
+	// Session locks in one stable order: no submit of this process can
+	// admit a Turn into the closure while it is being closed.
+	var live []Session
+	var ids []string
+	for _, p := range plans {
+		for _, ts := range p.closure {
+			ids = append(ids, ts.Session.ID)
+			if ts.Tombstone == nil {
+				live = append(live, ts.Session)
+			}
+		}
+	}
+	slices.Sort(ids)
+	if h.guard != nil {
+		if err := h.guard.AdmitDeletion(ctx, ws, slices.Clone(ids)); err != nil {
+			var he *Error
+			if errors.As(err, &he) {
+				return res, he
+			}
+			return res, &Error{Code: CodeOperationConflict, Reason: ReasonDeletionRejected, Err: err,
+				Message: "the delete was not admitted"}
+		}
+		defer func() { h.reportDeletion(ctx, ws, ids, err) }()
+	}
+	for _, id := range ids {
+		defer h.locks.lock(ws, id)()
+	}
+	// End live work through the ordinary cancel path first (it reaches the
+	// runtime's owner on whichever replica); what is still unsettled after
+	// that is settled inside the tombstone transaction.
+	for _, s := range live {
+		if s.ActiveTurnID == "" {
+			continue
+		}
+		if _, err := h.CancelTurn(ctx, CancelInput{WorkspaceID: ws, SessionID: s.ID, TurnID: s.ActiveTurnID,
+			Wait: deleteCancelWait, By: in.By, ByName: in.ByName}); err != nil && CodeOf(err) != CodeNotFound {
+			h.log.Warn("delete: cancel of a live turn failed; settling it with the delete", "session", s.ID, "err", err)
+		}
+	}
+	unsettled, openKeys, err := h.unsettledIn(ctx, ws, live)
+	if err != nil {
+		return res, err
+	}
+	var settled []Turn
+	now := h.nowUTC()
+	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		res = DeleteSessionsResult{DeletedSessionIDs: []string{}, Components: []DeletedComponent{}}
+		settled = settled[:0]
+		for _, p := range plans {
+			tree, err := tx.SessionTree(ctx, ws, p.root)
+			if err != nil {
+				return err
+			}
+			if planTree(p.root, tree, requested).key != p.key {
+				return errReplan
+			}
+		}
+		for _, p := range plans {
+			for _, ts := range p.closure {
+				if ts.Tombstone != nil {
+					continue // absorbed: its work was settled when it was deleted
+				}
+				turns := unsettled[ts.Session.ID]
+				s, err := tx.Session(ctx, ws, ts.Session.ID)
+				if err != nil {
+					return err
+				}
+				if s.ActiveTurnID != "" && !slices.Contains(turns, s.ActiveTurnID) {
+					turns = append(turns, s.ActiveTurnID)
+				}
+				for _, tid := range turns {
+					t, err := tx.Turn(ctx, ws, s.ID, tid)
+					if err != nil {
+						return err
+					}
+					if t.Settled() {
+						continue
+					}
+					if s, err = tx.Session(ctx, ws, s.ID); err != nil {
+						return err
+					}
+					term := Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown, StopReason: StopSessionDeleted}
+					if t.Phase == PhaseQueued {
+						term = Terminal{Outcome: OutcomeCanceled, StopReason: StopSessionDeleted} // never reached the agent
+					}
+					st, err := h.settleIn(ctx, tx, emit, t, s, term, "", openKeys[tid])
+					if err != nil {
+						return err
+					}
+					settled = append(settled, st)
+				}
+			}
+			comps := p.components()
+			for _, top := range slices.Sorted(mapKeys(comps)) {
+				members := comps[top]
+				c := DeletedComponent{RootSessionID: top, Generation: h.newID("del"), Restorable: true}
+				for _, ts := range members {
+					c.SessionIDs = append(c.SessionIDs, ts.Session.ID)
+					// A legacy (lossy) tombstone is never upgraded: the
+					// component stays deletable but not restorable.
+					if ts.Tombstone != nil && !ts.Tombstone.Restorable {
+						c.Restorable = false
+					}
+					emit(Fact{WorkspaceID: ws, Kind: FactSessionChanged, SessionID: ts.Session.ID})
+				}
+				tb := &Tombstone{DeletedAt: now, Generation: c.Generation, ComponentRoot: top,
+					DeletedBy: in.By, DeletedByName: in.ByName, Restorable: c.Restorable}
+				if err := tx.SetTombstone(ctx, ws, c.SessionIDs, tb); err != nil {
+					return err
+				}
+				res.Components = append(res.Components, c)
+				res.DeletedSessionIDs = append(res.DeletedSessionIDs, c.SessionIDs...)
+			}
+			// The execution tree changed: all-turns wake for its root.
+			emit(Fact{WorkspaceID: ws, Kind: FactInteractionTreeDirty, SessionID: p.root})
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, errReplan) {
+			return res, err
+		}
+		return DeleteSessionsResult{}, storeErr(err, "delete sessions")
+	}
+	for _, t := range settled {
+		h.afterSettle(TurnRef{WorkspaceID: ws, SessionID: t.SessionID, TurnID: t.ID}, t, nil)
+	}
+	// Post-commit runtime cleanup: reported, never a delete failure.
+	for _, s := range live {
+		if err := h.releaseRuntime(context.WithoutCancel(ctx), ws, s.ID); err != nil {
+			h.log.Warn("delete: release of a deleted session's runtime failed", "session", s.ID, "err", err)
+			res.CleanupFailures = append(res.CleanupFailures, s.ID)
+		}
+	}
+	return res, nil
+}
+
+// reportDeletion tells the guard how an admitted attempt ended; a panic
+// in the guard is contained, so reporting never changes the result.
+func (h *Host) reportDeletion(ctx context.Context, ws string, ids []string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.log.Error("deletion guard report panicked", "panic", p)
+		}
+	}()
+	h.guard.DeletionAttempt(context.WithoutCancel(ctx), ws, slices.Clone(ids), err)
+}
+
+// unsettledIn lists the unsettled Turns of the given sessions and the
+// message keys each still streams, read before the tombstone transaction.
+func (h *Host) unsettledIn(ctx context.Context, ws string, sessions []Session) (map[string][]string, map[string][]string, error) {
+	byTurn, keys := map[string][]string{}, map[string][]string{}
+	if len(sessions) == 0 {
+		return byTurn, keys, nil
+	}
+	want := map[string]bool{}
+	for _, s := range sessions {
+		want[s.ID] = true
+	}
+	turns, _, err := h.store.UnsettledTurns(ctx)
+	if err != nil {
+		return nil, nil, storeErr(err, "unsettled turns")
+	}
+	for _, t := range turns {
+		if t.WorkspaceID != ws || !want[t.SessionID] {
+			continue
+		}
+		byTurn[t.SessionID] = append(byTurn[t.SessionID], t.ID)
+		k, err := h.streamingKeys(ctx, TurnRef{WorkspaceID: ws, SessionID: t.SessionID, TurnID: t.ID})
+		if err != nil {
+			return nil, nil, storeErr(err, "messages of turn %s", t.ID)
+		}
+		keys[t.ID] = k
+	}
+	return byTurn, keys, nil
+}
+
+// releaseRuntime drops the live runtime binding of a deleted session
+// wherever it runs, and this replica's lease on it. The provider session
+// is kept (Release, not Destroy): a restore may resume it.
+func (h *Host) releaseRuntime(ctx context.Context, ws, sid string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ls := h.leases()
+	if ls == nil {
+		return h.runtime.Release(ctx, ws, sid)
+	}
+	l, err := ls.GetLease(ctx, ws, sid)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return h.runtime.Release(ctx, ws, sid)
+	case err != nil:
+		return err
+	case l.Live && l.Owner != h.epoch && !isForwarded(ctx):
+		var out struct{}
+		return h.forward(ctx, l.Owner, forwardRelease, releaseInput{WorkspaceID: ws, SessionID: sid}, &out)
+	}
+	err = h.runtime.Release(ctx, ws, sid)
+	if gen, held := h.own.generation(ws, sid); held {
+		if rerr := ls.ReleaseLease(ctx, ws, sid, h.epoch, gen); rerr != nil && err == nil {
+			err = rerr
+		}
+		h.own.drop(ws, sid, gen)
+	}
+	return err
+}
+
+// releaseInput is the forwarded request to release a deleted session's
+// runtime on the replica that owns it.
+type releaseInput struct {
+	WorkspaceID string
+	SessionID   string
+}
+
+// serveRelease runs a forwarded release: only for a session that is
+// deleted, so a forged request cannot stop a live session's agent.
+func (h *Host) serveRelease(ctx context.Context, in releaseInput) (struct{}, error) {
+	s, err := h.store.GetSession(ctx, in.WorkspaceID, in.SessionID)
+	if errors.Is(err, ErrNotFound) {
+		return struct{}{}, nil
+	}
+	if err != nil {
+		return struct{}{}, storeErr(err, "session %s", in.SessionID)
+	}
+	if s.DeletedAt == nil {
+		return struct{}{}, Errorf(CodeOperationConflict, "session %s is not deleted", in.SessionID)
+	}
+	return struct{}{}, h.releaseRuntime(ctx, in.WorkspaceID, in.SessionID)
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"context"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// Deleted-session lifecycle operations (issue 14): session.delete,
+// session.listDeleted, session.restore and session.purge. Roles are in
+// auth's one permission table: members delete and restore, admins purge.
+
+// sessionIDsIn names one session (sessionId) or a batch (sessionIds),
+// never both.
+type sessionIDsIn struct {
+	wsField
+	SessionID  string   `json:"sessionId"`
+	SessionIDs []string `json:"sessionIds"`
+}
+
+func (in sessionIDsIn) ids() ([]string, error) {
+	switch {
+	case in.SessionID != "" && len(in.SessionIDs) > 0:
+		return nil, errorf(host.CodeInvalidInput, "give sessionId or sessionIds, not both")
+	case in.SessionID != "":
+		return []string{in.SessionID}, nil
+	case len(in.SessionIDs) == 0:
+		return nil, errorf(host.CodeInvalidInput, "sessionId or sessionIds is required")
+	case len(in.SessionIDs) > host.MaxDeleteBatch:
+		return nil, errorf(host.CodeInvalidInput, "at most %d sessionIds", host.MaxDeleteBatch)
+	}
+	return in.SessionIDs, nil
+}
+
+func sessionDelete(ctx context.Context, s *Server, c caller, in sessionIDsIn) (any, error) {
+	ids, err := in.ids()
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: in.Workspace, SessionIDs: ids, By: c.p.UserID, ByName: c.p.Name})
+}
+
+func sessionPurge(ctx context.Context, s *Server, _ caller, in sessionIDsIn) (any, error) {
+	ids, err := in.ids()
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: in.Workspace, SessionIDs: ids})
+}
+
+func sessionRestore(ctx context.Context, s *Server, _ caller, in sessionIDIn) (any, error) {
+	return s.cfg.Host.RestoreDeletedSession(ctx, host.RestoreInput{WorkspaceID: in.Workspace, SessionID: in.SessionID})
+}
+
+func sessionListDeleted(ctx context.Context, s *Server, _ caller, in sessionListIn) (any, error) {
+	if in.Limit < 0 {
+		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
+	}
+	return s.cfg.Host.ListDeletedSessions(ctx, in.Workspace, host.DeletedQuery{Cursor: in.Cursor, Limit: in.Limit})
+}

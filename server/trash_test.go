@@ -1,0 +1,111 @@
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/hub"
+)
+
+// waitKinds waits until each sub got an event of kind whose payload names
+// sessionID, in any order across the subs.
+func waitKinds(t *testing.T, cl *client, kind, sessionID string, subs ...string) {
+	t.Helper()
+	missing := map[string]bool{}
+	for _, s := range subs {
+		missing[s] = true
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(missing) > 0 && time.Now().Before(deadline) {
+		f := cl.nextEvent(time.Until(deadline))
+		if !missing[f.Sub] || f.Kind != kind {
+			continue
+		}
+		var id string
+		switch kind {
+		case hub.KindSessionRemoved:
+			var p hub.SessionRemoved
+			mustJSON(t, f.Payload, &p)
+			id = p.SessionID
+		case hub.KindSessionSummary:
+			var p hub.SessionSummary
+			mustJSON(t, f.Payload, &p)
+			id = p.Session.ID
+		}
+		if id == sessionID {
+			delete(missing, f.Sub)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("no %s for %s on %v", kind, sessionID, missing)
+	}
+}
+
+// A member deletes: another collaborator's workspace and session topics
+// get session_removed, a viewer cannot delete, restore or purge, the
+// Trash lists it, a member restores it and it reappears for the watcher;
+// only an admin purges.
+func TestTrashLifecycleOverTheWire(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	alice := e.dial(e.member, false)
+	watcher := e.dial(e.viewer, false)
+	admin := e.dial(e.admin, false)
+	s := createSession(t, alice)
+
+	var ws struct {
+		Sub string `json:"sub"`
+	}
+	watcher.must("subscribe", map[string]any{"workspace": testWS, "topic": "workspace"}, &ws)
+	ss := subscribeSession(t, watcher, s.ID, nil)
+
+	for _, op := range []string{"session.delete", "session.restore", "session.purge"} {
+		if f := watcher.request(op, map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != host.CodeForbidden {
+			t.Fatalf("viewer %s: %s", op, f.raw)
+		}
+	}
+	if f := alice.request("session.purge", map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != host.CodeForbidden {
+		t.Fatalf("member purge: %s", f.raw)
+	}
+	if f := alice.request("session.delete", map[string]any{"workspace": testWS, "sessionId": s.ID, "sessionIds": []string{s.ID}}); f.OK || f.Error.Code != host.CodeInvalidInput {
+		t.Fatalf("both sessionId and sessionIds: %s", f.raw)
+	}
+
+	var del host.DeleteSessionsResult
+	alice.must("session.delete", map[string]any{"workspace": testWS, "sessionIds": []string{s.ID}}, &del)
+	if len(del.DeletedSessionIDs) != 1 || del.DeletedSessionIDs[0] != s.ID {
+		t.Fatalf("delete: %+v", del)
+	}
+	waitKinds(t, watcher, hub.KindSessionRemoved, s.ID, ws.Sub, ss.Sub)
+	if f := watcher.request("session.get", map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != host.CodeNotFound {
+		t.Fatalf("get deleted: %s", f.raw)
+	}
+
+	var trash host.DeletedPage
+	watcher.must("session.listDeleted", map[string]any{"workspace": testWS}, &trash)
+	if len(trash.Sessions) != 1 || trash.Sessions[0].Session.ID != s.ID || trash.Sessions[0].Tombstone.DeletedBy != "alice" || trash.Sessions[0].Tombstone.DeletedByName == "" || !trash.Sessions[0].Tombstone.Restorable {
+		t.Fatalf("trash: %+v", trash)
+	}
+
+	var rr host.RestoreResult
+	alice.must("session.restore", map[string]any{"workspace": testWS, "sessionId": s.ID}, &rr)
+	if !rr.Restored || rr.Session.ID != s.ID {
+		t.Fatalf("restore: %+v", rr)
+	}
+	// It reappears on both topics.
+	waitKinds(t, watcher, hub.KindSessionSummary, s.ID, ws.Sub, ss.Sub)
+
+	alice.must("session.delete", map[string]any{"workspace": testWS, "sessionId": s.ID}, &del)
+	var pr host.PurgeResult
+	admin.must("session.purge", map[string]any{"workspace": testWS, "sessionIds": []string{s.ID}}, &pr)
+	if len(pr.Purged) != 1 || pr.Counts.Sessions != 1 {
+		t.Fatalf("purge: %+v", pr)
+	}
+	watcher.must("session.listDeleted", map[string]any{"workspace": testWS}, &trash)
+	if len(trash.Sessions) != 0 {
+		t.Fatalf("trash after purge: %+v", trash)
+	}
+	if f := alice.request("session.restore", map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != host.CodeNotFound {
+		t.Fatalf("restore after purge: %s", f.raw)
+	}
+}
