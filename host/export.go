@@ -210,11 +210,7 @@ func captureSession(ctx context.Context, st Store, s Session) (GraphSession, err
 func readLineage(ctx context.Context, st Store, s Session) (*GraphLineage, error) {
 	var out *GraphLineage
 	err := st.Update(ctx, func(tx Tx) error {
-		ftx, ok := tx.(ForkTx)
-		if !ok {
-			return nil
-		}
-		op, err := ftx.SessionLineage(ctx, s.WorkspaceID, s.ID)
+		op, err := tx.SessionLineage(ctx, s.WorkspaceID, s.ID)
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
@@ -387,11 +383,7 @@ func writeGraph(ctx context.Context, tx Tx, in RestoreGraphInput) error {
 			return err
 		}
 		if l := gs.ForkedFrom; l != nil {
-			ftx, ok := tx.(ForkTx)
-			if !ok {
-				return &Error{Code: CodeUnsupported, Reason: "import_unsupported", Message: "this store cannot record fork lineage"}
-			}
-			if err := ftx.InsertForkOp(ctx, ForkOp{WorkspaceID: in.WorkspaceID, ClientSubmitID: l.ClientSubmitID,
+			if err := tx.InsertForkOp(ctx, ForkOp{WorkspaceID: in.WorkspaceID, ClientSubmitID: l.ClientSubmitID,
 				SourceSessionID: l.SourceSessionID, SourceTurnID: l.SourceTurnID, TargetSessionID: s.ID,
 				LineageID: l.LineageID, LineageSeq: l.LineageSeq, BaseTitle: l.BaseTitle, State: ForkCommitted,
 				ProviderSessionID: s.ProviderSessionID, CreatedBy: in.UserID, CreatedAt: l.CreatedAt, UpdatedAt: l.CreatedAt}); err != nil {

@@ -135,11 +135,7 @@ func isLatest(s Session, t Turn) bool { return s.TurnCount == t.Seq && s.ActiveT
 func (h *Host) prepareFork(ctx context.Context, forker Forker, in ForkSessionInput) (op ForkOp, src Session, point Turn, done *Session, err error) {
 	for attempt := 0; ; attempt++ {
 		err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-			ftx, ok := tx.(ForkTx)
-			if !ok {
-				return &Error{Code: CodeUnsupported, Reason: ReasonForkUnsupported, Message: "this store cannot record forks"}
-			}
-			prev, err := ftx.ForkOp(ctx, in.WorkspaceID, in.ClientSubmitID)
+			prev, err := tx.ForkOp(ctx, in.WorkspaceID, in.ClientSubmitID)
 			if err == nil {
 				return replayFork(prev, in)
 			} else if !errors.Is(err, ErrNotFound) {
@@ -170,7 +166,7 @@ func (h *Host) prepareFork(ctx context.Context, forker Forker, in ForkSessionInp
 				return forkRefused(ReasonForkProviderMismatch, "the turn ran in an agent session this session no longer uses")
 			}
 			lineage, base := src.ID, src.Title
-			if lin, err := ftx.SessionLineage(ctx, in.WorkspaceID, src.ID); err == nil {
+			if lin, err := tx.SessionLineage(ctx, in.WorkspaceID, src.ID); err == nil {
 				lineage, base = lin.LineageID, lin.BaseTitle
 			} else if !errors.Is(err, ErrNotFound) {
 				return err
@@ -178,7 +174,7 @@ func (h *Host) prepareFork(ctx context.Context, forker Forker, in ForkSessionInp
 			if base == "" {
 				base = "Untitled"
 			}
-			top, err := ftx.MaxLineageSeq(ctx, in.WorkspaceID, lineage)
+			top, err := tx.MaxLineageSeq(ctx, in.WorkspaceID, lineage)
 			if err != nil {
 				return err
 			}
@@ -187,7 +183,7 @@ func (h *Host) prepareFork(ctx context.Context, forker Forker, in ForkSessionInp
 				SourceTurnID: point.ID, TargetSessionID: h.newID("ses"), LineageID: lineage,
 				LineageSeq: max(top, 1) + 1, BaseTitle: base, State: ForkDispatching,
 				CreatedBy: in.By, CreatedAt: now, UpdatedAt: now}
-			return ftx.InsertForkOp(ctx, op)
+			return tx.InsertForkOp(ctx, op)
 		})
 		var d *forkDone
 		if errors.As(err, &d) {
@@ -233,13 +229,12 @@ func replayFork(prev ForkOp, in ForkSessionInput) error {
 // failFork records a refusal and returns it.
 func (h *Host) failFork(ctx context.Context, op ForkOp, reason string) error {
 	err := h.commit(ctx, func(tx Tx, _ func(...Fact)) error {
-		ftx := tx.(ForkTx)
-		cur, err := ftx.ForkOp(ctx, op.WorkspaceID, op.ClientSubmitID)
+		cur, err := tx.ForkOp(ctx, op.WorkspaceID, op.ClientSubmitID)
 		if err != nil || cur.State != ForkDispatching {
 			return err
 		}
 		cur.State, cur.Reason, cur.UpdatedAt = ForkFailed, reason, h.nowUTC()
-		return ftx.UpdateForkOp(ctx, cur)
+		return tx.UpdateForkOp(ctx, cur)
 	})
 	if err != nil {
 		h.log.Warn("fork: could not record the refusal", "err", err)
@@ -262,8 +257,7 @@ func (h *Host) commitFork(ctx context.Context, op ForkOp, src Session, point Tur
 		turnIDs[t.ID] = h.newID("turn")
 	}
 	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		ftx := tx.(ForkTx)
-		cur, err := ftx.ForkOp(ctx, op.WorkspaceID, op.ClientSubmitID)
+		cur, err := tx.ForkOp(ctx, op.WorkspaceID, op.ClientSubmitID)
 		if err != nil {
 			return err
 		}
@@ -311,7 +305,7 @@ func (h *Host) commitFork(ctx context.Context, op ForkOp, src Session, point Tur
 		}
 		cur.State, cur.ProviderSessionID, cur.UpdatedAt = ForkCommitted, res.ProviderSessionID, now
 		emit(Fact{WorkspaceID: target.WorkspaceID, Kind: FactSessionChanged, SessionID: target.ID})
-		return ftx.UpdateForkOp(ctx, cur)
+		return tx.UpdateForkOp(ctx, cur)
 	})
 	var d *forkDone
 	if errors.As(err, &d) {

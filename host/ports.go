@@ -78,6 +78,7 @@ type Tx interface {
 	OutputTx
 	// Tombstones, restore and purge (ports_trash.go).
 	TrashTx
+	ForkTx
 }
 
 // SessionQuery pages sessions newest first.

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// Ports for session fork (fork.go). Both are optional extensions: a store
-// whose Tx is not a ForkTx, or a runtime that is not a Forker, answers
-// session.fork with unsupported.
+// Ports for session fork (fork.go). Every store records forks (ForkTx is
+// part of Tx, so a wrapper cannot drop it silently); a runtime that is not
+// a Forker answers session.fork with unsupported.
 
 // ForkMode is how far back a runtime can attest a fork.
 type ForkMode string
@@ -108,7 +108,7 @@ type ForkOp struct {
 	UpdatedAt         time.Time
 }
 
-// ForkTx is the optional transaction extension for forks.
+// ForkTx is the transaction part that records forks and lineage.
 type ForkTx interface {
 	// ForkOp reads an operation by (workspace, clientSubmitId); ErrNotFound.
 	ForkOp(ctx context.Context, ws, clientSubmitID string) (ForkOp, error)
@@ -123,4 +123,3 @@ type ForkTx interface {
 	// MaxLineageSeq is the highest seq reserved in the lineage (0: none).
 	MaxLineageSeq(ctx context.Context, ws, lineageID string) (int64, error)
 }
-

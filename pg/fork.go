@@ -84,4 +84,3 @@ func (t *tx) MaxLineageSeq(ctx context.Context, ws, lineageID string) (int64, er
 	}
 	return *n, nil
 }
-

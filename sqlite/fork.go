@@ -67,4 +67,3 @@ func (t *tx) MaxLineageSeq(ctx context.Context, ws, lineageID string) (int64, er
 		WHERE workspace_id = ? AND lineage_id = ?`, ws, lineageID).Scan(&n)
 	return n.Int64, classify("lineage sequence", err)
 }
-

@@ -341,12 +341,6 @@ var SettingsUnderWorkspaceRoot = Scenario{Name: "settings/working_directory_stay
 	wantCode(t, err, host.CodeNotFound)
 }}
 
-// The fault wrappers forward the optional fork and tree ports.
-func (tx *faultTx) ftx() host.ForkTx {
-	f, _ := tx.Tx.(host.ForkTx)
-	return f
-}
-
 // ForkConcurrentTitles: forks of one family racing each other each get
 // their own title number, none is lost, and the source keeps working.
 var ForkConcurrentTitles = Scenario{Name: "fork/concurrent_forks_take_distinct_lineage_numbers", Run: func(t *testing.T, d Driver) {

@@ -9,15 +9,6 @@ import (
 
 // Fork operations and lineage (host.ForkTx).
 
-func forkTx(t *testing.T, tx host.Tx) host.ForkTx {
-	t.Helper()
-	f, ok := tx.(host.ForkTx)
-	if !ok {
-		t.Fatalf("the store's Tx does not implement host.ForkTx")
-	}
-	return f
-}
-
 func testForkOps(t *testing.T, st host.Store) {
 	ws, other := uid("ws"), uid("ws")
 	src := session(ws, uid("s"), at(0))
@@ -26,7 +17,7 @@ func testForkOps(t *testing.T, st host.Store) {
 		TargetSessionID: uid("s"), LineageID: src.ID, LineageSeq: 2, BaseTitle: "Ünïcode 😀", State: host.ForkDispatching,
 		CreatedBy: "alice", CreatedAt: at(5), UpdatedAt: at(5)}
 	update(t, st, func(tx host.Tx) error {
-		f := forkTx(t, tx)
+		f := tx
 		if n, err := f.MaxLineageSeq(ctx(t), ws, src.ID); err != nil || n != 0 {
 			t.Fatalf("empty lineage: %d %v", n, err)
 		}
@@ -40,11 +31,11 @@ func testForkOps(t *testing.T, st host.Store) {
 	} {
 		d := op
 		d.ClientSubmitID, d.TargetSessionID, d.LineageSeq = dup.ClientSubmitID, dup.TargetSessionID, dup.LineageSeq
-		err := st.Update(ctx(t), func(tx host.Tx) error { return forkTx(t, tx).InsertForkOp(ctx(t), d) })
+		err := st.Update(ctx(t), func(tx host.Tx) error { return tx.InsertForkOp(ctx(t), d) })
 		wantIs(t, "duplicate "+name, err, host.ErrDuplicate)
 	}
 	update(t, st, func(tx host.Tx) error {
-		f := forkTx(t, tx)
+		f := tx
 		got, err := f.ForkOp(ctx(t), ws, "f-1")
 		noErr(t, "read fork op", err)
 		if got != op {
@@ -60,7 +51,7 @@ func testForkOps(t *testing.T, st host.Store) {
 		return f.UpdateForkOp(ctx(t), op)
 	})
 	update(t, st, func(tx host.Tx) error {
-		f := forkTx(t, tx)
+		f := tx
 		lin, err := f.SessionLineage(ctx(t), ws, op.TargetSessionID)
 		noErr(t, "lineage", err)
 		if lin != op {
@@ -82,4 +73,3 @@ func testForkOps(t *testing.T, st host.Store) {
 		return nil
 	})
 }
-
