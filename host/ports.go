@@ -44,6 +44,8 @@ type Store interface {
 	InteractionStore
 	// One-transaction catch-up reads for hubs (changes.go).
 	ChangesStore
+	// Goals (goal_model.go).
+	GoalStore
 }
 
 // Tx is the narrow transaction writer the Host composes commands from.
@@ -74,6 +76,8 @@ type Tx interface {
 	InteractionTx
 	// Streamed output appends (ports_output.go).
 	OutputTx
+	// Goals (goal_model.go).
+	GoalTx
 }
 
 // SessionQuery pages sessions newest first.

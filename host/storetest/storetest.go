@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"AppendMessage", testAppendMessage},
 		{"AppliedSeq", testAppliedSeq},
 		{"MessageParts", testMessageParts},
+		{"Goals", testGoals},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {
