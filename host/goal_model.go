@@ -63,6 +63,9 @@ type Goal struct {
 	TurnsUsed int `json:"turnsUsed"`
 	// ActiveTurnID is the goal turn running now (empty: none).
 	ActiveTurnID string `json:"activeTurnId,omitempty"`
+	// ArmedRevision is the revision whose goal_arm turn was admitted;
+	// later turns of that revision are continuations.
+	ArmedRevision int64 `json:"armedRevision,omitempty"`
 	// EndReason says why a terminal status was reached.
 	EndReason string    `json:"endReason,omitempty"`
 	StartedAt time.Time `json:"startedAt"`
@@ -96,6 +99,10 @@ type GoalState struct {
 	// progress such as turnsUsed); watchers apply a state only when its
 	// Seq is higher than the one they hold.
 	Seq int64 `json:"seq"`
+	// RevisedAtTurn is the session's turn count when Revision last
+	// changed: an agent report from a turn admitted at or before it was
+	// dispatched against an older revision and is never adopted.
+	RevisedAtTurn int64 `json:"revisedAtTurn"`
 	// Goal is nil when the session has none or it was cleared.
 	Goal      *Goal            `json:"goal,omitempty"`
 	Observed  *GoalObservation `json:"observed,omitempty"`

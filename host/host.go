@@ -64,6 +64,8 @@ type Host struct {
 	replica   string
 	// opsWake nudges the runtime-operation worker (non-blocking, size 1).
 	opsWake chan struct{}
+	// goals is the goal loop's state (goal_loop.go).
+	goals goalWorker
 
 	ready chan struct{}
 	once  sync.Once

@@ -124,7 +124,8 @@ func (h *Host) afterSettle(ref TurnRef, t Turn, err error) {
 	if err == nil && t.Settled() {
 		h.work.forget(ref.TurnID)
 		h.notifySettled(ref.TurnID)
-		h.wakeOps() // a follow-up may wait for this turn to be idle
+		h.wakeOps()   // a follow-up may wait for this turn to be idle
+		h.wakeGoals() // a goal decides after its turn, or waits for an idle session
 	}
 }
 

@@ -26,6 +26,7 @@ type directives struct {
 	markdown   bool // answer in rich markdown (headings, lists, table, code)
 	diff       bool // an edit tool call with a diff, and an approval showing it
 	checklist  bool // an ACP plan whose entries progress live
+	goal       goalDirectives
 	unknown    []string
 }
 
@@ -103,6 +104,8 @@ func parseDirectives(text string) (d directives, rest string, ok bool) {
 		case tok == "checklist":
 			d.checklist = true
 			continue
+		case d.goal.parse(name, val, hasVal):
+			continue
 		}
 		d.unknown = append(d.unknown, tok)
 	}
@@ -175,6 +178,7 @@ func (d directives) script(prompt string, firstInSession bool) []Step {
 				{Permission: &PermissionStep{Title: "Sub-agent: edit review.md (simulated)"}},
 			}}})
 	}
+	steps = append(steps, d.goal.steps(prompt)...)
 	switch {
 	case d.hang:
 		steps = append(steps, Step{Text: " Now hanging until cancelled (simulated)."}, Step{Hang: true})
