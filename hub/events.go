@@ -85,6 +85,8 @@ type SessionSnapshot struct {
 	Interactions []host.Interaction `json:"interactions"`
 	// Presence is who watches the session right now.
 	Presence Presence `json:"presence"`
+	// Goal is the session's goal state (absent: it never had one).
+	Goal *host.GoalState `json:"goal,omitempty"`
 }
 
 // WorkspaceSnapshot is the snapshot of a workspace topic: the first page of

@@ -152,6 +152,8 @@ var ops = map[string]opFunc{
 	"subscribe":             op("subscribe", subscribe),
 	"unsubscribe":           op("unsubscribe", unsubscribe),
 	"presence.typing":       op("presence.typing", presenceTyping),
+	"goal.control":          op("goal.control", goalControl),
+	"goal.get":              op("goal.get", goalGet),
 }
 
 // dispatch runs one operation for a caller.
@@ -190,6 +192,7 @@ type sessionCreateIn struct {
 	Title          string               `json:"title"`
 	Agent          string               `json:"agent"`
 	Settings       map[string]string    `json:"settings"`
+	Goal           *host.GoalSpec       `json:"goal"`
 }
 
 func (in sessionCreateIn) checkLimits(l Limits) error {
@@ -206,6 +209,7 @@ func sessionCreate(ctx context.Context, s *Server, c caller, in sessionCreateIn)
 	return s.cfg.Host.CreateSession(ctx, host.CreateSessionInput{
 		WorkspaceID: in.Workspace, Title: in.Title, Settings: in.Settings, Content: in.Content,
 		ClientSubmitID: in.ClientSubmitID, CreatedBy: c.p.UserID, CreatedByName: c.p.Name,
+		Goal: in.Goal,
 	})
 }
 

@@ -141,7 +141,11 @@ func canonicalState(t *testing.T, e *env) string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			j, _ := json.Marshal([]any{s, tp, mp})
+			g, err := e.host.GetGoal(ctx, ws, s.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, _ := json.Marshal([]any{s, tp, mp, g})
 			b.Write(j)
 			b.WriteByte('\n')
 		}
@@ -191,7 +195,9 @@ func opInput(op, ws string, tn tenant) map[string]any {
 		in["sub"] = tn.idleSub
 	case "presence.typing":
 		in["sessionId"], in["typing"] = tn.idle, true
-	default: // session.get, delete, restore, purge, fork; turn.list, message.list; goal.get, goal.control
+	case "goal.control":
+		in["sessionId"], in["clientSubmitId"], in["action"], in["goal"] = tn.idle, "goal-"+tn.nextID, "set", map[string]any{"objective": "take over"}
+	default: // session.get, delete, restore, purge, fork; turn.list, message.list; goal.get
 		in["sessionId"] = tn.idle
 	}
 	return in
