@@ -15,6 +15,7 @@ import { presenceSummary, createTypingSignal } from './presence.js';
 import { checkPrompt, MAX_FRAME_BYTES, MAX_PROMPT_BYTES } from './limits.js';
 import { errorLine, explainDisconnect } from './explain.js';
 import { hueOf } from './views/transcript.js';
+import { createGoalBar, applyGoalState } from './views/goal.js';
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -150,6 +151,17 @@ function start(token, claimsPrincipal) {
     return !!(s && s.simulated);
   }
 
+  const goalBar = createGoalBar($('#goal-bar'), {
+    onControl: async (action, goal) => {
+      const open = state.open;
+      if (!open) return;
+      const res = await conn.request('goal.control', {
+        workspace: state.workspace, sessionId: open.id, clientSubmitId: uuid(), action, ...(goal ? { goal } : {}),
+      });
+      if (res && res.state && applyGoalState(state.open, res.state)) update();
+    },
+  });
+
   const composer = createComposer($('#composer'), {
     onSubmit,
     onStop,
@@ -195,6 +207,7 @@ function start(token, claimsPrincipal) {
         : 'Offline: answers go out once the connection is back.',
     });
     renderSessionBar();
+    goalBar.render(open, { canControl: role !== 'viewer' && !subagent, connected });
     announceStatus(open);
     // Offline, nothing says "working" and Stop is hidden: the state is not
     // known until the connection is back.
@@ -447,6 +460,7 @@ function start(token, claimsPrincipal) {
       onSnapshot(snap) {
         if (!isMine()) return;
         S.applySessionSnapshot(state, snap);
+        if (snap && snap.goal) applyGoalState(state.open, snap.goal);
         learnNames(state.open.presence);
         if (!Array.isArray(snap && snap.messages)) loadHistory(id);
         update();
@@ -456,6 +470,10 @@ function start(token, claimsPrincipal) {
       },
       onEvent(kind, payload) {
         if (!isMine()) return;
+        if (kind === 'goal_state') {
+          if (applyGoalState(state.open, payload)) update();
+          return;
+        }
         if (S.applySessionEvent(state, kind, payload)) {
           if (kind === 'presence') learnNames(state.open.presence);
           update();
