@@ -22,6 +22,9 @@ const (
 	defaultGoalTurns   = 10
 	maxGoalDuration    = 24 * time.Hour
 	defaultGoalTimeout = time.Hour
+	// fenceWait is how long a goal.control call waits for a fenced turn
+	// to stop before it answers (the operation stays accepted after it).
+	fenceWait = 5 * time.Second
 )
 
 // GoalControlInput is one typed goal mutation.
@@ -190,7 +193,7 @@ func (h *Host) GoalControl(ctx context.Context, in GoalControlInput) (GoalContro
 	// The intent is durable: from here on failures leave the operation
 	// accepted for the goal worker, never an error to the caller.
 	if op.State == GoalOpAccepted {
-		h.finishGoalOp(ctx, op)
+		h.finishGoalOp(ctx, op, fenceWait)
 		h.wakeGoals()
 	}
 	return h.goalResult(ctx, in.WorkspaceID, in.ClientSubmitID, st, false)
@@ -294,7 +297,7 @@ func (h *Host) replayGoalOp(ctx context.Context, op GoalOperation, sessionID, di
 			Message: "clientSubmitId was already used for another goal operation"}
 	}
 	if op.State == GoalOpAccepted {
-		h.finishGoalOp(ctx, op) // a retry drives what a crash left unfinished
+		h.finishGoalOp(ctx, op, fenceWait) // a retry drives what a crash left unfinished
 		h.wakeGoals()
 	}
 	st, err := h.goalState(ctx, op.WorkspaceID, op.SessionID)
@@ -345,7 +348,7 @@ func (h *Host) goalState(ctx context.Context, ws, sid string) (GoalState, error)
 // finishGoalOp completes an accepted operation: the fences it wrote are
 // processed (a live turn of the revoked identity is cancelled) before the
 // operation is marked applied. A failure leaves it accepted for the worker.
-func (h *Host) finishGoalOp(ctx context.Context, op GoalOperation) {
+func (h *Host) finishGoalOp(ctx context.Context, op GoalOperation, wait time.Duration) {
 	ctx = context.WithoutCancel(ctx)
 	fences, err := h.store.PendingGoalFences(ctx)
 	if err != nil {
@@ -354,7 +357,7 @@ func (h *Host) finishGoalOp(ctx context.Context, op GoalOperation) {
 	}
 	for _, f := range fences {
 		if f.WorkspaceID == op.WorkspaceID && f.SessionID == op.SessionID {
-			if !h.processFence(ctx, f, false) {
+			if !h.processFence(ctx, f, false, wait) {
 				return // still pending: the worker retries
 			}
 		}
@@ -377,8 +380,9 @@ func (h *Host) finishGoalOp(ctx context.Context, op GoalOperation) {
 // and the fence is done once no such turn is unsettled. At startup
 // (recovering) no runtime drives anything yet, so a matching unsettled
 // turn is settled interrupted locally instead of calling the provider. It
-// reports whether the fence is done.
-func (h *Host) processFence(ctx context.Context, f GoalFence, recovering bool) bool {
+// reports whether the fence is done. wait bounds how long the first
+// cancel waits for the turn's terminal.
+func (h *Host) processFence(ctx context.Context, f GoalFence, recovering bool, wait time.Duration) bool {
 	s, err := h.store.GetSession(ctx, f.WorkspaceID, f.SessionID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return false
@@ -394,12 +398,16 @@ func (h *Host) processFence(ctx context.Context, f GoalFence, recovering bool) b
 				if _, err := h.settle(ctx, ref, Terminal{Outcome: OutcomeInterrupted, Reason: "goal_fenced"}, ""); err != nil {
 					return false
 				}
-			} else {
+			} else if !t.CancelRequested {
 				res, err := h.CancelTurn(ctx, CancelInput{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID,
-					TurnID: t.ID, Wait: 5 * time.Second, By: "ensemble:goal", ByName: "goal fence"})
+					TurnID: t.ID, Wait: wait, By: "ensemble:goal", ByName: "goal change"})
 				if err != nil || !res.Settled {
 					return false // the fence stays pending until the turn is terminal
 				}
+			} else {
+				// The cancel intent is durable and the reconciler redelivers
+				// it; the fence waits for the terminal.
+				return false
 			}
 		}
 	}

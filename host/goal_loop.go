@@ -63,7 +63,7 @@ func (h *Host) goalPass(ctx context.Context, wg *sync.WaitGroup) {
 				return
 			}
 			if _, mine, err := h.ownSession(ctx, f.WorkspaceID, f.SessionID, ""); err == nil && mine {
-				h.processFence(ctx, f, false)
+				h.processFence(ctx, f, false, 0)
 			}
 		}
 	} else if ctx.Err() == nil {
@@ -74,7 +74,9 @@ func (h *Host) goalPass(ctx context.Context, wg *sync.WaitGroup) {
 			if ctx.Err() != nil {
 				return
 			}
-			h.finishGoalOp(ctx, op)
+			if _, mine, err := h.ownSession(ctx, op.WorkspaceID, op.SessionID, ""); err == nil && mine {
+				h.finishGoalOp(ctx, op, 0)
+			}
 		}
 	}
 	goals, err := h.store.LiveGoals(ctx)
@@ -337,7 +339,7 @@ func (h *Host) recoverGoals(ctx context.Context) error {
 		if _, mine, err := h.ownSession(ctx, f.WorkspaceID, f.SessionID, ""); err != nil || !mine {
 			continue // a live replica owns it and processes its fences
 		}
-		if !h.processFence(ctx, f, true) {
+		if !h.processFence(ctx, f, true, 0) {
 			h.log.Warn("recovery: a goal fence stays pending; the goal worker retries", "session", f.SessionID, "operation", f.OperationID)
 		}
 	}
@@ -346,7 +348,9 @@ func (h *Host) recoverGoals(ctx context.Context) error {
 		return fmt.Errorf("recovery: goal operations: %w", err)
 	}
 	for _, op := range ops {
-		h.finishGoalOp(ctx, op)
+		if _, mine, err := h.ownSession(ctx, op.WorkspaceID, op.SessionID, ""); err == nil && mine {
+			h.finishGoalOp(ctx, op, 0)
+		}
 	}
 	return nil
 }
