@@ -23,6 +23,7 @@ func goalScenarios() []Scenario {
 		GoalAdoptionLosesToNewerUserMutation,
 		GoalCrashDuringTurnStaysUnknown,
 		GoalCrashWithPendingFence,
+		GoalCrashBeforeDispatch,
 		GoalInitialSessionGoal,
 	}
 }
@@ -497,4 +498,43 @@ var GoalInitialSessionGoal = Scenario{Name: "goals/create_with_initial_goal", Ru
 	bad.Content = &host.MessageContent{Text: "hi"}
 	_, err = f.host.CreateSession(ctx, bad)
 	wantCode(t, err, host.CodeInvalidInput)
+}}
+
+// GoalCrashBeforeDispatch: the goal armed its turn (admitted, durable) but
+// the agent never got the prompt, then the process died. After the
+// restart the same queued turn is dispatched exactly once (no second goal
+// turn is admitted for it) and the goal completes.
+var GoalCrashBeforeDispatch = Scenario{Name: "goals/crash_before_dispatch_sends_once", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.runtime.set(func(r *probeRuntime) {
+		r.beforeDispatch = func(host.DispatchRequest) error {
+			return &host.LocalError{Code: "session_busy", Message: "the agent is not taking prompts"}
+		}
+	})
+	f.mustGoal(s.ID, "g1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim instant goal-after=1\nOnce"}, "alice")
+	g := f.waitGoal(s.ID, "armed", func(g host.GoalState) bool { return g.Goal != nil && g.Goal.ActiveTurnID != "" })
+	arm := f.expectTurn(s.ID, g.Goal.ActiveTurnID, host.PhaseQueued, "", "")
+	f.crash()
+	// The restarted agent cannot load the old provider session (no state
+	// dir here): nothing is sent until a member continues fresh.
+	f.waitContextLost(s.ID)
+	if n := f.runtime.dispatches.Load(); n != 0 {
+		t.Fatalf("dispatched %d times into a lost context", n)
+	}
+	if _, err := f.host.ContinueFresh(ctx, host.ContinueFreshInput{WorkspaceID: ws, SessionID: s.ID}); err != nil {
+		t.Fatalf("continue fresh: %v", err)
+	}
+	g = f.waitGoal(s.ID, "achieved", goalStatus(host.GoalAchieved))
+	if g.Goal.TurnsUsed != 1 {
+		t.Fatalf("goal = %+v", g.Goal)
+	}
+	turns := f.turnsOldestFirst(s.ID)
+	if len(turns) != 1 || turns[0].ID != arm.ID || turns[0].Outcome != host.OutcomeCompleted {
+		t.Fatalf("turns after restart = %+v", turns)
+	}
+	if n := f.runtime.dispatches.Load(); n != 1 {
+		t.Fatalf("the restarted host dispatched %d times, want 1", n)
+	}
+	f.expectClaim(arm.ClientSubmitID, host.ClaimAccepted)
 }}
