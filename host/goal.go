@@ -223,11 +223,9 @@ func applyGoalAction(cur GoalState, op GoalOperation, now time.Time) (next GoalS
 		if g.Live() {
 			fenced = g
 		}
-		var gen int64
-		if g != nil {
-			gen = g.Generation
-		}
-		ng := &Goal{GoalSpec: *op.Spec, Status: GoalActive, Generation: max(gen, cur.Revision) + 1,
+		// A generation is named by the revision that began it, so it is
+		// monotonic across clear and set too.
+		ng := &Goal{GoalSpec: *op.Spec, Status: GoalActive, Generation: cur.Revision + 1,
 			Source: "user", SetBy: op.By, SetByName: op.ByName, StartedAt: now}
 		if op.Action == GoalActionAdopt {
 			ng.Source = "provider"

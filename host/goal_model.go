@@ -48,7 +48,8 @@ type Goal struct {
 	// Revision is the goal revision of the last mutation (set, pause,
 	// resume, clear, provider adoption, a loop decision).
 	Revision int64 `json:"revision"`
-	// Generation counts objectives: a set or an adoption starts a new one.
+	// Generation is the revision at which the current objective began (a
+	// set or an adoption); pause and resume keep it.
 	Generation int64 `json:"generation"`
 	// OperationID is the goal operation that made the current revision:
 	// goal turns carry it (with Revision) as their provenance.
