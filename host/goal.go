@@ -316,6 +316,20 @@ func (h *Host) goalResult(ctx context.Context, ws, csid string, st GoalState, re
 	return GoalControlResult{Goal: st.Goal, State: st, IntentAccepted: true, Operation: op, Replayed: replayed}, nil
 }
 
+// GoalOperation returns the goal operation recorded under a
+// ClientSubmitID (the seed's FindGoalControlOperationByClientSubmitID), so
+// a client that lost the answer can recover it without repeating it.
+func (h *Host) GoalOperation(ctx context.Context, ws, clientSubmitID string) (GoalOperation, error) {
+	if err := requireIDs(ws, clientSubmitID); err != nil {
+		return GoalOperation{}, err
+	}
+	op, err := h.store.GetGoalOperation(ctx, ws, clientSubmitID)
+	if err != nil {
+		return GoalOperation{}, storeErr(err, "goal operation %s", clientSubmitID)
+	}
+	return op, nil
+}
+
 // GetGoal is a pure canonical read of a session's goal state: it never
 // changes anything.
 func (h *Host) GetGoal(ctx context.Context, ws, sessionID string) (GoalState, error) {
@@ -452,7 +466,11 @@ func goalPrompt(g *Goal, p GoalProvenance) MessageContent {
 	b.WriteString(" When it is achieved, send the ACP notification _ensemble/goal with status \"achieved\"" +
 		" (or end your reply with a line \"GOAL: ACHIEVED\"); if it cannot be achieved, status \"failed\"" +
 		" (or \"GOAL: FAILED\").")
-	display := fmt.Sprintf("Goal turn %d: %s", p.Number, excerptGoal(obj, 200))
+	// The first goal turn's display text also names a fresh session.
+	display := "Goal: " + excerptGoal(obj, 200)
+	if p.Number > 1 {
+		display = fmt.Sprintf("Goal turn %d: %s", p.Number, excerptGoal(obj, 200))
+	}
 	return MessageContent{Text: b.String(), DisplayText: display}
 }
 

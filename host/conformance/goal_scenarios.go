@@ -458,7 +458,7 @@ var GoalCrashWithPendingFence = Scenario{Name: "goals/crash_with_pending_fence",
 	}
 	f.crash()
 	f.expectTurn(s.ID, turn.ID, host.PhaseSettled, host.OutcomeInterrupted, "goal_fenced")
-	op, err := f.store.GetGoalOperation(ctx, ws, "g2")
+	op, err := f.host.GoalOperation(ctx, ws, "g2")
 	if err != nil || op.State != host.GoalOpApplied {
 		t.Fatalf("pause operation after recovery = %+v, %v", op, err)
 	}
