@@ -412,7 +412,7 @@ func (h *Host) processFence(ctx context.Context, f GoalFence, recovering bool, w
 				}
 			} else if !t.CancelRequested {
 				res, err := h.CancelTurn(ctx, CancelInput{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID,
-					TurnID: t.ID, Wait: wait, By: "ensemble:goal", ByName: "goal change"})
+					TurnID: t.ID, Wait: wait, By: "ensemble:goal", ByName: h.fenceLabel(ctx, f)})
 				if err != nil || !res.Settled {
 					return false // the fence stays pending until the turn is terminal
 				}
@@ -428,6 +428,22 @@ func (h *Host) processFence(ctx context.Context, f GoalFence, recovering bool, w
 		return tx.UpdateGoalFence(ctx, f)
 	})
 	return err == nil
+}
+
+// fenceLabel names who revoked a goal turn, for "Stopped by …": the
+// person whose goal change wrote the fence, when the goal still shows it.
+func (h *Host) fenceLabel(ctx context.Context, f GoalFence) string {
+	st, err := h.goalState(ctx, f.WorkspaceID, f.SessionID)
+	switch g := st.Goal; {
+	case err != nil:
+	case g == nil:
+		return "a goal change (goal cleared)"
+	case g.OperationID == f.ByOperation && g.Status == GoalPaused && g.PausedByName != "":
+		return g.PausedByName + " (goal paused)"
+	case g.OperationID == f.ByOperation && g.SetByName != "":
+		return g.SetByName + " (goal replaced)"
+	}
+	return "a goal change"
 }
 
 func fencedBy(t Turn, f GoalFence) bool {

@@ -65,6 +65,7 @@ func TestBrowserGoalSetPauseSharedBar(t *testing.T) {
 		t.Fatalf("the viewer is offered goal controls")
 	}
 	waitJS(t, alice, "the fenced goal turn ended", `!document.querySelector('#session-live') || document.querySelector('#session-live').hidden`)
+	waitJS(t, alice, "Alice sees who stopped the goal turn", `document.querySelector('#transcript').innerText.includes('Stopped by Bob (goal paused)')`)
 	screenshot(t, bob, "09-goal-paused-by-bob")
 	screenshot(t, alice, "10-goal-paused-seen-by-alice")
 	screenshot(t, carol, "11-goal-viewer")

@@ -172,7 +172,7 @@ var GoalPauseMidTurnResumeClear = Scenario{Name: "goals/pause_mid_turn_resume_cl
 		t.Fatalf("pause operation = %q, want applied (fence processed)", p.Operation.State)
 	}
 	first = f.expectTurn(s.ID, first.ID, host.PhaseSettled, host.OutcomeCanceled, "")
-	if first.CanceledBy != "ensemble:goal" || first.Goal.OperationID != set.Operation.ID {
+	if first.CanceledBy != "ensemble:goal" || first.CanceledByName != "bob (name) (goal paused)" || first.Goal.OperationID != set.Operation.ID {
 		t.Fatalf("fenced turn = %+v", first)
 	}
 	time.Sleep(700 * time.Millisecond) // more than a goal worker pass
