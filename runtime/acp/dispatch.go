@@ -54,9 +54,11 @@ type item struct {
 	// child is the sub-agent provider session the update belongs to.
 	child    string
 	notice   string
-	perm     *waiter          // a permission request to report
-	withdraw *waiter          // a reported request the agent stopped waiting for
-	goal     *host.GoalReport // an _ensemble/goal notification (goal.go)
+	perm     *waiter // a permission request to report
+	withdraw *waiter // a reported request the agent stopped waiting for
+
+	// goal is an _ensemble/goal notification (goal.go).
+	goal *host.GoalReport
 }
 
 type promptResult struct {
