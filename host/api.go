@@ -13,6 +13,9 @@ type CreateSessionInput struct {
 	// CreatedBy is the principal's user id; CreatedByName its display name.
 	CreatedBy     string
 	CreatedByName string
+	// Goal creates the session with an initial goal (goal.go), exclusive
+	// with Content; no turn opens until the goal arms.
+	Goal *GoalSpec
 }
 
 // CreateSessionResult is the created (or, on retry, existing) session and,
@@ -20,6 +23,8 @@ type CreateSessionInput struct {
 type CreateSessionResult struct {
 	Session Session `json:"session"`
 	Turn    *Turn   `json:"turn,omitempty"`
+	// Goal is the initial goal's control result.
+	Goal *GoalControlResult `json:"goal,omitempty"`
 }
 
 // Placement chooses where a submission goes when a Turn is active.

@@ -74,6 +74,8 @@ type Host struct {
 	// workspaceRoot bounds session working directories (settings.go).
 	workspaceRoot string
 	guard         SessionDeletionGuard
+	// goals is the goal loop's state (goal_loop.go).
+	goals goalWorker
 
 	ready chan struct{}
 	once  sync.Once

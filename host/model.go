@@ -150,6 +150,8 @@ type TurnLabels struct {
 	CanceledBy      string     `json:"canceledBy,omitempty"`
 	CanceledByName  string     `json:"canceledByName,omitempty"`
 	Agent           *AgentInfo `json:"agent,omitempty"`
+	// Goal is the provenance of a goal turn (goal_model.go), immutable.
+	Goal *GoalProvenance `json:"goal,omitempty"`
 }
 
 // Settled reports whether the Turn reached a terminal state.
@@ -258,6 +260,8 @@ type Fact struct {
 	TurnID      string           `json:"turnId,omitempty"`
 	Version     int64            `json:"version,omitempty"`
 	Delta       *TranscriptDelta `json:"delta,omitempty"`
+	// Goal is the committed goal state of a FactGoalState fact.
+	Goal *GoalState `json:"goal,omitempty"`
 }
 
 // Fact kinds.

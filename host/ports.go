@@ -46,6 +46,8 @@ type Store interface {
 	ChangesStore
 	// Recoverable tombstones: trash reads (ports_trash.go).
 	TrashStore
+	// Goals (goal_model.go).
+	GoalStore
 }
 
 // Tx is the narrow transaction writer the Host composes commands from.
@@ -79,6 +81,8 @@ type Tx interface {
 	// Tombstones, restore and purge (ports_trash.go).
 	TrashTx
 	ForkTx
+	// Goals (goal_model.go).
+	GoalTx
 }
 
 // SessionQuery pages sessions newest first.

@@ -32,6 +32,10 @@ func (h *Host) Recover(ctx context.Context) (RecoveryReport, error) {
 		return rep, fmt.Errorf("recovery: runtime operations: %w", err)
 	}
 	rep.RecoveredOperations = ran
+	// Goal fences, then goal operations, before any stale turn is settled.
+	if err := h.recoverGoals(ctx); err != nil {
+		return rep, err
+	}
 
 	turns, bad, err := h.store.UnsettledTurns(ctx)
 	if err != nil {

@@ -18,6 +18,9 @@ func (h *Host) CreateSession(ctx context.Context, in CreateSessionInput) (Create
 	if err := requireIDs(in.WorkspaceID); err != nil {
 		return CreateSessionResult{}, err
 	}
+	if in.Goal != nil {
+		return h.createWithGoal(ctx, in)
+	}
 	title, err := normalizeTitle(in.Title)
 	if err != nil {
 		return CreateSessionResult{}, err

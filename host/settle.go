@@ -125,6 +125,8 @@ func (h *Host) afterSettle(ref TurnRef, t Turn, err error) {
 		h.work.forget(ref.TurnID)
 		h.notifySettled(ref.TurnID)
 		h.wakeOps() // a follow-up may wait for this turn to be idle
+		// A goal decides after its turn, or waits for an idle session.
+		h.wakeGoals()
 	}
 }
 

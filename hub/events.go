@@ -88,6 +88,8 @@ type SessionSnapshot struct {
 	// Agent is what the server's agent attests now (fork capability),
 	// fresher than the ready frame's when the agent connected since.
 	Agent *host.AgentInfo `json:"agent,omitempty"`
+	// Goal is the session's goal state (absent: it never had one).
+	Goal *host.GoalState `json:"goal,omitempty"`
 }
 
 // WorkspaceSnapshot is the snapshot of a workspace topic: the first page of

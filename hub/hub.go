@@ -232,6 +232,10 @@ func (h *Hub) release(t *topic) {
 // to its session topic (the delta is the committed change itself); every
 // other fact only marks topics dirty for a reread.
 func (h *Hub) onFact(f host.Fact) {
+	if f.Kind == host.FactGoalState {
+		h.onGoalFact(f) // goal.go
+		return
+	}
 	if t := h.markFact(f); t != nil && !t.applyDelta(f.Delta) {
 		h.stats.deltaGaps.Add(1)
 		h.markDirty(t, dirtyTranscript())

@@ -71,6 +71,9 @@ func (t *topic) loadLocked(ctx context.Context) error {
 	if err := t.readHistory(ctx); err != nil {
 		return err
 	}
+	if err := t.readGoal(ctx); err != nil {
+		return err
+	}
 	if tree, ok, err := t.readTree(ctx, rootOf(s)); err != nil {
 		return err
 	} else if ok {

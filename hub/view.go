@@ -34,6 +34,8 @@ type sessionView struct {
 	treeKey string
 	// history: every interaction of the window's turns, as last read.
 	history []host.Interaction
+	// goal is the session's goal state with the highest Seq seen (goal.go).
+	goal *host.GoalState
 }
 
 // viewMsg is one message of the window. Streamed text is appended to a
@@ -161,7 +163,7 @@ func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
 	}
 	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
 		Messages: sv.messagesAfter(-1), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree,
-		Interactions: nonNil(sv.history), Presence: t.presenceLocked(), Agent: t.h.agent()}, nil
+		Interactions: nonNil(sv.history), Presence: t.presenceLocked(), Agent: t.h.agent(), Goal: sv.goal}, nil
 }
 
 // agent is what the Reader's agent attests now, when it says (the Host

@@ -157,6 +157,8 @@ var ops = map[string]opFunc{
 	"session.listDeleted": op("session.listDeleted", sessionListDeleted),
 	"session.restore":     op("session.restore", sessionRestore),
 	"session.purge":       op("session.purge", sessionPurge),
+	"goal.control":        op("goal.control", goalControl),
+	"goal.get":            op("goal.get", goalGet),
 }
 
 // dispatch runs one operation for a caller.
@@ -195,6 +197,7 @@ type sessionCreateIn struct {
 	Title          string               `json:"title"`
 	Agent          string               `json:"agent"`
 	Settings       map[string]string    `json:"settings"`
+	Goal           *host.GoalSpec       `json:"goal"`
 }
 
 func (in sessionCreateIn) checkLimits(l Limits) error {
@@ -211,6 +214,7 @@ func sessionCreate(ctx context.Context, s *Server, c caller, in sessionCreateIn)
 	return s.cfg.Host.CreateSession(ctx, host.CreateSessionInput{
 		WorkspaceID: in.Workspace, Title: in.Title, Settings: in.Settings, Content: in.Content,
 		ClientSubmitID: in.ClientSubmitID, CreatedBy: c.p.UserID, CreatedByName: c.p.Name,
+		Goal: in.Goal,
 	})
 }
 

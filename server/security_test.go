@@ -141,7 +141,11 @@ func canonicalState(t *testing.T, e *env) string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			j, _ := json.Marshal([]any{s, tp, mp})
+			g, err := e.host.GetGoal(ctx, ws, s.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, _ := json.Marshal([]any{s, tp, mp, g})
 			b.Write(j)
 			b.WriteByte('\n')
 		}
@@ -197,7 +201,9 @@ func opInput(op, ws string, tn tenant) map[string]any {
 		// Not a graph: an admin gets past authorization to the document
 		// check; everyone else must stop at forbidden.
 		in["graph"] = map[string]any{}
-	default: // session.get, delete, restore, purge, fork; turn.list, message.list; goal.get, goal.control
+	case "goal.control":
+		in["sessionId"], in["clientSubmitId"], in["action"], in["goal"] = tn.idle, "goal-"+tn.nextID, "set", map[string]any{"objective": "take over"}
+	default: // session.get, delete, restore, purge; turn.list, message.list; goal.get
 		in["sessionId"] = tn.idle
 	}
 	return in

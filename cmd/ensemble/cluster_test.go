@@ -230,6 +230,8 @@ type watcher struct {
 	// record, when set, collects the text each message gained from the
 	// events applied.
 	record map[string]string
+	// goals are the goal_state payloads applied, in order.
+	goals []json.RawMessage
 }
 
 type streamPosition struct {
@@ -463,6 +465,8 @@ func (w *watcher) applyLocked(f wsFrame) {
 		}
 		_ = json.Unmarshal(f.Payload, &p)
 		w.turns[p.Turn.ID] = p.Turn
+	case "goal_state":
+		w.goals = append(w.goals, f.Payload)
 	}
 }
 

@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"AppliedSeq", testAppliedSeq},
 		{"MessageParts", testMessageParts},
 		{"ForkOps", testForkOps},
+		{"Goals", testGoals},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {

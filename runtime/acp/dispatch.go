@@ -56,6 +56,9 @@ type item struct {
 	notice   string
 	perm     *waiter // a permission request to report
 	withdraw *waiter // a reported request the agent stopped waiting for
+
+	// goal is an _ensemble/goal notification (goal.go).
+	goal *host.GoalReport
 }
 
 type promptResult struct {
@@ -443,6 +446,8 @@ func (p *pumpState) drain() {
 			p.interaction(it.perm)
 		case it.withdraw != nil:
 			p.withdraw(it.withdraw)
+		case it.goal != nil:
+			p.goal(*it.goal)
 		case it.update != nil && it.child != "":
 			if ch := p.children[it.child]; ch != nil && !ch.ended {
 				p.emit(ch.sink, ch.m, ch.m.apply(*it.update))

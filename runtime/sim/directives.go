@@ -27,6 +27,7 @@ type directives struct {
 	diff       bool // an edit tool call with a diff, and an approval showing it
 	checklist  bool // an ACP plan whose entries progress live
 	recall     bool // answer with the prompts this session remembers (fork.go)
+	goal       goalDirectives
 	unknown    []string
 }
 
@@ -107,6 +108,8 @@ func parseDirectives(text string) (d directives, rest string, ok bool) {
 		case tok == "recall":
 			d.recall = true
 			continue
+		case d.goal.parse(name, val, hasVal):
+			continue
 		}
 		d.unknown = append(d.unknown, tok)
 	}
@@ -179,6 +182,7 @@ func (d directives) script(prompt string, firstInSession bool) []Step {
 				{Permission: &PermissionStep{Title: "Sub-agent: edit review.md (simulated)"}},
 			}}})
 	}
+	steps = append(steps, d.goal.steps(prompt)...)
 	switch {
 	case d.hang:
 		steps = append(steps, Step{Text: " Now hanging until cancelled (simulated)."}, Step{Hang: true})

@@ -96,3 +96,36 @@ func TestDeafDirectiveMatchesOnlyASimLine(t *testing.T) {
 		}
 	}
 }
+
+func TestGoalDirectives(t *testing.T) {
+	d, rest, ok := parseDirectives("/sim instant goal-after=2 goal-hang-from=3 goal-set=write-the-docs\n[goal turn 3 of 5 · revision 1 · goal_continuation]\nObjective: x")
+	if !ok || len(d.unknown) != 0 || d.goal.after != 2 || d.goal.hangFrom != 3 || d.goal.set != "write the docs" {
+		t.Fatalf("parsed %+v (unknown %v)", d.goal, d.unknown)
+	}
+	steps := d.goal.steps(rest)
+	var statuses []string
+	hang := false
+	for _, s := range steps {
+		if s.Goal != nil {
+			statuses = append(statuses, s.Goal.Status)
+		}
+		hang = hang || s.Hang
+	}
+	if len(statuses) != 2 || statuses[0] != "set" || statuses[1] != "achieved" || !hang {
+		t.Fatalf("goal turn 3 steps: %v hang=%v", statuses, hang)
+	}
+	// Not a goal turn: only the provider-set goal.
+	if steps := d.goal.steps("plain prompt"); len(steps) != 2 || steps[1].Goal.Status != "set" {
+		t.Fatalf("plain prompt steps: %+v", steps)
+	}
+	// Turn 1 of an unfinished goal: continue, no hang.
+	d2, rest2, _ := parseDirectives("/sim goal-after=2 goal-hang-from=3\n[goal turn 1 of 5 · revision 1 · goal_arm]")
+	if steps := d2.goal.steps(rest2); len(steps) != 2 || steps[1].Goal.Status != "continue" {
+		t.Fatalf("turn 1 steps: %+v", steps)
+	}
+	for _, bad := range []string{"goal-after=0", "goal-after=x", "goal-hang-from=-1", "goal-set="} {
+		if d, _, _ := parseDirectives("/sim " + bad); len(d.unknown) != 1 {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}

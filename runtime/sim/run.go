@@ -59,6 +59,8 @@ func (r *run) steps(steps []Step) error {
 			return errCrashed
 		case len(s.Checklist) > 0:
 			err = r.checklist(s.Checklist)
+		case s.Goal != nil:
+			err = r.goal(*s.Goal)
 		case s.Hang:
 			<-r.ctx.Done()
 			return r.ctx.Err()

@@ -52,6 +52,8 @@ type Step struct {
 	Hang bool `json:"hang,omitempty"`
 	// Checklist reports an ACP plan and completes its entries one by one.
 	Checklist []string `json:"checklist,omitempty"`
+	// Goal sends Ensemble's _ensemble/goal notification (goal.go).
+	Goal *GoalStep `json:"goal,omitempty"`
 }
 
 // DiffStep is a file edit shown as ACP diff content.

@@ -17,6 +17,7 @@ import { checkPrompt, MAX_FRAME_BYTES, MAX_PROMPT_BYTES } from './limits.js';
 import { errorLine, explainDisconnect } from './explain.js';
 import { hueOf } from './views/transcript.js';
 import { forkInfo, createSessionControls } from './views/fork.js';
+import { createGoalBar, applyGoalState } from './views/goal.js';
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -182,6 +183,17 @@ function start(token, claimsPrincipal) {
     return !!(s && s.simulated);
   }
 
+  const goalBar = createGoalBar($('#goal-bar'), {
+    onControl: async (action, goal) => {
+      const open = state.open;
+      if (!open) return;
+      const res = await conn.request('goal.control', {
+        workspace: state.workspace, sessionId: open.id, clientSubmitId: uuid(), action, ...(goal ? { goal } : {}),
+      });
+      if (res && res.state && applyGoalState(state.open, res.state)) update();
+    },
+  });
+
   const composer = createComposer($('#composer'), {
     onSubmit,
     onStop,
@@ -227,6 +239,7 @@ function start(token, claimsPrincipal) {
         : 'Offline: answers go out once the connection is back.',
     });
     renderSessionBar();
+    goalBar.render(open, { canControl: role !== 'viewer' && !subagent, connected });
     announceStatus(open);
     // Offline, nothing says "working" and Stop is hidden: the state is not
     // known until the connection is back.
@@ -483,6 +496,7 @@ function start(token, claimsPrincipal) {
         if (!isMine()) return;
         if (snap && snap.agent) serverAgent = snap.agent; // fork attestation, fresher than ready's
         S.applySessionSnapshot(state, snap);
+        if (snap && snap.goal) applyGoalState(state.open, snap.goal);
         learnNames(state.open.presence);
         if (!Array.isArray(snap && snap.messages)) loadHistory(id);
         update();
@@ -492,6 +506,10 @@ function start(token, claimsPrincipal) {
       },
       onEvent(kind, payload) {
         if (!isMine()) return;
+        if (kind === 'goal_state') {
+          if (applyGoalState(state.open, payload)) update();
+          return;
+        }
         if (S.applySessionEvent(state, kind, payload)) {
           if (kind === 'presence') learnNames(state.open.presence);
           update();

@@ -229,11 +229,15 @@ function header() {
   const author = h('span', { class: 'author' });
   const version = h('span', { class: 'agent-version' });
   const badge = h('span', { class: 'badge badge-sim', text: 'simulated', title: 'The built-in sim agent: scripted output, no model' });
+  const goalBadge = h('span', { class: 'badge badge-goal' });
   const time = h('time', { class: 'msg-time' });
-  const el = h('header', { class: 'msg-head' }, avatar, author, version, badge, time);
+  const el = h('header', { class: 'msg-head' }, avatar, author, version, badge, goalBadge, time);
   return {
     el,
-    set({ name, avatarText, sim, at, you, hue, agentVersion }) {
+    set({ name, avatarText, sim, at, you, hue, agentVersion, goal }) {
+      // A goal turn's prompt is the server's, on behalf of the goal.
+      setText(goalBadge, goal ? `goal turn ${goal.number}${goal.kind === 'goal_arm' ? ' · armed' : ''}` : '');
+      goalBadge.hidden = !goal;
       setText(avatar, avatarText);
       if (hue != null) avatar.style.setProperty('--hue', String(hue));
       setText(author, name);
@@ -296,7 +300,9 @@ function textView(side) {
     update(m, ctx) {
       tagMessage(el, m);
       const who = authorName(m, ctx);
-      head.set({ ...who, at: m.createdAt });
+      const goal = m.role === 'user' && ctx.turn && ctx.turn.goal;
+      head.set({ ...who, at: m.createdAt, goal });
+      el.classList.toggle('goal-turn', !!goal);
       el.classList.toggle('mine', !!who.you);
       el.classList.toggle('other', m.role === 'user' && !who.you);
       el.classList.toggle('continued', !!ctx.continued);

@@ -1,0 +1,160 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// testGoals: the goal record, goal operations and fences round-trip, are
+// scoped by workspace, refuse to go backwards and feed the recovery scans.
+func testGoals(t *testing.T, st host.Store) {
+	ws, other := uid("ws"), uid("ws")
+	sid := uid("s")
+	seed(t, st, []host.Session{session(ws, sid, at(0))}, nil, nil, nil)
+	c := ctx(t)
+
+	_, err := st.GetGoal(c, ws, sid)
+	wantIs(t, "goal before any", err, host.ErrNotFound)
+
+	g := host.GoalState{WorkspaceID: ws, SessionID: sid, Revision: 1, Seq: 1, UpdatedAt: at(5),
+		Goal: &host.Goal{GoalSpec: host.GoalSpec{Objective: "ship it", Criteria: "tests pass", MaxTurns: 3, MaxDuration: "10m"},
+			Status: host.GoalActive, Revision: 1, Generation: 1, OperationID: "gop-1", Source: "user",
+			SetBy: "alice", SetByName: "Alice", StartedAt: at(5), UpdatedAt: at(5)}}
+	op := host.GoalOperation{WorkspaceID: ws, ClientSubmitID: "c1", ID: "gop-1", SessionID: sid,
+		Action: host.GoalActionSet, Digest: "d1", Spec: &g.Goal.GoalSpec, Revision: 1,
+		State: host.GoalOpAccepted, By: "alice", CreatedAt: at(5), UpdatedAt: at(5)}
+	fence := host.GoalFence{WorkspaceID: ws, SessionID: sid, OperationID: "gop-0", Revision: 0,
+		ByOperation: "gop-1", State: host.GoalFencePending, CreatedAt: at(5), UpdatedAt: at(5)}
+	update(t, st, func(tx host.Tx) error {
+		if err := tx.PutGoal(c, g); err != nil {
+			return err
+		}
+		if err := tx.InsertGoalOperation(c, op); err != nil {
+			return err
+		}
+		got, err := tx.Goal(c, ws, sid) // a tx sees its own writes
+		if err != nil || got.Goal == nil || got.Goal.Objective != "ship it" {
+			t.Errorf("tx goal = %+v, %v", got, err)
+		}
+		return tx.InsertGoalFence(c, fence)
+	})
+	got, err := st.GetGoal(c, ws, sid)
+	noErr(t, "get goal", err)
+	same(t, "goal", got, g, normGoal)
+	gotOp, err := st.GetGoalOperation(c, ws, "c1")
+	noErr(t, "get goal op", err)
+	same(t, "goal operation", gotOp, op, normGoalOp)
+
+	// Workspace scoping: the same keys in another workspace are absent.
+	_, err = st.GetGoal(c, other, sid)
+	wantIs(t, "foreign goal", err, host.ErrNotFound)
+	_, err = st.GetGoalOperation(c, other, "c1")
+	wantIs(t, "foreign goal op", err, host.ErrNotFound)
+
+	// Duplicates.
+	err = st.Update(c, func(tx host.Tx) error { return tx.InsertGoalOperation(c, op) })
+	wantIs(t, "duplicate goal op", err, host.ErrDuplicate)
+	err = st.Update(c, func(tx host.Tx) error { return tx.InsertGoalFence(c, fence) })
+	wantIs(t, "duplicate fence", err, host.ErrDuplicate)
+
+	// The revision never goes back.
+	old := g
+	old.Revision, old.Seq = 0, 0
+	err = st.Update(c, func(tx host.Tx) error { return tx.PutGoal(c, old) })
+	wantIs(t, "goal going back", err, host.ErrConflict)
+
+	// Recovery scans see the live goal, the pending fence and operation.
+	if !hasGoal(t, st, ws, sid) {
+		t.Fatalf("LiveGoals misses the active goal")
+	}
+	if !hasFence(t, st, ws, "gop-0") {
+		t.Fatalf("PendingGoalFences misses the fence")
+	}
+	if !hasOp(t, st, ws, "c1") {
+		t.Fatalf("PendingGoalOperations misses the operation")
+	}
+
+	// Progress: paused goal, applied op, done fence leave the scans.
+	g2 := g
+	gg := *g.Goal
+	gg.Status, gg.Revision, gg.PausedBy = host.GoalPaused, 2, "bob"
+	g2.Goal, g2.Revision, g2.Seq, g2.UpdatedAt = &gg, 2, 2, at(9)
+	op.State, op.Revision, op.Error, op.UpdatedAt = host.GoalOpApplied, 2, "", at(9)
+	op.Action = "tampered" // identity fields stay as first written
+	fence.State, fence.UpdatedAt = host.GoalFenceDone, at(9)
+	update(t, st, func(tx host.Tx) error {
+		if err := tx.PutGoal(c, g2); err != nil {
+			return err
+		}
+		if err := tx.UpdateGoalOperation(c, op); err != nil {
+			return err
+		}
+		return tx.UpdateGoalFence(c, fence)
+	})
+	got, err = st.GetGoal(c, ws, sid)
+	noErr(t, "get goal", err)
+	same(t, "paused goal", got, g2, normGoal)
+	gotOp, err = st.GetGoalOperation(c, ws, "c1")
+	noErr(t, "get goal op", err)
+	if gotOp.State != host.GoalOpApplied || gotOp.Revision != 2 || gotOp.Action != host.GoalActionSet {
+		t.Fatalf("updated op = %+v", gotOp)
+	}
+	if hasGoal(t, st, ws, sid) || hasFence(t, st, ws, "gop-0") || hasOp(t, st, ws, "c1") {
+		t.Fatalf("finished goal records still in the recovery scans")
+	}
+	err = st.Update(c, func(tx host.Tx) error {
+		f := fence
+		f.WorkspaceID = other
+		return tx.UpdateGoalFence(c, f)
+	})
+	wantIs(t, "foreign fence update", err, host.ErrNotFound)
+}
+
+func hasGoal(t *testing.T, st host.Store, ws, sid string) bool {
+	gs, err := st.LiveGoals(ctx(t))
+	noErr(t, "live goals", err)
+	for _, g := range gs {
+		if g.WorkspaceID == ws && g.SessionID == sid {
+			return true
+		}
+	}
+	return false
+}
+
+func hasFence(t *testing.T, st host.Store, ws, opID string) bool {
+	fs, err := st.PendingGoalFences(ctx(t))
+	noErr(t, "pending fences", err)
+	for _, f := range fs {
+		if f.WorkspaceID == ws && f.OperationID == opID {
+			return true
+		}
+	}
+	return false
+}
+
+func hasOp(t *testing.T, st host.Store, ws, csid string) bool {
+	ops, err := st.PendingGoalOperations(ctx(t))
+	noErr(t, "pending goal ops", err)
+	for _, op := range ops {
+		if op.WorkspaceID == ws && op.ClientSubmitID == csid {
+			return true
+		}
+	}
+	return false
+}
+
+func normGoal(g host.GoalState) host.GoalState {
+	g.UpdatedAt = normTime(g.UpdatedAt)
+	if g.Goal != nil {
+		gg := *g.Goal
+		gg.StartedAt, gg.UpdatedAt = normTime(gg.StartedAt), normTime(gg.UpdatedAt)
+		g.Goal = &gg
+	}
+	return g
+}
+
+func normGoalOp(op host.GoalOperation) host.GoalOperation {
+	op.CreatedAt, op.UpdatedAt = normTime(op.CreatedAt), normTime(op.UpdatedAt)
+	return op
+}

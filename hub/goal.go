@@ -1,0 +1,76 @@
+package hub
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// KindGoalState is pushed to a session's watchers on every change of its
+// public goal projection; the payload is the complete host.GoalState.
+const KindGoalState = "goal_state"
+
+// GoalReader is the optional part of the Reader a session topic loads its
+// goal through (*host.Host implements it).
+type GoalReader interface {
+	GetGoal(ctx context.Context, ws, sessionID string) (host.GoalState, error)
+}
+
+// readGoal loads the session's goal into the view at baseline load. A
+// goal_state fact that arrived meanwhile may already hold a newer state:
+// the higher Seq wins either way.
+func (t *topic) readGoal(ctx context.Context) error {
+	gr, ok := t.h.cfg.Reader.(GoalReader)
+	if !ok {
+		return nil
+	}
+	g, err := gr.GetGoal(ctx, t.ws, t.sid)
+	if errors.Is(err, host.ErrNotFound) || host.CodeOf(err) == host.CodeNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if g.Seq == 0 {
+		return nil // never had a goal
+	}
+	t.mu.Lock()
+	if t.sv.goal == nil || g.Seq > t.sv.goal.Seq {
+		t.sv.goal = &g
+	}
+	t.mu.Unlock()
+	return nil
+}
+
+// onGoalFact applies a committed goal state to the session topic and
+// pushes it: every state carries its Seq, so a duplicate or an older one
+// (the relay republishing, another replica's late copy) is dropped, and
+// each replica pushes every change it receives in commit order.
+func (h *Hub) onGoalFact(f host.Fact) {
+	if f.Goal == nil || f.SessionID == "" {
+		return
+	}
+	h.mu.Lock()
+	var t *topic
+	if e := h.workspaces[f.WorkspaceID]; e != nil {
+		t = e.sessions[f.SessionID]
+	}
+	h.mu.Unlock()
+	if t == nil {
+		return
+	}
+	g := *f.Goal
+	if g.WorkspaceID != t.ws || g.SessionID != t.sid {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sv.goal != nil && g.Seq <= t.sv.goal.Seq {
+		return
+	}
+	t.sv.goal = &g
+	if t.loaded {
+		t.emit(KindGoalState, "", g)
+	}
+}

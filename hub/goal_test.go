@@ -1,0 +1,70 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// goal_state facts are pushed in Seq order: a duplicate, an older state
+// (a relay's late copy) or a state of another session is dropped, and the
+// snapshot carries the newest.
+func TestGoalStateAppliesOnlyNewerSeq(t *testing.T) {
+	fr := &fakeReader{sessions: map[string]host.Session{"s1": {WorkspaceID: "w", ID: "s1", RootID: "s1"}}}
+	bus := NewLocalBus()
+	h := New(Config{Reader: fr, Bus: bus})
+	defer h.Close()
+	tp, err := h.acquire(kindSession, "w", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.release(tp)
+	tp.readMu.Lock()
+	err = tp.loadLocked(context.Background())
+	tp.readMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fact := func(sid string, seq int64, status host.GoalStatus) host.Fact {
+		return host.Fact{WorkspaceID: "w", Kind: host.FactGoalState, SessionID: "s1", Version: seq,
+			Goal: &host.GoalState{WorkspaceID: "w", SessionID: sid, Revision: 1, Seq: seq,
+				Goal: &host.Goal{GoalSpec: host.GoalSpec{Objective: "o"}, Status: status, Revision: 1}}}
+	}
+	tp.mu.Lock()
+	before := tp.seq
+	tp.mu.Unlock()
+	for _, f := range []host.Fact{
+		fact("s1", 2, host.GoalActive),
+		fact("s1", 1, host.GoalActive), // older: dropped
+		fact("s1", 2, host.GoalActive), // duplicate: dropped
+		fact("other", 9, host.GoalPaused),
+		fact("s1", 3, host.GoalAchieved),
+	} {
+		_ = bus.Publish(context.Background(), []host.Fact{f})
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	var seqs []int64
+	for _, ev := range tp.ring.evs[tp.ring.head:] {
+		if ev.seq <= before {
+			continue
+		}
+		var f struct {
+			Kind    string
+			Payload host.GoalState
+		}
+		_ = json.Unmarshal(ev.data, &f)
+		if f.Kind == KindGoalState {
+			seqs = append(seqs, f.Payload.Seq)
+		}
+	}
+	if len(seqs) != 2 || seqs[0] != 2 || seqs[1] != 3 {
+		t.Fatalf("goal_state events with seq %v, want [2 3]", seqs)
+	}
+	snap, err := tp.sessionSnapshotLocked()
+	if err != nil || snap.Goal == nil || snap.Goal.Seq != 3 || snap.Goal.Goal.Status != host.GoalAchieved {
+		t.Fatalf("snapshot goal = %+v, %v", snap.Goal, err)
+	}
+}

@@ -1,0 +1,264 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// Goals (issue 13): the goal record is one JSON document per session; the
+// revision, seq and status columns serve the compare-and-set and the
+// recovery scans. Callers hold the session row lock (Tx.Session), which
+// serializes goal mutations of one session across replicas.
+
+func decodeGoal(raw string) (host.GoalState, error) {
+	var g host.GoalState
+	if err := json.Unmarshal([]byte(raw), &g); err != nil {
+		return g, fmt.Errorf("decode goal: %w", err)
+	}
+	if g.Goal != nil && !g.Goal.Status.Valid() {
+		return g, fmt.Errorf("decode goal %s/%s: invalid status %q", g.WorkspaceID, g.SessionID, g.Goal.Status)
+	}
+	return g, nil
+}
+
+func getGoal(ctx context.Context, q querier, ws, sid string) (host.GoalState, error) {
+	var raw string
+	err := q.QueryRow(ctx, `SELECT state_json FROM goals WHERE workspace_id = $1 AND session_id = $2`, ws, sid).Scan(&raw)
+	if isNoRows(err) {
+		return host.GoalState{}, notFound("goal of session " + sid)
+	}
+	if err != nil {
+		return host.GoalState{}, classify("get goal", err)
+	}
+	return decodeGoal(raw)
+}
+
+// GetGoal returns the session's goal record.
+func (s *Store) GetGoal(ctx context.Context, ws, sessionID string) (host.GoalState, error) {
+	return withPool(ctx, s, func(q querier) (host.GoalState, error) { return getGoal(ctx, q, ws, sessionID) })
+}
+
+func (t *tx) Goal(ctx context.Context, ws, sessionID string) (host.GoalState, error) {
+	if t.failed != nil {
+		return host.GoalState{}, t.failed
+	}
+	g, err := getGoal(ctx, t.tx, ws, sessionID)
+	if err != nil && !isNotFound(err) {
+		return g, t.fail(err)
+	}
+	return g, err
+}
+
+func goalStatus(g host.GoalState) string {
+	if g.Goal == nil {
+		return ""
+	}
+	return string(g.Goal.Status)
+}
+
+// PutGoal inserts or replaces the goal record; it never moves the revision
+// or seq backwards (host.ErrConflict).
+func (t *tx) PutGoal(ctx context.Context, g host.GoalState) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	raw, err := json.Marshal(g)
+	if err != nil {
+		return fmt.Errorf("pg: put goal: %w", err)
+	}
+	tag, err := t.tx.Exec(ctx, `INSERT INTO goals (workspace_id, session_id, revision, seq, status, state_json, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (workspace_id, session_id) DO UPDATE SET revision = excluded.revision,
+			seq = excluded.seq, status = excluded.status, state_json = excluded.state_json,
+			updated_at = excluded.updated_at
+		WHERE goals.revision <= excluded.revision AND goals.seq <= excluded.seq`,
+		g.WorkspaceID, g.SessionID, g.Revision, g.Seq, goalStatus(g), string(raw), g.UpdatedAt)
+	if err != nil {
+		return t.fail(classify("put goal", err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pg: put goal %s: revision or seq would go back: %w", g.SessionID, host.ErrConflict)
+	}
+	return nil
+}
+
+func scanGoalOp(row pgx.Row) (host.GoalOperation, error) {
+	var raw string
+	if err := row.Scan(&raw); err != nil {
+		return host.GoalOperation{}, err
+	}
+	var op host.GoalOperation
+	if err := json.Unmarshal([]byte(raw), &op); err != nil {
+		return op, fmt.Errorf("decode goal operation: %w", err)
+	}
+	return op, nil
+}
+
+func getGoalOp(ctx context.Context, q querier, ws, csid string) (host.GoalOperation, error) {
+	op, err := scanGoalOp(q.QueryRow(ctx, `SELECT op_json FROM goal_operations
+		WHERE workspace_id = $1 AND client_submit_id = $2`, ws, csid))
+	if isNoRows(err) {
+		return op, notFound("goal operation " + csid)
+	}
+	if err != nil {
+		return op, classify("get goal operation", err)
+	}
+	return op, nil
+}
+
+// GetGoalOperation returns the goal operation of a clientSubmitId.
+func (s *Store) GetGoalOperation(ctx context.Context, ws, clientSubmitID string) (host.GoalOperation, error) {
+	return withPool(ctx, s, func(q querier) (host.GoalOperation, error) { return getGoalOp(ctx, q, ws, clientSubmitID) })
+}
+
+func (t *tx) GoalOperation(ctx context.Context, ws, clientSubmitID string) (host.GoalOperation, error) {
+	if t.failed != nil {
+		return host.GoalOperation{}, t.failed
+	}
+	op, err := getGoalOp(ctx, t.tx, ws, clientSubmitID)
+	if err != nil && !isNotFound(err) {
+		return op, t.fail(err)
+	}
+	return op, err
+}
+
+// InsertGoalOperation records a goal operation; the primary key decides a
+// race between replicas (the second is host.ErrDuplicate).
+func (t *tx) InsertGoalOperation(ctx context.Context, op host.GoalOperation) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	raw, err := json.Marshal(op)
+	if err != nil {
+		return fmt.Errorf("pg: insert goal operation: %w", err)
+	}
+	tag, err := t.tx.Exec(ctx, `INSERT INTO goal_operations (workspace_id, client_submit_id, id,
+		session_id, state, op_json, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT DO NOTHING`,
+		op.WorkspaceID, op.ClientSubmitID, op.ID, op.SessionID, string(op.State), string(raw),
+		op.CreatedAt, op.UpdatedAt)
+	if err != nil {
+		return t.fail(classify("insert goal operation", err))
+	}
+	if tag.RowsAffected() == 0 {
+		return duplicate("insert goal operation " + op.ClientSubmitID)
+	}
+	return nil
+}
+
+// UpdateGoalOperation writes the lifecycle fields; the identity (action,
+// digest, spec, creation) stays as first written.
+func (t *tx) UpdateGoalOperation(ctx context.Context, op host.GoalOperation) error {
+	cur, err := t.GoalOperation(ctx, op.WorkspaceID, op.ClientSubmitID)
+	if err != nil {
+		return err
+	}
+	cur.State, cur.Revision, cur.Error, cur.UpdatedAt = op.State, op.Revision, op.Error, op.UpdatedAt
+	raw, err := json.Marshal(cur)
+	if err != nil {
+		return fmt.Errorf("pg: update goal operation: %w", err)
+	}
+	tag, err := t.tx.Exec(ctx, `UPDATE goal_operations SET state = $1, op_json = $2, updated_at = $3
+		WHERE workspace_id = $4 AND client_submit_id = $5`,
+		string(cur.State), string(raw), cur.UpdatedAt, op.WorkspaceID, op.ClientSubmitID)
+	return t.affectedOne("update goal operation "+op.ClientSubmitID, tag, err)
+}
+
+func (t *tx) InsertGoalFence(ctx context.Context, f host.GoalFence) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	tag, err := t.tx.Exec(ctx, `INSERT INTO goal_fences (workspace_id, session_id, operation_id,
+		revision, by_operation, state, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT DO NOTHING`,
+		f.WorkspaceID, f.SessionID, f.OperationID, f.Revision, f.ByOperation, string(f.State),
+		f.CreatedAt, f.UpdatedAt)
+	if err != nil {
+		return t.fail(classify("insert goal fence", err))
+	}
+	if tag.RowsAffected() == 0 {
+		return duplicate("insert goal fence " + f.OperationID)
+	}
+	return nil
+}
+
+func (t *tx) UpdateGoalFence(ctx context.Context, f host.GoalFence) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	tag, err := t.tx.Exec(ctx, `UPDATE goal_fences SET state = $1, updated_at = $2
+		WHERE workspace_id = $3 AND session_id = $4 AND operation_id = $5 AND revision = $6`,
+		string(f.State), f.UpdatedAt, f.WorkspaceID, f.SessionID, f.OperationID, f.Revision)
+	return t.affectedOne("update goal fence "+f.OperationID, tag, err)
+}
+
+// LiveGoals lists the goal records whose goal is active, in every workspace.
+func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, error) {
+	return withPool(ctx, s, func(q querier) ([]host.GoalState, error) {
+		rows, err := q.Query(ctx, `SELECT state_json FROM goals WHERE status = $1 ORDER BY updated_at`, string(host.GoalActive))
+		if err != nil {
+			return nil, classify("live goals", err)
+		}
+		defer rows.Close()
+		out := []host.GoalState{}
+		for rows.Next() {
+			var raw string
+			if err := rows.Scan(&raw); err != nil {
+				return nil, classify("live goals", err)
+			}
+			if g, err := decodeGoal(raw); err == nil { // an undecodable record must not stall the rest
+				out = append(out, g)
+			}
+		}
+		return out, classify("live goals", rows.Err())
+	})
+}
+
+// PendingGoalFences lists fences not yet done, oldest first.
+func (s *Store) PendingGoalFences(ctx context.Context) ([]host.GoalFence, error) {
+	return withPool(ctx, s, func(q querier) ([]host.GoalFence, error) {
+		rows, err := q.Query(ctx, `SELECT workspace_id, session_id, operation_id, revision,
+			by_operation, state, created_at, updated_at FROM goal_fences WHERE state = $1
+			ORDER BY created_at`, string(host.GoalFencePending))
+		if err != nil {
+			return nil, classify("pending goal fences", err)
+		}
+		defer rows.Close()
+		out := []host.GoalFence{}
+		for rows.Next() {
+			var f host.GoalFence
+			var state string
+			if err := rows.Scan(&f.WorkspaceID, &f.SessionID, &f.OperationID, &f.Revision, &f.ByOperation,
+				&state, &f.CreatedAt, &f.UpdatedAt); err != nil {
+				return nil, classify("pending goal fences", err)
+			}
+			f.State, f.CreatedAt, f.UpdatedAt = host.GoalFenceState(state), utc(f.CreatedAt), utc(f.UpdatedAt)
+			out = append(out, f)
+		}
+		return out, classify("pending goal fences", rows.Err())
+	})
+}
+
+// PendingGoalOperations lists operations still accepted, oldest first.
+func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation, error) {
+	return withPool(ctx, s, func(q querier) ([]host.GoalOperation, error) {
+		rows, err := q.Query(ctx, `SELECT op_json FROM goal_operations WHERE state = $1
+			ORDER BY created_at`, string(host.GoalOpAccepted))
+		if err != nil {
+			return nil, classify("pending goal operations", err)
+		}
+		defer rows.Close()
+		out := []host.GoalOperation{}
+		for rows.Next() {
+			if op, err := scanGoalOp(rows); err == nil {
+				out = append(out, op)
+			}
+		}
+		return out, classify("pending goal operations", rows.Err())
+	})
+}

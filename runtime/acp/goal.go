@@ -1,0 +1,54 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// GoalMethod is Ensemble's ACP extension notification for goals: an agent
+// that owns goals natively reports its verdict on the goal the running
+// prompt works for ("achieved", "failed", "continue") or sets/changes the
+// goal itself ("set" with an objective). ACP has no goal protocol, so
+// agents without it are driven by the Host's goal loop and its text
+// convention alone.
+const GoalMethod = "_ensemble/goal"
+
+// GoalNotification is the params of GoalMethod.
+type GoalNotification struct {
+	SessionID string `json:"sessionId"`
+	host.GoalReport
+}
+
+// HandleExtensionMethod receives ACP extension methods from the agent.
+// A goal notification is queued behind the prompt's earlier updates, so it
+// reaches the Host in the order the agent sent it; one for a session with
+// no prompt in flight is not Turn output and is dropped.
+func (cl *client) HandleExtensionMethod(_ context.Context, method string, params json.RawMessage) (any, error) {
+	if method != GoalMethod {
+		return nil, acpsdk.NewMethodNotFound(method)
+	}
+	var n GoalNotification
+	if err := json.Unmarshal(params, &n); err != nil {
+		return nil, acpsdk.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	if t := cl.c.turnByPSID(n.SessionID); t != nil {
+		r := n.GoalReport
+		t.push(item{goal: &r})
+	}
+	return nil, nil
+}
+
+// goal hands a goal report to the Host when its sink takes them.
+func (p *pumpState) goal(r host.GoalReport) {
+	gr, ok := p.t.sink.(host.GoalReporter)
+	if !ok {
+		return
+	}
+	if err := p.c.report(func(ctx context.Context) error { return gr.ReportGoal(ctx, r) }); err != nil {
+		p.c.rt.log.Warn("goal report not recorded", "turn", p.t.ref.TurnID, "err", err)
+	}
+}

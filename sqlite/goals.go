@@ -1,0 +1,242 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// Goals (issue 13): the goal record is one JSON document per session; the
+// revision, seq and status columns serve the compare-and-set and the
+// recovery scans.
+
+func decodeGoal(raw string) (host.GoalState, error) {
+	var g host.GoalState
+	if err := json.Unmarshal([]byte(raw), &g); err != nil {
+		return g, fmt.Errorf("decode goal: %w", err)
+	}
+	if g.Goal != nil && !g.Goal.Status.Valid() {
+		return g, fmt.Errorf("decode goal %s/%s: invalid status %q", g.WorkspaceID, g.SessionID, g.Goal.Status)
+	}
+	return g, nil
+}
+
+func getGoal(ctx context.Context, q querier, ws, sid string) (host.GoalState, error) {
+	var raw string
+	err := q.QueryRowContext(ctx, `SELECT state_json FROM goals WHERE workspace_id = ? AND session_id = ?`, ws, sid).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return host.GoalState{}, notFound("goal of session " + sid)
+	}
+	if err != nil {
+		return host.GoalState{}, classify("get goal", err)
+	}
+	return decodeGoal(raw)
+}
+
+// GetGoal returns the session's goal record.
+func (s *Store) GetGoal(ctx context.Context, ws, sessionID string) (host.GoalState, error) {
+	r, err := s.reader()
+	if err != nil {
+		return host.GoalState{}, err
+	}
+	return getGoal(ctx, r, ws, sessionID)
+}
+
+func (t *tx) Goal(ctx context.Context, ws, sessionID string) (host.GoalState, error) {
+	return getGoal(ctx, t.tx, ws, sessionID)
+}
+
+func goalStatus(g host.GoalState) string {
+	if g.Goal == nil {
+		return ""
+	}
+	return string(g.Goal.Status)
+}
+
+// PutGoal inserts or replaces the goal record; it never moves the revision
+// or seq backwards (host.ErrConflict).
+func (t *tx) PutGoal(ctx context.Context, g host.GoalState) error {
+	raw, err := json.Marshal(g)
+	if err != nil {
+		return fmt.Errorf("sqlite: put goal: %w", err)
+	}
+	res, err := t.tx.ExecContext(ctx, `INSERT INTO goals (workspace_id, session_id, revision, seq, status, state_json, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (workspace_id, session_id) DO UPDATE SET revision = excluded.revision,
+			seq = excluded.seq, status = excluded.status, state_json = excluded.state_json,
+			updated_at = excluded.updated_at
+		WHERE goals.revision <= excluded.revision AND goals.seq <= excluded.seq`,
+		g.WorkspaceID, g.SessionID, g.Revision, g.Seq, goalStatus(g), string(raw), ms(g.UpdatedAt))
+	if err != nil {
+		return classify("put goal", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return classify("put goal", err)
+	} else if n == 0 {
+		return fmt.Errorf("sqlite: put goal %s: revision or seq would go back: %w", g.SessionID, host.ErrConflict)
+	}
+	return nil
+}
+
+func scanGoalOp(sc scanner) (host.GoalOperation, error) {
+	var raw string
+	if err := sc.Scan(&raw); err != nil {
+		return host.GoalOperation{}, err
+	}
+	var op host.GoalOperation
+	if err := json.Unmarshal([]byte(raw), &op); err != nil {
+		return op, fmt.Errorf("decode goal operation: %w", err)
+	}
+	return op, nil
+}
+
+func getGoalOp(ctx context.Context, q querier, ws, csid string) (host.GoalOperation, error) {
+	op, err := scanGoalOp(q.QueryRowContext(ctx, `SELECT op_json FROM goal_operations
+		WHERE workspace_id = ? AND client_submit_id = ?`, ws, csid))
+	if errors.Is(err, sql.ErrNoRows) {
+		return op, notFound("goal operation " + csid)
+	}
+	if err != nil {
+		return op, classify("get goal operation", err)
+	}
+	return op, nil
+}
+
+// GetGoalOperation returns the goal operation of a clientSubmitId.
+func (s *Store) GetGoalOperation(ctx context.Context, ws, clientSubmitID string) (host.GoalOperation, error) {
+	r, err := s.reader()
+	if err != nil {
+		return host.GoalOperation{}, err
+	}
+	return getGoalOp(ctx, r, ws, clientSubmitID)
+}
+
+func (t *tx) GoalOperation(ctx context.Context, ws, clientSubmitID string) (host.GoalOperation, error) {
+	return getGoalOp(ctx, t.tx, ws, clientSubmitID)
+}
+
+func (t *tx) InsertGoalOperation(ctx context.Context, op host.GoalOperation) error {
+	raw, err := json.Marshal(op)
+	if err != nil {
+		return fmt.Errorf("sqlite: insert goal operation: %w", err)
+	}
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO goal_operations (workspace_id, client_submit_id, id,
+		session_id, state, op_json, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		op.WorkspaceID, op.ClientSubmitID, op.ID, op.SessionID, string(op.State), string(raw),
+		ms(op.CreatedAt), ms(op.UpdatedAt))
+	return classify("insert goal operation", err)
+}
+
+// UpdateGoalOperation writes the lifecycle fields; the identity (action,
+// digest, spec, creation) stays as first written.
+func (t *tx) UpdateGoalOperation(ctx context.Context, op host.GoalOperation) error {
+	cur, err := getGoalOp(ctx, t.tx, op.WorkspaceID, op.ClientSubmitID)
+	if err != nil {
+		return err
+	}
+	cur.State, cur.Revision, cur.Error, cur.UpdatedAt = op.State, op.Revision, op.Error, op.UpdatedAt
+	raw, err := json.Marshal(cur)
+	if err != nil {
+		return fmt.Errorf("sqlite: update goal operation: %w", err)
+	}
+	res, err := t.tx.ExecContext(ctx, `UPDATE goal_operations SET state = ?, op_json = ?, updated_at = ?
+		WHERE workspace_id = ? AND client_submit_id = ?`,
+		string(cur.State), string(raw), ms(cur.UpdatedAt), op.WorkspaceID, op.ClientSubmitID)
+	return affectedOne("update goal operation "+op.ClientSubmitID, res, err)
+}
+
+func (t *tx) InsertGoalFence(ctx context.Context, f host.GoalFence) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO goal_fences (workspace_id, session_id, operation_id,
+		revision, by_operation, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		f.WorkspaceID, f.SessionID, f.OperationID, f.Revision, f.ByOperation, string(f.State),
+		ms(f.CreatedAt), ms(f.UpdatedAt))
+	return classify("insert goal fence", err)
+}
+
+func (t *tx) UpdateGoalFence(ctx context.Context, f host.GoalFence) error {
+	res, err := t.tx.ExecContext(ctx, `UPDATE goal_fences SET state = ?, updated_at = ?
+		WHERE workspace_id = ? AND session_id = ? AND operation_id = ? AND revision = ?`,
+		string(f.State), ms(f.UpdatedAt), f.WorkspaceID, f.SessionID, f.OperationID, f.Revision)
+	return affectedOne("update goal fence "+f.OperationID, res, err)
+}
+
+// LiveGoals lists the goal records whose goal is active, in every workspace.
+func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, error) {
+	r, err := s.reader()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.QueryContext(ctx, `SELECT state_json FROM goals WHERE status = ? ORDER BY updated_at`, string(host.GoalActive))
+	if err != nil {
+		return nil, classify("live goals", err)
+	}
+	defer rows.Close()
+	out := []host.GoalState{}
+	for rows.Next() {
+		var raw string
+		if err := rows.Scan(&raw); err != nil {
+			return nil, classify("live goals", err)
+		}
+		g, err := decodeGoal(raw)
+		if err != nil {
+			continue // an undecodable record must not stall every other goal
+		}
+		out = append(out, g)
+	}
+	return out, classify("live goals", rows.Err())
+}
+
+// PendingGoalFences lists fences not yet done, oldest first.
+func (s *Store) PendingGoalFences(ctx context.Context) ([]host.GoalFence, error) {
+	r, err := s.reader()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.QueryContext(ctx, `SELECT workspace_id, session_id, operation_id, revision,
+		by_operation, state, created_at, updated_at FROM goal_fences WHERE state = ?
+		ORDER BY created_at`, string(host.GoalFencePending))
+	if err != nil {
+		return nil, classify("pending goal fences", err)
+	}
+	defer rows.Close()
+	out := []host.GoalFence{}
+	for rows.Next() {
+		var f host.GoalFence
+		var state string
+		var created, updated int64
+		if err := rows.Scan(&f.WorkspaceID, &f.SessionID, &f.OperationID, &f.Revision, &f.ByOperation,
+			&state, &created, &updated); err != nil {
+			return nil, classify("pending goal fences", err)
+		}
+		f.State, f.CreatedAt, f.UpdatedAt = host.GoalFenceState(state), fromMS(created), fromMS(updated)
+		out = append(out, f)
+	}
+	return out, classify("pending goal fences", rows.Err())
+}
+
+// PendingGoalOperations lists operations still accepted, oldest first.
+func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation, error) {
+	r, err := s.reader()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.QueryContext(ctx, `SELECT op_json FROM goal_operations WHERE state = ?
+		ORDER BY created_at`, string(host.GoalOpAccepted))
+	if err != nil {
+		return nil, classify("pending goal operations", err)
+	}
+	defer rows.Close()
+	out := []host.GoalOperation{}
+	for rows.Next() {
+		op, err := scanGoalOp(rows)
+		if err != nil {
+			continue // undecodable: skipped, never fatal for the rest
+		}
+		out = append(out, op)
+	}
+	return out, classify("pending goal operations", rows.Err())
+}
