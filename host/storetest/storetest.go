@@ -57,6 +57,9 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"AppendMessage", testAppendMessage},
 		{"AppliedSeq", testAppliedSeq},
 		{"MessageParts", testMessageParts},
+		{"QueueRoundTrip", testQueueRoundTrip},
+		{"QueueRevisionRollsBack", testQueueRevisionRollsBack},
+		{"QueueConcurrentInserts", testQueueConcurrentInserts},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {
