@@ -64,6 +64,8 @@ type Host struct {
 	replica   string
 	// opsWake nudges the runtime-operation worker (non-blocking, size 1).
 	opsWake chan struct{}
+	// queue: successors of settled turns to dispatch (queue.go).
+	queue queueState
 
 	ready chan struct{}
 	once  sync.Once
@@ -90,6 +92,7 @@ func New(cfg Config) *Host {
 		h.responder, _ = cfg.Runtime.(InteractionResponder)
 	}
 	h.istore = cfg.Store
+	h.queue.init()
 	if h.replica == "" {
 		h.replica = "local"
 	}

@@ -197,6 +197,10 @@ type probeRuntime struct {
 	// inner runtime; cancels counts every Cancel call.
 	failCancels int
 	cancels     atomic.Int64
+	// noSteering hides the inner runtime's steering capability;
+	// muteSteering swallows steering notices (the agent never pulls
+	// until a scenario calls notifySteering). queue_scenarios.go.
+	noSteering, muteSteering bool
 }
 
 func (r *probeRuntime) Cancel(ctx context.Context, ref host.TurnRef) (host.CancelReport, error) {

@@ -3,7 +3,7 @@ package conformance
 // Scenarios is the explicit catalog membership. A scenario shared by several
 // catalogs reuses the same package-level value.
 func Scenarios() []Scenario {
-	return []Scenario{
+	return append([]Scenario{
 		CreateEmptySession,
 		CreateWithInitialContent,
 		InitialContentInvisibleUntilDurable,
@@ -63,5 +63,5 @@ func Scenarios() []Scenario {
 		InteractionHistoryDurable,
 		PublishNeverDelaysCommits,
 		SubagentAmbiguousCommit,
-	}
+	}, QueueScenarios()...)
 }

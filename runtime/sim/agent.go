@@ -115,6 +115,8 @@ type session struct {
 	cwd     string
 	history []exchange
 	cancel  context.CancelFunc // of the running prompt
+	// steer is signalled when the client has steering waiting (steer.go).
+	steer chan struct{}
 }
 
 // exchange is one prompt and the text answered, for session/load replay.
@@ -145,6 +147,7 @@ func (a *agent) Initialize(context.Context, acp.InitializeRequest) (acp.Initiali
 	return acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
+			Meta:                steeringCaps(),
 			LoadSession:         true,
 			SessionCapabilities: acp.SessionCapabilities{Close: &acp.SessionCloseCapabilities{}},
 		},
@@ -169,7 +172,7 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := "sim-" + hex.EncodeToString(b[:])
-	s := &session{cwd: p.Cwd}
+	s := &session{cwd: p.Cwd, steer: make(chan struct{}, 1)}
 	s.mu.Lock()
 	err := a.saveSession(id, s)
 	s.mu.Unlock()

@@ -27,6 +27,7 @@ type run struct {
 	words      int
 	chunks     int
 	tools      int
+	steered    int // steering messages taken into this turn
 	said       strings.Builder // answer text, for session/load replay
 }
 
@@ -60,8 +61,17 @@ func (r *run) steps(steps []Step) error {
 		case len(s.Checklist) > 0:
 			err = r.checklist(s.Checklist)
 		case s.Hang:
-			<-r.ctx.Done()
-			return r.ctx.Err()
+			// A pull point for as long as it waits.
+			for {
+				select {
+				case <-r.ctx.Done():
+					return r.ctx.Err()
+				case <-r.steerSignal():
+					if err := r.pullSteering(); err != nil {
+						return err
+					}
+				}
+			}
 		}
 		if err != nil {
 			return err
@@ -311,11 +321,19 @@ func (r *run) sleep(d time.Duration) error {
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-r.ctx.Done():
-		return r.ctx.Err()
-	case <-t.C:
-		return nil
+	// The pause is a pull point: steering is answered, then the pause
+	// goes on.
+	for {
+		select {
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		case <-t.C:
+			return nil
+		case <-r.steerSignal():
+			if err := r.pullSteering(); err != nil {
+				return err
+			}
+		}
 	}
 }
 
