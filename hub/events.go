@@ -85,6 +85,9 @@ type SessionSnapshot struct {
 	Interactions []host.Interaction `json:"interactions"`
 	// Presence is who watches the session right now.
 	Presence Presence `json:"presence"`
+	// Queue is the session's message queue (absent when the server keeps
+	// none): steering and follow-ups waiting, in order (queue.go).
+	Queue *QueueState `json:"queue,omitempty"`
 }
 
 // WorkspaceSnapshot is the snapshot of a workspace topic: the first page of

@@ -34,6 +34,8 @@ type sessionView struct {
 	treeKey string
 	// history: every interaction of the window's turns, as last read.
 	history []host.Interaction
+	// queue is the session's queue last emitted (nil: none read).
+	queue *QueueState
 }
 
 // viewMsg is one message of the window. Streamed text is appended to a
@@ -161,7 +163,7 @@ func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
 	}
 	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
 		Messages: sv.messagesAfter(-1), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree,
-		Interactions: nonNil(sv.history), Presence: t.presenceLocked()}, nil
+		Interactions: nonNil(sv.history), Presence: t.presenceLocked(), Queue: sv.queue}, nil
 }
 
 // streamEpochOf names a session's message history. Versions are canonical
