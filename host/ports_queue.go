@@ -112,4 +112,7 @@ type Queue struct {
 	Revision    int64        `json:"revision"`
 	FenceTurnID string       `json:"fenceTurnId,omitempty"`
 	Entries     []QueueEntry `json:"entries"`
+	// Steering: the session's agent takes input into a running turn, as
+	// far as the replica that answers knows (Host.Queue fills it).
+	Steering bool `json:"steering"`
 }

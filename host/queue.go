@@ -231,6 +231,7 @@ func (h *Host) Queue(ctx context.Context, ws, sessionID string) (Queue, error) {
 	if q.Entries == nil {
 		q.Entries = []QueueEntry{}
 	}
+	_, q.Steering = h.steering(ws, sessionID)
 	return q, nil
 }
 

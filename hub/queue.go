@@ -28,6 +28,8 @@ type QueueState struct {
 	Revision    int64             `json:"revision"`
 	FenceTurnID string            `json:"fenceTurnId,omitempty"`
 	Entries     []host.QueueEntry `json:"entries"`
+	// Steering: the session's agent takes steering ("Steer now").
+	Steering bool `json:"steering"`
 }
 
 func dirtyQueue() dirtyMark { return dirtyMark{queue: true} }
@@ -47,7 +49,7 @@ func (t *topic) readQueue(ctx context.Context) (QueueState, bool, error) {
 	default:
 		return QueueState{}, false, err
 	}
-	return QueueState{SessionID: t.sid, Revision: q.Revision, FenceTurnID: q.FenceTurnID, Entries: nonNil(q.Entries)}, true, nil
+	return QueueState{SessionID: t.sid, Revision: q.Revision, FenceTurnID: q.FenceTurnID, Entries: nonNil(q.Entries), Steering: q.Steering}, true, nil
 }
 
 // refreshQueue rereads the queue and emits it when its revision moved.
