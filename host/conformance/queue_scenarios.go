@@ -36,6 +36,8 @@ func QueueScenarios() []Scenario {
 		QueueConcurrentInterruptsOneTerminal,
 		QueueRetractRacesHandoff,
 		QueueReservedIDsRefused,
+		QueueLostPullAckDeliversOnce,
+		QueueLostAdmissionAckAnswersFromStore,
 	}
 }
 
@@ -819,3 +821,64 @@ func (f *fixture) continueFresh(sessionID string) {
 		f.t.Fatalf("continue fresh: %v", err)
 	}
 }
+
+// A pull whose commit acknowledgement is lost is resolved from the
+// entries themselves: durably pulled, so delivered, exactly once (seed
+// 003: an accepted effect is handed over only with its proof).
+var QueueLostPullAckDeliversOnce = Scenario{"queue/lost_pull_ack_delivers_from_the_durable_proof", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.runtime.set(func(r *probeRuntime) { r.muteSteering = true })
+	run := f.mustSend(s.ID, "run", "/sim hang")
+	f.waitTurn(run, "accepted", host.Turn.Accepted)
+	f.waitAgentContains(s.ID, "Now hanging")
+	e := f.mustQueue(s.ID, "lp", "lost ack steer", host.PlacementCurrentTurn, host.DispositionSteering)
+	var mu sync.Mutex
+	armed := true
+	f.store.onCommitted(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		lose := armed
+		armed = false
+		return lose
+	})
+	if err := f.runtime.notifySteering(ctx, host.TurnRef{WorkspaceID: ws, SessionID: s.ID, TurnID: run.ID}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitAgentContains(s.ID, `"lost ack steer" — taking it into account.]`)
+	if got := f.entry(s.ID, e.ID); got.State != host.QueuePulled {
+		t.Fatalf("entry after the lost ack: %+v", got)
+	}
+	f.cancel(run)
+	if n := strings.Count(agentText(f.messages(s.ID, host.MessageQuery{Limit: 1000})), "lost ack steer"); n != 1 {
+		t.Fatalf("delivered %d times", n)
+	}
+}}
+
+// A queue admission whose commit acknowledgement is lost answers from the
+// durable claim and entry, not with an error and not with a second entry.
+var QueueLostAdmissionAckAnswersFromStore = Scenario{"queue/lost_admission_ack_answers_from_the_store", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	run := f.mustSend(s.ID, "run", "/sim hang")
+	f.waitTurn(run, "accepted", host.Turn.Accepted)
+	f.waitAgentContains(s.ID, "Now hanging")
+	var mu sync.Mutex
+	armed := true
+	f.store.onCommitted(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		lose := armed
+		armed = false
+		return lose
+	})
+	r, err := f.submit(host.SendInput{SessionID: s.ID, ClientSubmitID: "la", Content: host.MessageContent{Text: "after the lost ack"}, Placement: host.PlacementNextTurn})
+	if err != nil || r.Entry == nil || r.Disposition != host.DispositionFollowup {
+		t.Fatalf("admission with a lost ack: %+v %v", r, err)
+	}
+	q, _ := f.host.Queue(ctx, ws, s.ID)
+	if len(q.Entries) != 1 || q.Entries[0].ID != r.Entry.ID || r.QueueRevision != q.Entries[0].AdmittedRevision {
+		t.Fatalf("queue: %+v, answer %+v", q, r)
+	}
+	f.cancel(run)
+}}
