@@ -264,7 +264,10 @@ var QueueRetractRacesThePull = Scenario{"queue/retract_races_the_pull_exactly_on
 		var wg sync.WaitGroup
 		var rerr error
 		wg.Add(2)
-		go func() { defer wg.Done(); _, rerr = f.host.RetractQueued(ctx, host.RetractInput{WorkspaceID: ws, SessionID: s.ID, EntryID: e.ID, By: "alice"}) }()
+		go func() {
+			defer wg.Done()
+			_, rerr = f.host.RetractQueued(ctx, host.RetractInput{WorkspaceID: ws, SessionID: s.ID, EntryID: e.ID, By: "alice"})
+		}()
 		go func() { defer wg.Done(); _ = f.runtime.notifySteering(ctx, ref) }()
 		wg.Wait()
 		if rerr == nil {
@@ -737,7 +740,10 @@ var QueueRetractRacesHandoff = Scenario{"queue/review_retract_racing_the_handoff
 		var rerr error
 		wg.Add(2)
 		go func() { defer wg.Done(); f.cancel(run) }()
-		go func() { defer wg.Done(); _, rerr = f.host.RetractQueued(ctx, host.RetractInput{WorkspaceID: ws, SessionID: s.ID, EntryID: e.ID, By: "alice"}) }()
+		go func() {
+			defer wg.Done()
+			_, rerr = f.host.RetractQueued(ctx, host.RetractInput{WorkspaceID: ws, SessionID: s.ID, EntryID: e.ID, By: "alice"})
+		}()
 		wg.Wait()
 		got := f.entry(s.ID, e.ID)
 		switch {

@@ -22,7 +22,7 @@ const (
 )
 
 var (
-	_ host.SteeringRuntime         = (*Runtime)(nil)
+	_ host.SteeringRuntime          = (*Runtime)(nil)
 	_ acpsdk.ExtensionMethodHandler = (*client)(nil)
 )
 
