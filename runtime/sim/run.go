@@ -27,7 +27,6 @@ type run struct {
 	words      int
 	chunks     int
 	tools      int
-	steered    int             // steering messages taken into this turn
 	said       strings.Builder // answer text, for session/load replay
 }
 

@@ -95,7 +95,6 @@ func (r *run) pullSteering() error {
 			return err
 		}
 		r.said.WriteString(part)
-		r.steered++
 	}
 	return nil
 }
