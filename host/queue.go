@@ -114,11 +114,16 @@ type queueState struct {
 	handoff map[string]TurnRef
 	// successors feeds runSuccessors; when full, the reconciler dispatches.
 	successors chan TurnRef
+	// unproven: turns fail-stopped with a pull whose commit could not be
+	// proven; what they pulled ends unknown (a restart settles them
+	// unknown anyway).
+	unproven map[string]bool
 }
 
 func (q *queueState) init() {
 	q.handoff = map[string]TurnRef{}
 	q.successors = make(chan TurnRef, 256)
+	q.unproven = map[string]bool{}
 }
 
 func queueFact(ws, sessionID string, rev int64) Fact {
@@ -384,13 +389,28 @@ func (h *Host) resolvePull(ctx context.Context, ref TurnRef, cand []QueueEntry, 
 	return nil, cause
 }
 
-// failStop gives up driving a session whose delivered effects cannot be
-// proven: the runtime binding is released (the agent's prompt is
-// cancelled) and the reconciler settles the Turn from what is durable.
+// failStop gives up a session whose delivered effects cannot be proven,
+// instead of writing on as an ambiguous owner: the session lease (this
+// Host epoch's ownership) is released and the runtime binding dropped
+// (the agent's prompt is cancelled). Whoever owns the session next
+// recovers it from what is durable: the Turn settles unknown and the
+// entries it pulled with it, never delivered twice.
 func (h *Host) failStop(ctx context.Context, ref TurnRef, cause error) {
-	h.log.Error("queue: cannot prove a steering delivery; releasing the session", "session", ref.SessionID, "turn", ref.TurnID, "err", cause)
-	if err := h.runtime.Release(context.WithoutCancel(ctx), ref.WorkspaceID, ref.SessionID); err != nil {
-		h.log.Warn("queue: release after fail-stop failed", "session", ref.SessionID, "err", err)
+	ctx = context.WithoutCancel(ctx)
+	h.queue.mu.Lock()
+	h.queue.unproven[ref.TurnID] = true
+	h.queue.mu.Unlock()
+	h.log.Error("queue: cannot prove a steering delivery; giving up the session", "session", ref.SessionID, "turn", ref.TurnID, "err", cause)
+	if ls := h.leases(); ls != nil {
+		if gen, ok := h.own.generation(ref.WorkspaceID, ref.SessionID); ok {
+			if err := ls.ReleaseLease(ctx, ref.WorkspaceID, ref.SessionID, h.epoch, gen); err != nil {
+				h.log.Warn("queue: release lease after fail-stop failed; it expires", "session", ref.SessionID, "err", err)
+			}
+			h.own.drop(ref.WorkspaceID, ref.SessionID, gen)
+		}
+	}
+	if err := h.runtime.Release(ctx, ref.WorkspaceID, ref.SessionID); err != nil {
+		h.log.Warn("queue: runtime release after fail-stop failed", "session", ref.SessionID, "err", err)
 	}
 }
 
@@ -424,10 +444,18 @@ func (h *Host) handoffIn(ctx context.Context, tx Tx, emit func(...Fact), s *Sess
 	if err != nil {
 		return err
 	}
+	// What reached a turn whose end is not known (the process died, the
+	// agent lost its state) is unknown: never run again, never claimed done.
 	end := QueueDone
-	if t.Outcome == OutcomeFailed && (t.FailureReason == ReasonExecutionStatusUnknown || t.FailureReason == ReasonDeliveryUnknown) {
+	if t.Outcome == OutcomeFailed && (t.FailureReason == ReasonExecutionStatusUnknown ||
+		t.FailureReason == ReasonDeliveryUnknown || t.FailureReason == ReasonProviderStateLost) {
 		end = QueueUnknown
 	}
+	h.queue.mu.Lock()
+	if h.queue.unproven[t.ID] {
+		end = QueueUnknown
+	}
+	h.queue.mu.Unlock()
 	for _, e := range consumed {
 		if e.State != QueuePulled && e.State != QueueStarted {
 			continue
@@ -554,6 +582,9 @@ func (h *Host) takeSuccessor(turnID string, committed bool) {
 	h.queue.mu.Lock()
 	ref, ok := h.queue.handoff[turnID]
 	delete(h.queue.handoff, turnID)
+	if committed {
+		delete(h.queue.unproven, turnID) // its entries are settled
+	}
 	h.queue.mu.Unlock()
 	if !ok || !committed {
 		return

@@ -32,6 +32,8 @@ type faultStore struct {
 	// sinkTxs records each committed output transaction's Tx calls.
 	sinkTxs []sinkTx
 	nSink   int
+	// failQueueReads makes GetQueueEntry fail unavailable (queue_scenarios.go).
+	failQueueReads atomic.Bool
 }
 
 // sinkFault is what happens to one output or settle transaction.

@@ -38,6 +38,7 @@ func QueueScenarios() []Scenario {
 		QueueReservedIDsRefused,
 		QueueLostPullAckDeliversOnce,
 		QueueLostAdmissionAckAnswersFromStore,
+		QueueUnprovablePullFailStops,
 	}
 }
 
@@ -887,4 +888,51 @@ var QueueLostAdmissionAckAnswersFromStore = Scenario{"queue/lost_admission_ack_a
 		t.Fatalf("queue: %+v, answer %+v", q, r)
 	}
 	f.cancel(run)
+}}
+
+func (s *faultStore) GetQueueEntry(ctx context.Context, ws, sessionID, id string) (host.QueueEntry, error) {
+	if s.failQueueReads.Load() {
+		return host.QueueEntry{}, fmt.Errorf("conformance: store unreachable: %w", host.ErrUnavailable)
+	}
+	return s.Store.GetQueueEntry(ctx, ws, sessionID, id)
+}
+
+// Seed 003: "If an accepted effect cannot be given its required proof …
+// fail-stop … rather than continuing with an ambiguous writer." A pull
+// whose commit cannot be confirmed either way hands nothing to the agent,
+// and the Host gives the session up: the turn ends, the entry is unknown
+// (never delivered, never run again), and the session goes on.
+var QueueUnprovablePullFailStops = Scenario{"queue/unprovable_pull_fail_stops_the_session", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.runtime.set(func(r *probeRuntime) { r.muteSteering = true })
+	run := f.mustSend(s.ID, "run", "/sim hang")
+	f.waitTurn(run, "accepted", host.Turn.Accepted)
+	f.waitAgentContains(s.ID, "Now hanging")
+	e := f.mustQueue(s.ID, "fs", "unprovable steer", host.PlacementCurrentTurn, host.DispositionSteering)
+	var mu sync.Mutex
+	armed := true
+	f.store.onCommitted(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		lose := armed
+		armed = false
+		return lose
+	})
+	f.store.failQueueReads.Store(true)
+	if err := f.runtime.notifySteering(ctx, host.TurnRef{WorkspaceID: ws, SessionID: s.ID, TurnID: run.ID}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitSettled(run) // the released agent stops the turn
+	f.store.failQueueReads.Store(false)
+	got := f.waitEntry(s.ID, e.ID, func(e host.QueueEntry) bool { return e.State != host.QueuePulled })
+	if got.State != host.QueueUnknown || got.TurnID != run.ID {
+		t.Fatalf("entry after fail-stop: %+v", got)
+	}
+	if strings.Contains(agentText(f.messages(s.ID, host.MessageQuery{Limit: 1000})), "unprovable steer") {
+		t.Fatal("an unproven pull was handed to the agent")
+	}
+	if next := f.waitSettled(f.mustSend(s.ID, "after", "/sim words=2")); next.Outcome != host.OutcomeCompleted {
+		t.Fatalf("the session after fail-stop: %+v", next)
+	}
 }}
