@@ -487,7 +487,10 @@ func (h *Host) handoffIn(ctx context.Context, tx Tx, emit func(...Fact), s *Sess
 			break
 		}
 	}
-	if len(next) == 0 || s.ActiveTurnID != "" || !visible(*s) || s.ContextLost || s.ParentID != "" {
+	// A session whose agent context is lost still admits the successor: it
+	// waits queued (not sent) until a member continues in a fresh agent
+	// session, which sends it — the order of the queue is kept.
+	if len(next) == 0 || s.ActiveTurnID != "" || !visible(*s) || s.ParentID != "" {
 		if rev != 0 {
 			emit(queueFact(t.WorkspaceID, t.SessionID, rev))
 		}
