@@ -39,6 +39,7 @@ func QueueScenarios() []Scenario {
 		QueueLostPullAckDeliversOnce,
 		QueueLostAdmissionAckAnswersFromStore,
 		QueueUnprovablePullFailStops,
+		QueueInternalFollowUpRacingQueueStaysScoped,
 	}
 }
 
@@ -934,5 +935,40 @@ var QueueUnprovablePullFailStops = Scenario{"queue/unprovable_pull_fail_stops_th
 	}
 	if next := f.waitSettled(f.mustSend(s.ID, "after", "/sim words=2")); next.Outcome != host.OutcomeCompleted {
 		t.Fatalf("the session after fail-stop: %+v", next)
+	}
+}}
+
+// Seed 003 review: "An external follow-up racing an internal resume can
+// turn a normal Session-busy conflict into a Host-Epoch drain. This should
+// remain a scoped typed conflict." Here the internal follow-up (after a
+// declined approval) races a member's queued follow-up at the same turn
+// end: the member's runs first (it was queued first), the internal one
+// waits for the session and runs after it, and nothing else is affected.
+var QueueInternalFollowUpRacingQueueStaysScoped = Scenario{"queue/review_internal_follow_up_racing_the_queue_stays_scoped", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	tr := f.mustSend(s.ID, "perm", "/sim permission")
+	_, it := f.pendingPermission(s.ID)
+	queued := f.mustQueue(s.ID, "member-follow", "/sim words=30 member follow-up", host.PlacementNextTurn, host.DispositionFollowup)
+	if r, err := f.respond(it, "reject", "bob", `{"message":"do it differently"}`); err != nil || r.Disposition != host.DispositionAnswered {
+		t.Fatalf("respond: %+v %v", r, err)
+	}
+	f.waitSettled(tr)
+	e := f.waitEntry(s.ID, queued.ID, func(e host.QueueEntry) bool { return e.State == host.QueueDone })
+	id := host.DenyFollowUpPrefix + host.OperationIDFor(it.Ref())
+	internal := f.waitSettled(f.waitFollowUp(s.ID, id))
+	if internal.Outcome != host.OutcomeCompleted {
+		t.Fatalf("the internal follow-up: %+v", internal)
+	}
+	member, err := f.host.GetTurn(ctx, ws, s.ID, e.TurnID)
+	if err != nil || member.Outcome != host.OutcomeCompleted || member.Seq >= internal.Seq {
+		t.Fatalf("member follow-up %+v (internal seq %d) %v", member, internal.Seq, err)
+	}
+	if ts := f.turnsWithSubmitID(s.ID, id); len(ts) != 1 {
+		t.Fatalf("internal follow-up turns: %d", len(ts))
+	}
+	// The session takes new work as usual.
+	if next := f.waitSettled(f.mustSend(s.ID, "after", "/sim words=2")); next.Outcome != host.OutcomeCompleted {
+		t.Fatalf("after: %+v", next)
 	}
 }}
