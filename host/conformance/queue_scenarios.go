@@ -245,6 +245,10 @@ var QueueSameIDDifferentContentConflicts = Scenario{"queue/same_id_different_con
 	// A turn's id reused for a queue entry conflicts too.
 	_, err = f.submit(host.SendInput{SessionID: s.ID, ClientSubmitID: "run", Content: host.MessageContent{Text: "other"}, Placement: host.PlacementNextTurn})
 	wantCode(t, err, host.CodeOperationConflict)
+	// A queue entry's id cannot create a session either.
+	_, err = f.host.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: ws, ClientSubmitID: "q-2",
+		Content: &host.MessageContent{Text: "first"}, CreatedBy: "alice"})
+	wantCode(t, err, host.CodeOperationConflict)
 	after, _ := f.host.Queue(ctx, ws, s.ID)
 	if after.Revision != before.Revision || len(after.Entries) != 1 {
 		t.Fatalf("a conflicting submit changed the queue: %+v → %+v", before, after)
