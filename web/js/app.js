@@ -168,6 +168,9 @@ function start(token, claimsPrincipal) {
   // The queue above the composer (views/queue.js); queueBusy: entries with
   // a retract or steer in flight.
   const queueBusy = new Set();
+  // queueNote: the composer note is about the queue; it clears once no
+  // turn runs (what it said is over).
+  let queueNote = false;
   const queueView = createQueueView($('#queue'), { onRetract: onRetractQueued, onSteer: onSteerNow });
   let composerErrorCode = '';
   let busyTurnSeen = '';
@@ -223,6 +226,10 @@ function start(token, claimsPrincipal) {
         : active ? 'The agent is working. Type your next message…' : 'Message the agent…',
       sendLabel: open ? 'Send' : 'Start',
     });
+    if (queueNote && !active && connected) {
+      queueNote = false;
+      composer.showNote('');
+    }
     queueView.render({
       queue: open && open.queue, me: principal.id, admin: role === 'admin', canAct: !readOnly && connected,
       steering: !!(open && open.queue && open.queue.steering && active), busyIds: queueBusy,
@@ -593,6 +600,7 @@ function start(token, claimsPrincipal) {
         if (res.turn && state.open && state.open.id === p.sessionId) S.addTurns(state, { turns: [res.turn] });
         if (res.disposition === 'followup') composer.showNote('Queued as a follow-up: it runs when the current turn ends.');
         else if (res.disposition === 'steering') composer.showNote('Sent into the running turn.');
+        queueNote = res.disposition === 'followup' || res.disposition === 'steering';
       }
     } catch (err) {
       // Lost answers and transient refusals are retried with the same
@@ -754,6 +762,7 @@ function start(token, claimsPrincipal) {
         placement: 'current_turn', allowFollowup: true,
       });
       composer.showNote(res.disposition === 'steering' ? 'Sent into the running turn.' : 'Queued as a follow-up: it runs when the current turn ends.');
+      queueNote = true;
     } catch (err) {
       // Taken back but not resent: the text returns to the box.
       if (retracted && !composer.text.trim()) composer.setText((e.content && e.content.text) || '');
