@@ -16,7 +16,7 @@ import (
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
 
 func TestAllowedTable(t *testing.T) {
-	reads := []string{"session.get", "session.list", "session.listDeleted", "turn.list", "message.list", "goal.get", "subscribe", "unsubscribe"}
+	reads := []string{"session.get", "session.list", "session.listDeleted", "turn.list", "message.list", "goal.get", "queue.get", "subscribe", "unsubscribe"}
 	writes := []string{"session.create", "session.update", "session.continueFresh", "session.fork", "session.delete", "session.restore",
 		"turn.message.submit", "queue.retract", "turn.interrupt", "turn.cancel", "interaction.respond", "goal.control", "presence.typing"}
 	admin := []string{"session.purge", "session.export", "session.import"}

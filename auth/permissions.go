@@ -9,6 +9,7 @@ var minRole = map[string]Role{
 	"turn.list":    RoleViewer,
 	"message.list": RoleViewer,
 	"goal.get":     RoleViewer,
+	"queue.get":    RoleViewer,
 	"subscribe":    RoleViewer,
 	"unsubscribe":  RoleViewer,
 	// member: also prompt, steer, cancel, answer, goals, fork, title and pin

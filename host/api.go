@@ -45,6 +45,10 @@ type SendInput struct {
 	TurnID          string
 	SubmittedBy     string
 	SubmittedByName string
+	// AllowFollowup: when steering cannot reach the running turn (the
+	// agent lacks the capability or the turn is being interrupted), queue
+	// the message as a follow-up instead of refusing it.
+	AllowFollowup bool
 }
 
 // Disposition says what a submission became.
@@ -62,6 +66,10 @@ type SendResult struct {
 	Disposition Disposition `json:"disposition"`
 	Turn        *Turn       `json:"turn,omitempty"`
 	Replayed    bool        `json:"replayed"`
+	// Entry is the queue entry of a steering or follow-up submission and
+	// QueueRevision the revision its admission committed (queue.go).
+	Entry         *QueueEntry `json:"entry,omitempty"`
+	QueueRevision int64       `json:"queueRevision,omitempty"`
 }
 
 // CancelInput asks to cancel one exact Turn. Wait bounds how long the call

@@ -57,6 +57,9 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 			t.Phase, t.Outcome, t.SettledAt = PhaseSettled, OutcomeCanceled, &now
 			if s.ActiveTurnID == t.ID {
 				s.ActiveTurnID, s.UpdatedAt = "", now
+				if err := h.handoffIn(ctx, tx, emit, &s, t); err != nil {
+					return err
+				}
 				if err := tx.UpdateSession(ctx, s); err != nil {
 					return err
 				}
@@ -66,6 +69,7 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 		emit(turnFact(t))
 		return tx.UpdateTurn(ctx, t)
 	})
+	h.takeSuccessor(in.TurnID, err == nil && settledNow)
 	if err != nil {
 		return CancelResult{}, storeErr(err, "turn %s", in.TurnID)
 	}

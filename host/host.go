@@ -76,6 +76,8 @@ type Host struct {
 	guard         SessionDeletionGuard
 	// goals is the goal loop's state (goal_loop.go).
 	goals goalWorker
+	// queue: successors of settled turns to dispatch (queue.go).
+	queue queueState
 
 	ready chan struct{}
 	once  sync.Once
@@ -105,6 +107,7 @@ func New(cfg Config) *Host {
 		h.responder, _ = cfg.Runtime.(InteractionResponder)
 	}
 	h.istore = cfg.Store
+	h.queue.init()
 	if h.replica == "" {
 		h.replica = "local"
 	}

@@ -231,6 +231,9 @@ const (
 	ClaimPrepared ClaimState = "prepared"
 	ClaimAccepted ClaimState = "accepted"
 	ClaimRejected ClaimState = "rejected"
+	// ClaimQueued: the id admitted a queue entry (steering or follow-up);
+	// the entry, found by the same id, is the durable proof (queue.go).
+	ClaimQueued ClaimState = "queued"
 )
 
 // SubmitClaim makes one ClientSubmitID idempotent: keyed by

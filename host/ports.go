@@ -42,6 +42,8 @@ type Store interface {
 
 	// Interactions and durable runtime operations (ports_interactions.go).
 	InteractionStore
+	// The session message queue (ports_queue.go).
+	QueueStore
 	// One-transaction catch-up reads for hubs (changes.go).
 	ChangesStore
 	// Recoverable tombstones: trash reads (ports_trash.go).
@@ -76,6 +78,8 @@ type Tx interface {
 
 	// Interactions and durable runtime operations (ports_interactions.go).
 	InteractionTx
+	// The session message queue (ports_queue.go).
+	QueueTx
 	// Streamed output appends (ports_output.go).
 	OutputTx
 	// Tombstones, restore and purge (ports_trash.go).

@@ -290,6 +290,14 @@ func (h *Host) redrive(ctx context.Context, t Turn) (Turn, error) {
 		return t, nil
 	}
 	c, err := h.store.GetClaim(ctx, t.WorkspaceID, t.ClientSubmitID)
+	if err == nil && c.TurnID == t.ID && c.State != ClaimPrepared {
+		// Another process dispatched it since t was read (replicas do
+		// not share drive claims): answer its current state.
+		if cur, gerr := h.store.GetTurn(ctx, t.WorkspaceID, t.SessionID, t.ID); gerr == nil && cur.Phase != PhaseQueued {
+			h.work.release(t.ID)
+			return cur, nil
+		}
+	}
 	if err == nil && (c.TurnID != t.ID || c.State != ClaimPrepared) {
 		err = Errorf(CodeInternal, "queued turn %s has no prepared claim", t.ID)
 	}

@@ -62,6 +62,7 @@ func (h *Host) RunOperations(ctx context.Context) {
 	defer wg.Wait()
 	wg.Go(func() { h.runReconciler(ctx) })
 	wg.Go(func() { h.runGoals(ctx) })
+	wg.Go(func() { h.runSuccessors(ctx) })
 	sem := make(chan struct{}, opParallel)
 	tick := time.NewTicker(opPoll)
 	defer tick.Stop()

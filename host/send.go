@@ -64,7 +64,9 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 	var sess Session
 	var turn Turn
 	var claim SubmitClaim
+	var entry QueueEntry
 	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		entry = QueueEntry{}
 		s, err := visibleSession(ctx, tx, in.WorkspaceID, in.SessionID)
 		if err != nil {
 			return err
@@ -78,16 +80,18 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if in.Placement == PlacementCurrentTurn {
-			if s.ActiveTurnID == "" || s.ActiveTurnID != in.TurnID {
-				return &Error{Code: CodeNotDispatched, Reason: "turn_mismatch",
-					Message: "the target turn is not the session's active turn; nothing was sent"}
-			}
-			return Errorf(CodeUnsupported, "steering into the running turn is not supported yet")
+		if in.Placement == PlacementCurrentTurn && in.TurnID != "" && s.ActiveTurnID != in.TurnID {
+			return &Error{Code: CodeNotDispatched, Reason: "turn_mismatch",
+				Message: "the target turn is not the session's active turn; nothing was sent"}
 		}
 		if s.ActiveTurnID != "" {
-			return &Error{Code: CodeSessionBusy, Reason: "turn_active",
-				Message: "a turn is running in this session; wait for it or cancel it"}
+			if in.Placement == "" {
+				return &Error{Code: CodeSessionBusy, Reason: "turn_active",
+					Message: "a turn is running in this session; wait for it, cancel it, or submit with a placement to queue"}
+			}
+			// A busy session queues it: steering or follow-up (queue.go).
+			entry, err = h.enqueueIn(ctx, tx, emit, s, in, content)
+			return err
 		}
 		sess, turn, claim, err = h.admit(ctx, tx, emit, s, turnID, in.ClientSubmitID, content, content.Digest(), in.SubmittedBy, in.SubmittedByName)
 		return err
@@ -95,6 +99,14 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 	unlock()
 	if err != nil && h.admitted(ctx, err, in.WorkspaceID, in.ClientSubmitID, turnID) {
 		err = nil // the commit landed; only its acknowledgement was lost
+	}
+	if errors.Is(err, ErrUnavailable) {
+		// A queue admission whose acknowledgement was lost is answered
+		// from its durable claim and entry, like any retry.
+		if c, cerr := h.store.GetClaim(ctx, in.WorkspaceID, in.ClientSubmitID); cerr == nil && c.State == ClaimQueued {
+			h.work.release(turnID)
+			return h.replayQueued(ctx, c, in, content)
+		}
 	}
 	if err != nil {
 		h.work.release(turnID)
@@ -108,6 +120,10 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 	}
 	if err != nil {
 		return SendResult{}, storeErr(err, "submit")
+	}
+	if entry.ID != "" {
+		h.work.release(turnID) // no turn was admitted
+		return h.queued(ctx, entry, false)
 	}
 	t, err := h.dispatch(ctx, sess, turn, claim, false)
 	if err != nil {
@@ -181,6 +197,9 @@ func (h *Host) admitted(ctx context.Context, err error, ws, clientSubmitID, turn
 // queued with a prepared claim never reached the provider: the retry
 // dispatches it (exactly once), unless a dispatch already drives it.
 func (h *Host) replay(ctx context.Context, c SubmitClaim, in SendInput, content MessageContent) (SendResult, error) {
+	if c.State == ClaimQueued {
+		return h.replayQueued(ctx, c, in, content)
+	}
 	if c.SessionID != in.SessionID || c.Digest != content.Digest() {
 		return SendResult{}, &Error{Code: CodeOperationConflict, Reason: "client_submit_id_reused",
 			Message: "clientSubmitId was already used with different content or another session"}

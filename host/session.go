@@ -137,7 +137,7 @@ func (h *Host) replayCreate(ctx context.Context, ws, clientSubmitID, digest stri
 	if err != nil {
 		return CreateSessionResult{}, false, storeErr(err, "submit claim")
 	}
-	if c.Digest != digest {
+	if c.Digest != digest || c.State == ClaimQueued { // a queue entry's id never creates a session
 		return CreateSessionResult{}, true, &Error{Code: CodeOperationConflict, Reason: "client_submit_id_reused",
 			Message: "clientSubmitId was already used with a different request"}
 	}

@@ -86,6 +86,11 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 	}
 	if s.ActiveTurnID == t.ID {
 		s.ActiveTurnID = ""
+		// Terminal handoff: the next queued input is admitted in this
+		// same transaction (queue.go).
+		if err := h.handoffIn(ctx, tx, emit, &s, t); err != nil {
+			return t, err
+		}
 	}
 	// A failed first delivery that is settled (rather than rolled back)
 	// stays as history, so the session becomes visible.
@@ -121,6 +126,7 @@ func (h *Host) settleRetrying(ctx context.Context, ref TurnRef, term Terminal, c
 
 // afterSettle wakes what waits for a Turn to settle.
 func (h *Host) afterSettle(ref TurnRef, t Turn, err error) {
+	h.takeSuccessor(ref.TurnID, err == nil)
 	if err == nil && t.Settled() {
 		h.work.forget(ref.TurnID)
 		h.notifySettled(ref.TurnID)

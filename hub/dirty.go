@@ -9,6 +9,7 @@ type dirtyMark struct {
 	all        bool
 	tree       bool
 	transcript bool
+	queue      bool // only the session's queue changed (queue.go)
 	session    string
 	turn       string
 }
@@ -26,6 +27,7 @@ type dirtySet struct {
 	all        bool
 	tree       bool
 	transcript bool
+	queue      bool
 	rest       bool
 	sessions   map[string]bool
 	turns      map[string]bool
@@ -39,6 +41,10 @@ func (s *dirtySet) treeOnly() bool { return s.tree && !s.transcript && !s.rest &
 func (s *dirtySet) messagesOnly() bool { return !s.rest && !s.all }
 
 func (s *dirtySet) add(m dirtyMark) {
+	if m.queue {
+		s.queue = true
+		return
+	}
 	if m.tree {
 		s.tree = true
 		return
@@ -72,6 +78,9 @@ func addID(m map[string]bool, id string, all *bool) map[string]bool {
 }
 
 func (s *dirtySet) merge(o dirtySet) {
+	if o.queue {
+		s.queue = true
+	}
 	if o.tree {
 		s.add(dirtyTree())
 	}

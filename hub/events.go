@@ -90,6 +90,9 @@ type SessionSnapshot struct {
 	Agent *host.AgentInfo `json:"agent,omitempty"`
 	// Goal is the session's goal state (absent: it never had one).
 	Goal *host.GoalState `json:"goal,omitempty"`
+	// Queue is the session's message queue (absent when the server keeps
+	// none): steering and follow-ups waiting, in order (queue.go).
+	Queue *QueueState `json:"queue,omitempty"`
 }
 
 // WorkspaceSnapshot is the snapshot of a workspace topic: the first page of

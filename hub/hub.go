@@ -260,6 +260,13 @@ func (h *Hub) markFact(f host.Fact) *topic {
 		}
 		return nil
 	}
+	if f.Kind == host.FactQueueChanged {
+		// Only the session's own topic shows its queue.
+		if t := e.sessions[f.SessionID]; t != nil {
+			h.markDirty(t, dirtyQueue())
+		}
+		return nil
+	}
 	if f.Kind == host.FactInteractionTreeDirty {
 		// One tree: every watched session of it rereads the tree once.
 		for _, t := range e.sessions {

@@ -81,9 +81,17 @@ func (t *topic) loadLocked(ctx context.Context) error {
 		t.sv.tree, t.sv.treeKey = &tree, jsonKey(tree)
 		t.mu.Unlock()
 	}
+	if q, ok, err := t.readQueue(ctx); err != nil {
+		return err
+	} else if ok {
+		t.mu.Lock()
+		t.sv.queue = &q
+		t.mu.Unlock()
+	}
 	// Catch up on anything committed while the baseline was read.
 	t.h.markDirty(t, dirtyMark{})
 	t.h.markDirty(t, dirtyTree())
+	t.h.markDirty(t, dirtyQueue())
 	return nil
 }
 
@@ -173,6 +181,14 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 	t.mu.Unlock()
 	if !loaded {
 		return nil // the first subscriber's baseline load reads fresh state
+	}
+	if d.queue || d.all {
+		if err := t.refreshQueue(ctx); err != nil {
+			return err
+		}
+		if !d.tree && !d.transcript && !d.rest && !d.all {
+			return nil // only the queue changed
+		}
 	}
 	if d.treeOnly() {
 		return t.refreshTree(ctx)

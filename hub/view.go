@@ -36,6 +36,8 @@ type sessionView struct {
 	history []host.Interaction
 	// goal is the session's goal state with the highest Seq seen (goal.go).
 	goal *host.GoalState
+	// queue is the session's queue last emitted (nil: none read).
+	queue *QueueState
 }
 
 // viewMsg is one message of the window. Streamed text is appended to a
@@ -163,7 +165,7 @@ func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
 	}
 	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
 		Messages: sv.messagesAfter(-1), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree,
-		Interactions: nonNil(sv.history), Presence: t.presenceLocked(), Agent: t.h.agent(), Goal: sv.goal}, nil
+		Interactions: nonNil(sv.history), Presence: t.presenceLocked(), Agent: t.h.agent(), Goal: sv.goal, Queue: sv.queue}, nil
 }
 
 // agent is what the Reader's agent attests now, when it says (the Host

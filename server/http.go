@@ -39,6 +39,7 @@ var restTable = []restRoute{
 	{http.MethodPost, "/sessions/{sessionId}/continue-fresh", "session.continueFresh", http.StatusOK},
 	{http.MethodPost, "/sessions/{sessionId}/messages", "turn.message.submit", http.StatusOK},
 	{http.MethodGet, "/sessions/{sessionId}/messages", "message.list", http.StatusOK},
+	{http.MethodGet, "/sessions/{sessionId}/queue", "queue.get", http.StatusOK},
 	{http.MethodPost, "/sessions/{sessionId}/queue/retract", "queue.retract", http.StatusOK},
 	{http.MethodGet, "/sessions/{sessionId}/turns", "turn.list", http.StatusOK},
 	{http.MethodPost, "/sessions/{sessionId}/turns/{turnId}/cancel", "turn.cancel", http.StatusOK},

@@ -298,6 +298,9 @@ type submitIn struct {
 	Content        host.MessageContent `json:"content"`
 	Placement      host.Placement      `json:"placement"`
 	TurnID         string              `json:"turnId"`
+	// AllowFollowup: steering that cannot reach the running turn is
+	// queued as a follow-up instead of refused.
+	AllowFollowup bool `json:"allowFollowup"`
 }
 
 func (in submitIn) checkLimits(l Limits) error { return checkContent(&in.Content, l) }
@@ -306,7 +309,7 @@ func turnSubmit(ctx context.Context, s *Server, c caller, in submitIn) (any, err
 	return s.cfg.Host.SendInput(ctx, host.SendInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, ClientSubmitID: in.ClientSubmitID,
 		Content: in.Content, Placement: in.Placement, TurnID: in.TurnID, SubmittedBy: c.p.UserID,
-		SubmittedByName: c.p.Name,
+		SubmittedByName: c.p.Name, AllowFollowup: in.AllowFollowup,
 	})
 }
 

@@ -186,7 +186,7 @@ func opInput(op, ws string, tn tenant) map[string]any {
 	case "turn.interrupt":
 		in["sessionId"], in["turnId"] = tn.busy, tn.busyTurn
 	case "queue.retract":
-		in["sessionId"] = tn.busy
+		in["sessionId"], in["entryId"] = tn.busy, "qe-of-"+tn.ws
 	case "interaction.respond":
 		in["sessionId"], in["turnId"], in["requestId"], in["response"] = tn.busy, tn.busyTurn, "perm-1", map[string]any{"optionId": "allow"}
 	case "subscribe":

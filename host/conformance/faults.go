@@ -32,6 +32,8 @@ type faultStore struct {
 	// sinkTxs records each committed output transaction's Tx calls.
 	sinkTxs []sinkTx
 	nSink   int
+	// failQueueReads makes GetQueueEntry fail unavailable (queue_scenarios.go).
+	failQueueReads atomic.Bool
 }
 
 // sinkFault is what happens to one output or settle transaction.
@@ -197,6 +199,10 @@ type probeRuntime struct {
 	// inner runtime; cancels counts every Cancel call.
 	failCancels int
 	cancels     atomic.Int64
+	// noSteering hides the inner runtime's steering capability;
+	// muteSteering swallows steering notices (the agent never pulls
+	// until a scenario calls notifySteering). queue_scenarios.go.
+	noSteering, muteSteering bool
 }
 
 func (r *probeRuntime) Cancel(ctx context.Context, ref host.TurnRef) (host.CancelReport, error) {

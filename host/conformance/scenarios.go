@@ -84,5 +84,5 @@ func Scenarios() []Scenario {
 		TrashWorkspaceScoped,
 		TrashDeletionGuard,
 		TrashLegacyNeverUpgraded,
-	}, goalScenarios()...)
+	}, append(goalScenarios(), QueueScenarios()...)...)
 }

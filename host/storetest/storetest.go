@@ -59,6 +59,9 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"MessageParts", testMessageParts},
 		{"ForkOps", testForkOps},
 		{"Goals", testGoals},
+		{"QueueRoundTrip", testQueueRoundTrip},
+		{"QueueRevisionRollsBack", testQueueRevisionRollsBack},
+		{"QueueConcurrentInserts", testQueueConcurrentInserts},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {

@@ -95,7 +95,7 @@ func (r *Runtime) dial(ctx context.Context) (*connection, error) {
 	resp, err := c.cs.Initialize(ctx, acpsdk.InitializeRequest{
 		ProtocolVersion: acpsdk.ProtocolVersionNumber,
 		// No fs or terminal: the agent works on its own files.
-		ClientCapabilities: acpsdk.ClientCapabilities{},
+		ClientCapabilities: clientCaps(),
 		ClientInfo:         &acpsdk.Implementation{Name: "ensemble", Version: "0"},
 	})
 	if err != nil {

@@ -23,14 +23,11 @@ type GoalNotification struct {
 	host.GoalReport
 }
 
-// HandleExtensionMethod receives ACP extension methods from the agent.
-// A goal notification is queued behind the prompt's earlier updates, so it
-// reaches the Host in the order the agent sent it; one for a session with
-// no prompt in flight is not Turn output and is dropped.
-func (cl *client) HandleExtensionMethod(_ context.Context, method string, params json.RawMessage) (any, error) {
-	if method != GoalMethod {
-		return nil, acpsdk.NewMethodNotFound(method)
-	}
+// goalNotification takes the agent's goal report. It is queued behind the
+// prompt's earlier updates, so it reaches the Host in the order the agent
+// sent it; one for a session with no prompt in flight is not Turn output
+// and is dropped.
+func (cl *client) goalNotification(params json.RawMessage) (any, error) {
 	var n GoalNotification
 	if err := json.Unmarshal(params, &n); err != nil {
 		return nil, acpsdk.NewInvalidParams(map[string]any{"error": err.Error()})

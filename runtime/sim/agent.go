@@ -120,6 +120,8 @@ type session struct {
 	cwd     string
 	history []exchange
 	cancel  context.CancelFunc // of the running prompt
+	// steer is signalled when the client has steering waiting (steer.go).
+	steer chan struct{}
 }
 
 // exchange is one prompt and the text answered, for session/load replay;
@@ -153,7 +155,7 @@ func (a *agent) Initialize(context.Context, acp.InitializeRequest) (acp.Initiali
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession:         true,
 			SessionCapabilities: acp.SessionCapabilities{Close: &acp.SessionCloseCapabilities{}, Fork: a.forkCapability()},
-			Meta:                a.forkMeta(),
+			Meta:                a.capabilityMeta(),
 		},
 		AgentInfo: &acp.Implementation{
 			Name:    Name,
@@ -176,7 +178,7 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := "sim-" + hex.EncodeToString(b[:])
-	s := &session{cwd: p.Cwd}
+	s := &session{cwd: p.Cwd, steer: make(chan struct{}, 1)}
 	s.mu.Lock()
 	err := a.saveSession(id, s)
 	s.mu.Unlock()

@@ -79,9 +79,9 @@ func (a *agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	return acp.UnstableForkSessionResponse{SessionId: acp.SessionId(id)}, nil
 }
 
-// HandleExtensionMethod serves the through-turn fork extension.
-func (a *agent) HandleExtensionMethod(_ context.Context, method string, params json.RawMessage) (any, error) {
-	if method != ForkThroughTurnMethod || a.opts.Fork != ForkThroughTurn {
+// forkThroughTurn serves the through-turn fork extension.
+func (a *agent) forkThroughTurn(method string, params json.RawMessage) (any, error) {
+	if a.opts.Fork != ForkThroughTurn {
 		return nil, acp.NewMethodNotFound(method)
 	}
 	var p ForkThroughTurnRequest

@@ -62,8 +62,17 @@ func (r *run) steps(steps []Step) error {
 		case s.Goal != nil:
 			err = r.goal(*s.Goal)
 		case s.Hang:
-			<-r.ctx.Done()
-			return r.ctx.Err()
+			// A pull point for as long as it waits.
+			for {
+				select {
+				case <-r.ctx.Done():
+					return r.ctx.Err()
+				case <-r.steerSignal():
+					if err := r.pullSteering(); err != nil {
+						return err
+					}
+				}
+			}
 		}
 		if err != nil {
 			return err
@@ -313,11 +322,19 @@ func (r *run) sleep(d time.Duration) error {
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-r.ctx.Done():
-		return r.ctx.Err()
-	case <-t.C:
-		return nil
+	// The pause is a pull point: steering is answered, then the pause
+	// goes on.
+	for {
+		select {
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		case <-t.C:
+			return nil
+		case <-r.steerSignal():
+			if err := r.pullSteering(); err != nil {
+				return err
+			}
+		}
 	}
 }
 

@@ -109,7 +109,7 @@ func (a *agent) loadSession(id string) (*session, error) {
 	if st.SessionID != id {
 		return nil, fmt.Errorf("sim session file %s names session %q", path, st.SessionID)
 	}
-	s := &session{cwd: st.Cwd}
+	s := &session{cwd: st.Cwd, steer: make(chan struct{}, 1)}
 	for _, ex := range st.History {
 		s.history = append(s.history, exchange{id: ex.ID, user: ex.User, agent: ex.Agent})
 	}

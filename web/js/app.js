@@ -11,6 +11,7 @@ import { createSessionList } from './views/sessions.js';
 import { createTranscript } from './views/transcript.js';
 import { createComposer } from './views/composer.js';
 import { createTrash } from './views/trash.js';
+import { createQueueView } from './views/queue.js';
 import { setText, h, initials } from './dom.js';
 import { presenceSummary, createTypingSignal } from './presence.js';
 import { checkPrompt, MAX_FRAME_BYTES, MAX_PROMPT_BYTES } from './limits.js';
@@ -208,6 +209,13 @@ function start(token, claimsPrincipal) {
     if (!open || !conn.ready) return;
     conn.request('presence.typing', { workspace: state.workspace, sessionId: open.id, typing: on }).catch(() => {});
   });
+  // The queue above the composer (views/queue.js); queueBusy: entries with
+  // a retract or steer in flight.
+  const queueBusy = new Set();
+  // queueNote: the composer note is about the queue; it clears once no
+  // turn runs (what it said is over).
+  let queueNote = false;
+  const queueView = createQueueView($('#queue'), { onRetract: onRetractQueued, onSteer: onSteerNow });
   let composerErrorCode = '';
   let busyTurnSeen = '';
   function showComposerError(err) {
@@ -262,6 +270,14 @@ function start(token, claimsPrincipal) {
         ? 'What should the agent do? Enter starts a new session…'
         : active ? 'The agent is working. Type your next message…' : 'Message the agent…',
       sendLabel: open ? 'Send' : 'Start',
+    });
+    if (queueNote && !active && connected) {
+      queueNote = false;
+      composer.showNote('');
+    }
+    queueView.render({
+      queue: open && open.queue, me: principal.id, admin: role === 'admin', canAct: !readOnly && connected,
+      steering: !!(open && open.queue && open.queue.steering && active), busyIds: queueBusy,
     });
     const sessionsErr = $('#sessions-error');
     setText(sessionsErr, state.sessionsError ? errorLine(state.sessionsError) : '');
@@ -620,14 +636,25 @@ function start(token, claimsPrincipal) {
         S.upsertSession(state, res.session);
         if (!state.open && state.workspace === ws) navigate(ws, res.session.id);
       } else {
+        // next_turn: while the agent works the message waits in the
+        // session's queue (visible to everyone) instead of being refused.
         const res = await call('turn.message.submit', {
           workspace: ws, sessionId: p.sessionId, clientSubmitId: p.clientSubmitId, content: { text: p.text },
+          placement: 'next_turn',
         });
         p.turnId = res.turn ? res.turn.id : '';
         markDone(p);
+        if (res.entry) {
+          // The queue shows it now; the transcript shows it when it runs.
+          state.pending.delete(p.clientSubmitId);
+          if (state.open && state.open.id === p.sessionId) {
+            S.applySessionEvent(state, 'queue', { sessionId: p.sessionId, revision: res.queueRevision, entries: mergeEntry(state.open.queue, res.entry) });
+          }
+        }
         if (res.turn && state.open && state.open.id === p.sessionId) S.addTurns(state, { turns: [res.turn] });
         if (res.disposition === 'followup') composer.showNote('Queued as a follow-up: it runs when the current turn ends.');
         else if (res.disposition === 'steering') composer.showNote('Sent into the running turn.');
+        queueNote = res.disposition === 'followup' || res.disposition === 'steering';
       }
     } catch (err) {
       // Lost answers and transient refusals are retried with the same
@@ -734,13 +761,70 @@ function start(token, claimsPrincipal) {
     stopping.add(t.id);
     update();
     try {
-      const res = await conn.request('turn.cancel', { workspace: state.workspace, sessionId: open.id, turnId: t.id });
-      if (res.state && state.open === open) S.addTurns(state, { turns: [res.state] });
+      // An interrupt fences the queue for this exact turn (no steering
+      // reaches it any more) and answers its canonical end; queued
+      // follow-ups then start by themselves.
+      const res = await conn.request('turn.interrupt', { workspace: state.workspace, sessionId: open.id, turnId: t.id });
+      if (res.turn && state.open === open) S.addTurns(state, { turns: [res.turn] });
     } catch (err) {
       stopping.delete(t.id);
       showComposerError(err);
     }
     update();
+  }
+
+  // mergeEntry is the queue's entries with e added (an optimistic view
+  // until the queue event with this revision arrives).
+  function mergeEntry(queue, e) {
+    const entries = (queue && Array.isArray(queue.entries) ? queue.entries : []).filter((x) => x.id !== e.id);
+    entries.push(e);
+    return entries.sort((a, b) => (a.position || 0) - (b.position || 0));
+  }
+
+  async function onRetractQueued(e) {
+    const open = state.open;
+    if (!open || queueBusy.has(e.id)) return;
+    queueBusy.add(e.id);
+    showComposerError(null);
+    update();
+    try {
+      await conn.request('queue.retract', { workspace: state.workspace, sessionId: open.id, entryId: e.id });
+    } catch (err) {
+      showComposerError(err); // e.g. the agent took it already
+    } finally {
+      queueBusy.delete(e.id);
+      update();
+    }
+  }
+
+  // Steer now: take the follow-up back and send its text into the running
+  // turn; if the agent cannot take it any more it is queued again
+  // (allowFollowup), never dropped.
+  async function onSteerNow(e) {
+    const open = state.open;
+    const t = S.activeTurn(open);
+    if (!open || !t || queueBusy.has(e.id)) return;
+    queueBusy.add(e.id);
+    showComposerError(null);
+    update();
+    let retracted = false;
+    try {
+      await conn.request('queue.retract', { workspace: state.workspace, sessionId: open.id, entryId: e.id });
+      retracted = true;
+      const res = await conn.request('turn.message.submit', {
+        workspace: state.workspace, sessionId: open.id, clientSubmitId: uuid(), content: e.content,
+        placement: 'current_turn', allowFollowup: true,
+      });
+      composer.showNote(res.disposition === 'steering' ? 'Sent into the running turn.' : 'Queued as a follow-up: it runs when the current turn ends.');
+      queueNote = true;
+    } catch (err) {
+      // Taken back but not resent: the text returns to the box.
+      if (retracted && !composer.text.trim()) composer.setText((e.content && e.content.text) || '');
+      showComposerError(err);
+    } finally {
+      queueBusy.delete(e.id);
+      update();
+    }
   }
 
   // A fresh sign-in link opened in another tab refreshes this connection.

@@ -244,10 +244,16 @@ export function applySessionEvent(state, kind, payload) {
       if (!open) return false;
       setInteractions(open, payload);
       return true;
-    case 'queue_state':
+    case 'queue':
+    case 'queue_state': {
       if (!open) return false;
-      open.queue = payload.queue || payload;
+      const q = payload.queue || payload;
+      if (q.sessionId && q.sessionId !== open.id) return false;
+      // Revisions only grow: an older queue never replaces a newer one.
+      if (open.queue && (q.revision || 0) < (open.queue.revision || 0)) return false;
+      open.queue = q;
       return true;
+    }
     case 'goal_state':
       if (!open) return false;
       open.goal = payload.goal || payload;

@@ -221,3 +221,15 @@ test('workspace presence says who watches which session', () => {
   assert.equal(S.watchersOf(st, 'a').length, 0);
   assert.deepEqual(S.watchersOf(st, 'b').map((w) => w.name), ['Ann', 'Bo']);
 });
+
+test('queue events: a newer revision replaces, an older one never does, another session is ignored', () => {
+  const st = openState();
+  const entry = (id) => ({ id, author: 'bob', disposition: 'followup', state: 'queued', content: { text: id } });
+  assert.equal(S.applySessionEvent(st, 'queue', { sessionId: 's1', revision: 2, entries: [entry('a'), entry('b')] }), true);
+  assert.deepEqual(st.open.queue.entries.map((e) => e.id), ['a', 'b']);
+  assert.equal(S.applySessionEvent(st, 'queue', { sessionId: 's1', revision: 1, entries: [entry('a')] }), false);
+  assert.deepEqual(st.open.queue.entries.map((e) => e.id), ['a', 'b']);
+  assert.equal(S.applySessionEvent(st, 'queue', { sessionId: 'other', revision: 9, entries: [] }), false);
+  assert.equal(S.applySessionEvent(st, 'queue', { sessionId: 's1', revision: 3, entries: [entry('b')] }), true);
+  assert.deepEqual(st.open.queue.entries.map((e) => e.id), ['b']);
+});

@@ -1,0 +1,248 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// The session message queue (host/ports_queue.go; sqlite/queue.go is the
+// reference). Every Tx method locks the session row first, like Tx.Turn,
+// so an admission, a retract, a pull and a turn's settlement on one
+// session are serialized by that lock, and every mutation bumps the queue
+// revision in the same transaction.
+
+var (
+	_ host.QueueStore = (*Store)(nil)
+	_ host.QueueTx    = (*tx)(nil)
+)
+
+const queueCols = `workspace_id, session_id, id, position, disposition, state, client_submit_id,
+	author, author_name, content_json, digest, target_turn_id, turn_id, admitted_revision,
+	revision, retracted_by, created_at, updated_at`
+
+func scanQueueEntry(row pgx.Row) (host.QueueEntry, error) {
+	var (
+		e                           host.QueueEntry
+		disposition, state, content string
+	)
+	err := row.Scan(&e.WorkspaceID, &e.SessionID, &e.ID, &e.Position, &disposition, &state,
+		&e.ClientSubmitID, &e.Author, &e.AuthorName, &content, &e.Digest, &e.TargetTurnID,
+		&e.TurnID, &e.AdmittedRevision, &e.Revision, &e.RetractedBy, &e.CreatedAt, &e.UpdatedAt)
+	if err != nil {
+		return host.QueueEntry{}, err
+	}
+	e.Disposition, e.State = host.Disposition(disposition), host.QueueEntryState(state)
+	e.CreatedAt, e.UpdatedAt = utc(e.CreatedAt), utc(e.UpdatedAt)
+	if !e.State.Valid() {
+		return e, fmt.Errorf("pg: queue entry %s: unknown state %q", e.ID, state)
+	}
+	if err := json.Unmarshal([]byte(content), &e.Content); err != nil {
+		return e, fmt.Errorf("pg: queue entry %s: decode content: %w", e.ID, err)
+	}
+	return e, nil
+}
+
+func getQueueEntry(ctx context.Context, q querier, where string, args ...any) (host.QueueEntry, error) {
+	e, err := scanQueueEntry(q.QueryRow(ctx, `SELECT `+queueCols+` FROM queue_entries WHERE `+where, args...))
+	if isNoRows(err) {
+		return host.QueueEntry{}, notFound("queue entry")
+	}
+	if err != nil {
+		return host.QueueEntry{}, classify("get queue entry", err)
+	}
+	return e, nil
+}
+
+func listQueueEntries(ctx context.Context, q querier, where string, args ...any) ([]host.QueueEntry, error) {
+	rows, err := q.Query(ctx, `SELECT `+queueCols+` FROM queue_entries WHERE `+where+` ORDER BY position`, args...)
+	if err != nil {
+		return nil, classify("list queue entries", err)
+	}
+	defer rows.Close()
+	var out []host.QueueEntry
+	for rows.Next() {
+		e, err := scanQueueEntry(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, classify("list queue entries", rows.Err())
+}
+
+func getQueue(ctx context.Context, q querier, ws, sessionID string) (host.Queue, error) {
+	var out host.Queue
+	err := q.QueryRow(ctx, `SELECT revision, fence_turn_id FROM session_queues
+		WHERE workspace_id = $1 AND session_id = $2`, ws, sessionID).Scan(&out.Revision, &out.FenceTurnID)
+	if err != nil && !isNoRows(err) {
+		return out, classify("get queue", err)
+	}
+	out.Entries, err = listQueueEntries(ctx, q, `workspace_id = $1 AND session_id = $2 AND state = $3`,
+		ws, sessionID, string(host.QueueQueued))
+	return out, err
+}
+
+// GetQueue reads the revision, fence and waiting entries in one read-only
+// REPEATABLE READ transaction, so the entries match the revision.
+func (s *Store) GetQueue(ctx context.Context, ws, sessionID string) (host.Queue, error) {
+	return withPool(ctx, s, func(q querier) (host.Queue, error) {
+		pool := q.(interface {
+			BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+		})
+		rtx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return host.Queue{}, classify("begin read", err)
+		}
+		defer func() { _ = rtx.Rollback(context.WithoutCancel(ctx)) }()
+		out, err := getQueue(ctx, rtx, ws, sessionID)
+		if err != nil {
+			return out, err
+		}
+		return out, classify("end read", rtx.Commit(ctx))
+	})
+}
+
+func (s *Store) GetQueueEntry(ctx context.Context, ws, sessionID, id string) (host.QueueEntry, error) {
+	return withPool(ctx, s, func(q querier) (host.QueueEntry, error) {
+		return getQueueEntry(ctx, q, `workspace_id = $1 AND session_id = $2 AND id = $3`, ws, sessionID, id)
+	})
+}
+
+func (s *Store) GetQueueEntryBySubmit(ctx context.Context, ws, clientSubmitID string) (host.QueueEntry, error) {
+	return withPool(ctx, s, func(q querier) (host.QueueEntry, error) {
+		return getQueueEntry(ctx, q, `workspace_id = $1 AND client_submit_id = $2`, ws, clientSubmitID)
+	})
+}
+
+// txRead runs one read inside the transaction, recording real failures.
+func txRead[T any](t *tx, fn func() (T, error)) (T, error) {
+	if t.failed != nil {
+		var zero T
+		return zero, t.failed
+	}
+	v, err := fn()
+	if err != nil && !isNotFound(err) {
+		return v, t.fail(err)
+	}
+	return v, err
+}
+
+func (t *tx) Queue(ctx context.Context, ws, sessionID string) (host.Queue, error) {
+	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+		return host.Queue{}, err
+	}
+	return txRead(t, func() (host.Queue, error) { return getQueue(ctx, t.tx, ws, sessionID) })
+}
+
+func (t *tx) QueueEntry(ctx context.Context, ws, sessionID, id string) (host.QueueEntry, error) {
+	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+		return host.QueueEntry{}, err
+	}
+	return txRead(t, func() (host.QueueEntry, error) {
+		return getQueueEntry(ctx, t.tx, `workspace_id = $1 AND session_id = $2 AND id = $3`, ws, sessionID, id)
+	})
+}
+
+func (t *tx) QueueEntryBySubmit(ctx context.Context, ws, clientSubmitID string) (host.QueueEntry, error) {
+	return txRead(t, func() (host.QueueEntry, error) {
+		return getQueueEntry(ctx, t.tx, `workspace_id = $1 AND client_submit_id = $2`, ws, clientSubmitID)
+	})
+}
+
+func (t *tx) TurnQueueEntries(ctx context.Context, ws, sessionID, turnID string) ([]host.QueueEntry, error) {
+	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+		return nil, err
+	}
+	return txRead(t, func() ([]host.QueueEntry, error) {
+		return listQueueEntries(ctx, t.tx, `workspace_id = $1 AND session_id = $2 AND turn_id = $3`, ws, sessionID, turnID)
+	})
+}
+
+// bumpQueue increments the session's queue revision (creating the row at
+// 1) under the session lock and returns it.
+func (t *tx) bumpQueue(ctx context.Context, ws, sessionID string) (int64, error) {
+	if t.failed != nil {
+		return 0, t.failed
+	}
+	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+		return 0, err
+	}
+	var rev int64
+	err := t.tx.QueryRow(ctx, `INSERT INTO session_queues (workspace_id, session_id, revision)
+		VALUES ($1, $2, 1)
+		ON CONFLICT (workspace_id, session_id) DO UPDATE SET revision = session_queues.revision + 1
+		RETURNING revision`, ws, sessionID).Scan(&rev)
+	if err != nil {
+		return 0, t.fail(classify("bump queue revision", err))
+	}
+	return rev, nil
+}
+
+func (t *tx) InsertQueueEntry(ctx context.Context, e host.QueueEntry) (host.QueueEntry, error) {
+	content, err := json.Marshal(e.Content)
+	if err != nil {
+		return e, fmt.Errorf("pg: insert queue entry %s: encode content: %w", e.ID, err)
+	}
+	if !e.State.Valid() {
+		return e, fmt.Errorf("pg: insert queue entry %s: unknown state %q", e.ID, e.State)
+	}
+	rev, err := t.bumpQueue(ctx, e.WorkspaceID, e.SessionID)
+	if err != nil {
+		return e, err
+	}
+	if err := t.tx.QueryRow(ctx, `SELECT COALESCE(MAX(position), 0) + 1 FROM queue_entries
+		WHERE workspace_id = $1 AND session_id = $2`, e.WorkspaceID, e.SessionID).Scan(&e.Position); err != nil {
+		return e, t.fail(classify("insert queue entry", err))
+	}
+	e.Revision, e.AdmittedRevision = rev, rev
+	// ON CONFLICT DO NOTHING keeps the transaction usable when the id or
+	// the clientSubmitId is taken: the caller answers from the other row.
+	tag, err := t.tx.Exec(ctx, `INSERT INTO queue_entries (`+queueCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+		ON CONFLICT DO NOTHING`,
+		e.WorkspaceID, e.SessionID, e.ID, e.Position, string(e.Disposition), string(e.State),
+		e.ClientSubmitID, e.Author, e.AuthorName, string(content), e.Digest, e.TargetTurnID,
+		e.TurnID, e.AdmittedRevision, e.Revision, e.RetractedBy, e.CreatedAt, e.UpdatedAt)
+	if err != nil {
+		return e, t.fail(classify("insert queue entry "+e.ID, err))
+	}
+	if tag.RowsAffected() == 0 {
+		return e, duplicate("insert queue entry " + e.ID)
+	}
+	return e, nil
+}
+
+func (t *tx) UpdateQueueEntry(ctx context.Context, e host.QueueEntry) (host.QueueEntry, error) {
+	if !e.State.Valid() {
+		return e, fmt.Errorf("pg: update queue entry %s: unknown state %q", e.ID, e.State)
+	}
+	rev, err := t.bumpQueue(ctx, e.WorkspaceID, e.SessionID)
+	if err != nil {
+		return e, err
+	}
+	e.Revision = rev
+	tag, err := t.tx.Exec(ctx, `UPDATE queue_entries SET state = $1, turn_id = $2,
+		retracted_by = $3, revision = $4, updated_at = $5
+		WHERE workspace_id = $6 AND session_id = $7 AND id = $8`,
+		string(e.State), e.TurnID, e.RetractedBy, e.Revision, e.UpdatedAt,
+		e.WorkspaceID, e.SessionID, e.ID)
+	return e, t.affectedOne("update queue entry "+e.ID, tag, err)
+}
+
+func (t *tx) SetQueueFence(ctx context.Context, ws, sessionID, turnID string) (int64, error) {
+	rev, err := t.bumpQueue(ctx, ws, sessionID)
+	if err != nil {
+		return 0, err
+	}
+	_, err = t.tx.Exec(ctx, `UPDATE session_queues SET fence_turn_id = $1
+		WHERE workspace_id = $2 AND session_id = $3`, turnID, ws, sessionID)
+	if err != nil {
+		return 0, t.fail(classify("set queue fence", err))
+	}
+	return rev, nil
+}

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/ensemble-dev/ensemble/auth"
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// The session message queue's operations (issue 12): queue.get,
+// queue.retract and turn.interrupt. turn.message.submit (ops.go) is the one
+// admission path that creates entries.
+
+func init() {
+	ops["queue.get"] = op("queue.get", queueGet)
+	ops["queue.retract"] = op("queue.retract", queueRetract)
+	ops["turn.interrupt"] = op("turn.interrupt", turnInterrupt)
+}
+
+func queueGet(ctx context.Context, s *Server, _ caller, in sessionIDIn) (any, error) {
+	q, err := s.cfg.Host.Queue(ctx, in.Workspace, in.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		Queue host.Queue `json:"queue"`
+	}{q}, nil
+}
+
+type retractIn struct {
+	wsField
+	SessionID string `json:"sessionId"`
+	EntryID   string `json:"entryId"`
+}
+
+// queueRetract: any member retracts their own entry; an admin any entry.
+func queueRetract(ctx context.Context, s *Server, c caller, in retractIn) (any, error) {
+	role, _ := c.p.RoleIn(in.Workspace)
+	return s.cfg.Host.RetractQueued(ctx, host.RetractInput{
+		WorkspaceID: in.Workspace, SessionID: in.SessionID, EntryID: in.EntryID,
+		By: c.p.UserID, Admin: role >= auth.RoleAdmin,
+	})
+}
+
+type interruptIn struct {
+	wsField
+	SessionID string `json:"sessionId"`
+	TurnID    string `json:"turnId"`
+	// Wait is in milliseconds; nil means the default.
+	Wait *int64 `json:"wait"`
+}
+
+// defaultInterruptWait is how long turn.interrupt waits for the terminal.
+const defaultInterruptWait = 10 * time.Second
+
+func turnInterrupt(ctx context.Context, s *Server, c caller, in interruptIn) (any, error) {
+	wait := defaultInterruptWait
+	if in.Wait != nil {
+		if *in.Wait <= 0 || *in.Wait > host.MaxCancelWait.Milliseconds() {
+			return nil, errorf(host.CodeInvalidInput, "wait must be between 1 and %d ms", host.MaxCancelWait.Milliseconds())
+		}
+		wait = time.Duration(*in.Wait) * time.Millisecond
+	}
+	return s.cfg.Host.InterruptTurn(ctx, host.InterruptInput{
+		WorkspaceID: in.Workspace, SessionID: in.SessionID, TurnID: in.TurnID, Wait: wait,
+		By: c.p.UserID, ByName: c.p.Name,
+	})
+}
