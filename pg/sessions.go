@@ -204,6 +204,11 @@ func (t *tx) DeleteProvisionalSession(ctx context.Context, ws, id string) error 
 		`DELETE FROM messages WHERE workspace_id = $1 AND session_id = $2`,
 		`DELETE FROM turns WHERE workspace_id = $1 AND session_id = $2`,
 		`DELETE FROM submit_claims WHERE workspace_id = $1 AND session_id = $2`,
+		`DELETE FROM queue_entries WHERE workspace_id = $1 AND session_id = $2`,
+		`DELETE FROM session_queues WHERE workspace_id = $1 AND session_id = $2`,
+		`DELETE FROM goal_fences WHERE workspace_id = $1 AND session_id = $2`,
+		`DELETE FROM goal_operations WHERE workspace_id = $1 AND session_id = $2`,
+		`DELETE FROM goals WHERE workspace_id = $1 AND session_id = $2`,
 		`DELETE FROM sessions WHERE workspace_id = $1 AND id = $2`,
 	} {
 		if _, err := t.tx.Exec(ctx, stmt, ws, id); err != nil {

@@ -129,6 +129,11 @@ func (t *tx) PurgeSessions(ctx context.Context, ws string, ids []string) (host.P
 		{`DELETE FROM turns WHERE workspace_id = $1 AND session_id = ANY($2)`, &c.Turns},
 		{`DELETE FROM submit_claims WHERE workspace_id = $1 AND session_id = ANY($2)`, nil},
 		{`DELETE FROM session_leases WHERE workspace_id = $1 AND session_id = ANY($2)`, nil},
+		{`DELETE FROM queue_entries WHERE workspace_id = $1 AND session_id = ANY($2)`, nil},
+		{`DELETE FROM session_queues WHERE workspace_id = $1 AND session_id = ANY($2)`, nil},
+		{`DELETE FROM goal_fences WHERE workspace_id = $1 AND session_id = ANY($2)`, nil},
+		{`DELETE FROM goal_operations WHERE workspace_id = $1 AND session_id = ANY($2)`, nil},
+		{`DELETE FROM goals WHERE workspace_id = $1 AND session_id = ANY($2)`, nil},
 		{`DELETE FROM sessions WHERE workspace_id = $1 AND id = ANY($2)`, &c.Sessions},
 	}
 	for _, st := range counted {

@@ -156,6 +156,11 @@ func (t *tx) DeleteProvisionalSession(ctx context.Context, ws, id string) error 
 		`DELETE FROM messages WHERE workspace_id = ? AND session_id = ?`,
 		`DELETE FROM turns WHERE workspace_id = ? AND session_id = ?`,
 		`DELETE FROM submit_claims WHERE workspace_id = ? AND session_id = ?`,
+		`DELETE FROM queue_entries WHERE workspace_id = ? AND session_id = ?`,
+		`DELETE FROM session_queues WHERE workspace_id = ? AND session_id = ?`,
+		`DELETE FROM goal_fences WHERE workspace_id = ? AND session_id = ?`,
+		`DELETE FROM goal_operations WHERE workspace_id = ? AND session_id = ?`,
+		`DELETE FROM goals WHERE workspace_id = ? AND session_id = ?`,
 		`DELETE FROM sessions WHERE workspace_id = ? AND id = ?`,
 	} {
 		if _, err := t.tx.ExecContext(ctx, stmt, ws, id); err != nil {

@@ -124,6 +124,11 @@ func (t *tx) PurgeSessions(ctx context.Context, ws string, ids []string) (host.P
 		{`DELETE FROM turns WHERE workspace_id = ? AND session_id IN ` + in, &c.Turns},
 		{`DELETE FROM submit_claims WHERE workspace_id = ? AND session_id IN ` + in, nil},
 		{`DELETE FROM session_leases WHERE workspace_id = ? AND session_id IN ` + in, nil},
+		{`DELETE FROM queue_entries WHERE workspace_id = ? AND session_id IN ` + in, nil},
+		{`DELETE FROM session_queues WHERE workspace_id = ? AND session_id IN ` + in, nil},
+		{`DELETE FROM goal_fences WHERE workspace_id = ? AND session_id IN ` + in, nil},
+		{`DELETE FROM goal_operations WHERE workspace_id = ? AND session_id IN ` + in, nil},
+		{`DELETE FROM goals WHERE workspace_id = ? AND session_id IN ` + in, nil},
 		{`DELETE FROM sessions WHERE workspace_id = ? AND id IN ` + in, &c.Sessions},
 	}
 	for _, st := range steps {

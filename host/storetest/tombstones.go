@@ -302,6 +302,17 @@ func testPurgeSessions(t *testing.T, st host.Store) {
 	ws := uid("ws")
 	root, child, grand, sib := seedTree(t, st, ws)
 	keep := dumpSession(t, st, ws, sib.ID)
+	// A goal and a queue hang on the child too: purge removes them with it.
+	update(t, st, func(tx host.Tx) error {
+		g := host.GoalState{WorkspaceID: ws, SessionID: child.ID, Revision: 1, Seq: 1, UpdatedAt: at(5),
+			Goal: &host.Goal{GoalSpec: host.GoalSpec{Objective: "o"}, Status: host.GoalActive, Revision: 1,
+				Generation: 1, OperationID: "gop-1", UpdatedAt: at(5)}}
+		if err := tx.PutGoal(ctx(t), g); err != nil {
+			return err
+		}
+		_, err := tx.SetQueueFence(ctx(t), ws, child.ID, "t-"+child.ID)
+		return err
+	})
 	var counts host.PurgeCounts
 	update(t, st, func(tx host.Tx) error {
 		var err error
@@ -311,6 +322,11 @@ func testPurgeSessions(t *testing.T, st host.Store) {
 	want := host.PurgeCounts{Sessions: 2, Turns: 2, Messages: 2, Interactions: 1}
 	if counts != want {
 		t.Fatalf("purge counts = %+v, want %+v", counts, want)
+	}
+	_, err := st.GetGoal(ctx(t), ws, child.ID)
+	wantIs(t, "purged session's goal", err, host.ErrNotFound)
+	if q, err := st.GetQueue(ctx(t), ws, child.ID); err != nil || q.Revision != 0 {
+		t.Fatalf("purged session's queue: revision %d, %v", q.Revision, err)
 	}
 	for _, id := range []string{child.ID, grand.ID} {
 		_, err := st.GetSession(ctx(t), ws, id)
@@ -322,7 +338,7 @@ func testPurgeSessions(t *testing.T, st host.Store) {
 			t.Fatalf("messages of a purged session: %v, %v", mp.Messages, err)
 		}
 	}
-	_, err := istore(t, st).GetInteraction(ctx(t), host.InteractionRef{WorkspaceID: ws, SessionID: child.ID, TurnID: "t-" + child.ID, RequestID: "req"})
+	_, err = istore(t, st).GetInteraction(ctx(t), host.InteractionRef{WorkspaceID: ws, SessionID: child.ID, TurnID: "t-" + child.ID, RequestID: "req"})
 	wantIs(t, "interaction of a purged session", err, host.ErrNotFound)
 	if got := dumpSession(t, st, ws, sib.ID); !reflect.DeepEqual(got, keep) {
 		t.Fatalf("purge changed a sibling:\n%+v\n%+v", keep, got)
