@@ -94,7 +94,7 @@ func TestHTTPOperations(t *testing.T) {
 		{"GET", base + "/sessions?limit=ten", e.member, nil, 400, host.CodeInvalidInput},
 		{"GET", base + "/sessions?colour=red", e.member, nil, 400, host.CodeInvalidInput},
 		{"POST", base + "/sessions/" + sid + "/messages", e.member, map[string]any{"clientSubmitId": "http-1", "content": map[string]any{"text": "different"}}, 409, host.CodeOperationConflict},
-		{"GET", base + "/sessions/" + sid + "/goal", e.admin, nil, 501, host.CodeUnsupported},
+		{"GET", base + "/sessions/" + sid + "/goal", e.viewer, nil, 200, ""},
 		{"DELETE", base + "/sessions/" + sid, e.viewer, nil, 403, host.CodeForbidden},
 		{"POST", base + "/sessions/" + sid + "/purge", e.member, nil, 403, host.CodeForbidden},
 		{"POST", base + "/sessions/delete", e.member, map[string]any{"sessionIds": []string{}}, 400, host.CodeInvalidInput},
