@@ -111,6 +111,7 @@ func (r *runner) idle(ctx context.Context) *Result {
 	cpu := (after.CPUSeconds - mid.CPUSeconds) / c.IdleWindow.Seconds() * 100
 	res.figure("RSS growth per connection", rss/1024, "KiB")
 	res.figure("Go heap in use per connection", heap/1024, "KiB")
+	res.figure("goroutine stacks per connection", (after.StackInuse-before.StackInuse)/float64(n)/1024, "KiB")
 	res.figure("goroutines per connection", (after.Goroutines-before.Goroutines)/float64(n), "")
 	res.figure("server CPU while idle", cpu, "% of one core")
 	res.figure("server RSS with the connections", after.RSS/(1<<20), "MiB")
