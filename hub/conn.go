@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -52,11 +53,21 @@ type ConnOptions struct {
 	// of frames).
 	Batch bool
 	Wire  Wire
+	// Socket and Reader let Start wait for the client's next frame without
+	// a goroutine (Linux: the hub's epoll). Socket is the raw socket under
+	// the WebSocket (a *net.TCPConn; never one that buffers by itself, like
+	// TLS); Reader is the bufio.Reader the library reads it through, whose
+	// buffered bytes the socket will not signal again. Without them a
+	// goroutine blocks in Read for the connection's life.
+	Socket syscall.Conn
+	Reader interface{ Buffered() int }
 }
 
-// Conn is one WebSocket watcher: a reader (Run's goroutine) and its
-// subscriptions. It has no writer goroutine while idle: a frame queued on
-// an idle connection starts one, which drains the queue and exits.
+// Conn is one WebSocket watcher: a reader and its subscriptions. It has
+// no writer goroutine while idle: a frame queued on an idle connection
+// starts one, which drains the queue and exits. Started with readiness
+// polling it has no reader goroutine while idle either: a readable socket
+// starts one, which handles what arrived and exits.
 type Conn struct {
 	h    *Hub
 	ws   *websocket.Conn
@@ -95,6 +106,21 @@ type Conn struct {
 
 	finished chan struct{} // the close handshake is over
 	done     chan struct{}
+
+	handle func([]byte) // frames from the client, one at a time, in order
+	ended  func()       // Start's: after done
+
+	// The read side under readiness polling (Start on Linux). One party at
+	// a time owns it: Start, then the poller's event, then the read
+	// goroutine that event started, which hands it back by re-arming.
+	reg      pollReg // set before polling starts, then read-only
+	armed    bool    // the socket was added to the poller (owner only)
+	rmu      sync.Mutex
+	brMu     sync.Mutex // the reader's buffer, between reads: the close handshake reads it too
+	polled   bool // the end runs from here (markFinished or a reader), not from Run
+	reading  bool // a read goroutine owns the read side
+	closedWS bool // finish is over: the socket is closed
+	over     bool // the end ran
 }
 
 type outFrame struct {
@@ -170,27 +196,164 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // Run reads frames and hands each text frame to handle, in order, on this
 // goroutine; handle must not block for long. Run returns once the
 // connection is closed, the close handshake is over and the subscriptions
-// are released.
+// are released. Start does the same without a goroutine per idle
+// connection where it can.
 func (c *Conn) Run(handle func(frame []byte)) {
+	c.handle = handle
 	for {
 		typ, data, err := c.ws.Read(context.Background())
 		if err != nil {
 			break
 		}
-		c.lastRead.Store(time.Now().UnixNano())
-		if c.isClosing() {
-			continue // drain until the close handshake ends the read
-		}
-		if typ != websocket.MessageText {
-			c.Close(CloseProtocol, "binary frames are not supported")
-			continue
-		}
-		handle(data)
+		c.got(typ, data)
 	}
 	c.Close(websocket.StatusGoingAway, "")
 	<-c.finished
 	c.h.detach(c)
 	close(c.done)
+}
+
+// Start serves the connection like Run, without blocking: frames go to
+// handle one at a time, in order; ended runs once the connection is closed
+// and released (after Done). Where the hub can poll the socket for
+// readiness (Linux, ConnOptions.Socket and Reader), an idle connection
+// holds no goroutine; elsewhere one goroutine runs Run.
+func (c *Conn) Start(handle func(frame []byte), ended func()) {
+	c.handle, c.ended = handle, ended
+	if !c.h.poll.canPoll(c) || c.h.poll.register(c) != nil {
+		go func() {
+			c.Run(handle)
+			if ended != nil {
+				ended()
+			}
+		}()
+		return
+	}
+	c.rmu.Lock()
+	c.polled = true
+	if c.closedWS { // closed before it started (a drain, the hub's close)
+		c.over = true
+		c.rmu.Unlock()
+		c.end()
+		return
+	}
+	c.reading = true
+	c.rmu.Unlock()
+	if c.buffered() > 0 { // frames came with the hello
+		go c.readFrames()
+		return
+	}
+	c.rest()
+}
+
+// got handles one frame from the client.
+func (c *Conn) got(typ websocket.MessageType, data []byte) {
+	c.lastRead.Store(time.Now().UnixNano())
+	if c.isClosing() {
+		return // drain until the close handshake ends the read
+	}
+	if typ != websocket.MessageText {
+		c.Close(CloseProtocol, "binary frames are not supported")
+		return
+	}
+	c.handle(data)
+}
+
+// readable is the poller's event: the socket has bytes (or hung up).
+func (c *Conn) readable() {
+	c.rmu.Lock()
+	if c.reading || c.over {
+		c.rmu.Unlock()
+		return
+	}
+	c.reading = true
+	c.rmu.Unlock()
+	go c.readFrames()
+}
+
+// readFrames owns the read side: it reads and handles frames until the
+// library's reader holds no more bytes, then hands the side back.
+func (c *Conn) readFrames() {
+	for {
+		typ, data, err := c.ws.Read(context.Background())
+		if err != nil {
+			c.Close(websocket.StatusGoingAway, "")
+			<-c.finished
+			c.rmu.Lock()
+			c.reading = false
+			end := !c.over
+			c.over = true
+			c.rmu.Unlock()
+			if end {
+				c.end()
+			}
+			return
+		}
+		c.got(typ, data)
+		if c.buffered() == 0 {
+			c.rest()
+			return
+		}
+	}
+}
+
+// buffered reports bytes the library's reader holds, which the socket
+// will not signal again. It is only asked between reads, but the close
+// handshake reads on its own: finish holds brMu around it.
+func (c *Conn) buffered() int {
+	c.brMu.Lock()
+	defer c.brMu.Unlock()
+	return c.opts.Reader.Buffered()
+}
+
+// rest hands the read side back to the poller (re-arming the socket's
+// one-shot registration), or ends the connection if it closed meanwhile.
+func (c *Conn) rest() {
+	first := !c.armed
+	c.armed = true
+	c.rmu.Lock()
+	c.reading = false
+	end := c.closedWS && !c.over
+	if end {
+		c.over = true
+	}
+	c.rmu.Unlock()
+	if end {
+		c.end()
+		return
+	}
+	// From here an event may start the next reader at any moment: touch
+	// nothing of the read side after arming.
+	if err := c.h.poll.arm(c, first); err != nil {
+		c.Close(websocket.StatusGoingAway, "") // closed under us: finish ends it
+	}
+}
+
+// markFinished records that the close handshake is over and the socket
+// closed; under polling with no reader running, it ends the connection.
+func (c *Conn) markFinished() {
+	close(c.finished)
+	c.rmu.Lock()
+	c.closedWS = true
+	end := c.polled && !c.reading && !c.over
+	if end {
+		c.over = true
+	}
+	c.rmu.Unlock()
+	if end {
+		c.end()
+	}
+}
+
+// end releases a polled connection: once, after its socket closed and no
+// reader runs.
+func (c *Conn) end() {
+	c.h.poll.forget(c)
+	c.h.detach(c)
+	close(c.done)
+	if c.ended != nil {
+		c.ended()
+	}
 }
 
 // Send queues a frame that must be delivered (responses, ready). It
@@ -345,7 +508,7 @@ func (c *Conn) writeFailed(err error, expired bool) {
 	}
 	_ = c.ws.CloseNow()
 	c.dropQueue()
-	close(c.finished)
+	c.markFinished()
 }
 
 // dropQueue forgets what a closed connection will never send.
@@ -455,7 +618,7 @@ func (c *Conn) Abort() {
 // finish flushes what is still queued (briefly; not for a slow consumer)
 // and performs the close handshake.
 func (c *Conn) finish() {
-	defer close(c.finished)
+	defer c.markFinished()
 	c.qmu.Lock()
 	code, reason := c.closeCode, c.closeReason
 	c.qmu.Unlock()
@@ -476,7 +639,9 @@ func (c *Conn) finish() {
 		_ = c.ws.CloseNow() // the peer is gone or went away
 		return
 	}
+	c.brMu.Lock()
 	_ = c.ws.Close(code, reason)
+	c.brMu.Unlock()
 }
 
 // detach releases c's subscriptions and forgets it.

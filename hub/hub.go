@@ -140,6 +140,8 @@ type Hub struct {
 
 	pwake chan struct{} // presence changed locally
 
+	poll *poller // readiness of idle connections' sockets; nil: a reader goroutine each
+
 	dmu    sync.Mutex // dirty queue (after mu in lock order)
 	dq     []*topic
 	failed []*topic
@@ -169,6 +171,14 @@ func New(cfg Config) *Hub {
 	for range cfg.Workers {
 		h.wg.Add(1)
 		go h.worker()
+	}
+	if p, err := newPoller(); err == nil {
+		h.poll = p
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			p.run()
+		}()
 	}
 	h.wg.Add(3)
 	go h.janitor()
@@ -468,6 +478,9 @@ func (h *Hub) Close() {
 		u()
 	}
 	h.cancel()
+	if h.poll != nil {
+		h.poll.close() // polled connections end as their close handshakes do
+	}
 	h.wg.Wait()
 }
 

@@ -205,7 +205,11 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := host.RandomID("conn")
-	conn, err := s.cfg.Hub.Attach(ws, id, s.log.With("conn", id), hub.ConnOptions{Batch: batch, Wire: hw.wire})
+	opts := hub.ConnOptions{Batch: batch, Wire: hw.wire}
+	if hw.socket != nil {
+		opts.Socket, opts.Reader = hw.socket, hw.reader
+	}
+	conn, err := s.cfg.Hub.Attach(ws, id, s.log.With("conn", id), opts)
 	if err != nil {
 		_ = ws.Close(hub.CloseShutdown, "server shutting down")
 		return
@@ -219,19 +223,20 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		limiter: rate.NewLimiter(limitOf(s.limits.RequestRate), s.limits.RequestBurst)}
 	sess.sendReady()
 	sess.armExpiry(exp)
-	// Read on a goroutine of our own and return: while the HTTP handler
-	// runs, net/http keeps the request, the response and their 4 KiB read
-	// and write buffers reachable, about 12 KiB per idle connection.
+	// Return from the handler: while it runs, net/http keeps the request,
+	// the response and their 4 KiB read and write buffers reachable, about
+	// 12 KiB per idle connection. The hub reads the connection from here
+	// on, with no goroutine while it is idle (Linux), and calls back once
+	// it has ended.
 	handedOff = true
-	go func() {
-		defer s.active.Done()
-		if release != nil {
-			defer release()
-		}
-		conn.Run(sess.handleFrame)
+	conn.Start(sess.handleFrame, func() {
 		sess.stopExpiry()
 		sess.wg.Wait()
-	}()
+		if release != nil {
+			release()
+		}
+		s.active.Done()
+	})
 }
 
 func tooManyConnsError(limit int) wireError {
