@@ -138,7 +138,8 @@ type Hub struct {
 	incarn     uint64 // topic incarnations, part of each topic's epoch
 	nextSlot   uint32 // heartbeat slot of the next connection
 
-	pwake chan struct{} // presence changed locally
+	pwake       chan struct{} // presence changed locally
+	presenceGen atomic.Uint64 // counts local presence changes
 
 	poll *poller // readiness of idle connections' sockets; nil: a reader goroutine each
 
