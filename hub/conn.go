@@ -61,6 +61,9 @@ type ConnOptions struct {
 	// goroutine blocks in Read for the connection's life.
 	Socket syscall.Conn
 	Reader interface{ Buffered() int }
+	// ExpiredFrame is sent before the close with 4010 once the expiry set
+	// by SetExpiry passes.
+	ExpiredFrame []byte
 }
 
 // Conn is one WebSocket watcher: a reader and its subscriptions. It has
@@ -80,6 +83,7 @@ type Conn struct {
 	cancel context.CancelFunc
 
 	lastRead atomic.Int64 // unix nanos of the last frame received
+	expires  atomic.Int64 // unix nanos after which the heartbeat closes it with 4010; 0: never
 	slot     uint8        // heartbeat slot: pings are spread over the interval
 
 	qmu         sync.Mutex
@@ -117,10 +121,10 @@ type Conn struct {
 	armed    bool    // the socket was added to the poller (owner only)
 	rmu      sync.Mutex
 	brMu     sync.Mutex // the reader's buffer, between reads: the close handshake reads it too
-	polled   bool // the end runs from here (markFinished or a reader), not from Run
-	reading  bool // a read goroutine owns the read side
-	closedWS bool // finish is over: the socket is closed
-	over     bool // the end ran
+	polled   bool       // the end runs from here (markFinished or a reader), not from Run
+	reading  bool       // a read goroutine owns the read side
+	closedWS bool       // finish is over: the socket is closed
+	over     bool       // the end ran
 }
 
 type outFrame struct {
@@ -158,7 +162,8 @@ func supersededFrame(ev *event) []byte {
 	return b
 }
 
-// Attach registers an accepted WebSocket with the hub. Call Run next.
+// Attach registers an accepted WebSocket with the hub. Call Start (or Run)
+// next. log may be shared by every connection: the hub adds the id.
 func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger, opts ConnOptions) (*Conn, error) {
 	if log == nil {
 		log = h.log
@@ -182,6 +187,30 @@ func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger, opts ConnO
 	h.mu.Unlock()
 	h.stats.conns.Add(1)
 	return c, nil
+}
+
+// SetExpiry makes the hub close c with 4010 (after ExpiredFrame) once at
+// has passed, replacing an earlier expiry; the zero time clears it. The
+// heartbeat's shared ticker checks it: no timer per connection, so the
+// close comes up to one heartbeat tick (PingInterval/16) late.
+func (c *Conn) SetExpiry(at time.Time) {
+	var n int64
+	if !at.IsZero() {
+		n = max(at.UnixNano(), 1)
+	}
+	c.expires.Store(n)
+}
+
+// expire closes c if its expiry passed (once).
+func (c *Conn) expire(now int64) {
+	at := c.expires.Load()
+	if at == 0 || now < at || !c.expires.CompareAndSwap(at, 0) {
+		return
+	}
+	if c.opts.ExpiredFrame != nil {
+		c.Send(c.opts.ExpiredFrame)
+	}
+	c.Close(CloseTokenExpired, "token expired")
 }
 
 // ID is the connection id shown to the client.
@@ -372,7 +401,7 @@ func (c *Conn) SendLatest(key string, data, repl []byte) bool {
 func (c *Conn) SendJSON(v any) bool {
 	b, err := json.Marshal(v)
 	if err != nil {
-		c.log.Error("hub: encode frame", "err", err)
+		c.log.Error("hub: encode frame", "conn", c.id, "err", err)
 		return false
 	}
 	return c.Send(b)
@@ -433,7 +462,7 @@ func (c *Conn) slow(why string) {
 	c.closeWith(CloseSlowConsumer, "slow consumer")
 	if c.slowSeen.CompareAndSwap(false, true) {
 		c.h.stats.slow.Add(1)
-		c.log.Info("hub: slow consumer closed", "why", why)
+		c.log.Info("hub: slow consumer closed", "conn", c.id, "why", why)
 	}
 }
 

@@ -205,11 +205,11 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := host.RandomID("conn")
-	opts := hub.ConnOptions{Batch: batch, Wire: hw.wire}
+	opts := hub.ConnOptions{Batch: batch, Wire: hw.wire, ExpiredFrame: expiredFrame}
 	if hw.socket != nil {
 		opts.Socket, opts.Reader = hw.socket, hw.reader
 	}
-	conn, err := s.cfg.Hub.Attach(ws, id, s.log.With("conn", id), opts)
+	conn, err := s.cfg.Hub.Attach(ws, id, s.log, opts) // the hub logs the id: no logger per connection
 	if err != nil {
 		_ = ws.Close(hub.CloseShutdown, "server shutting down")
 		return
@@ -230,7 +230,6 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	// it has ended.
 	handedOff = true
 	conn.Start(sess.handleFrame, func() {
-		sess.stopExpiry()
 		sess.wg.Wait()
 		if release != nil {
 			release()
@@ -374,10 +373,9 @@ type wsSession struct {
 	// protocol is the negotiated version: 2 with multi-event frames.
 	protocol int
 
-	mu     sync.Mutex
-	p      auth.Principal
-	exp    time.Time
-	expiry *time.Timer
+	mu  sync.Mutex
+	p   auth.Principal
+	exp time.Time
 }
 
 func (ws *wsSession) principal() auth.Principal {
@@ -396,31 +394,19 @@ func (ws *wsSession) sendReady() {
 		Limits: readyLimits{MaxFrameBytes: ws.s.limits.MaxFrameBytes, MaxPromptBytes: ws.s.limits.MaxPromptBytes}})
 }
 
-// armExpiry closes the connection with 4010 when the token expires (plus
-// the verifier's leeway), unless a refresh re-arms it first.
+// expiredFrame tells a client why its connection closes with 4010.
+var expiredFrame, _ = json.Marshal(errorFrame{Type: "error", Error: wireError{Code: host.CodeUnauthenticated,
+	Message: "token expired", Reason: "token_expired"}})
+
+// armExpiry has the hub close the connection with 4010 when the token
+// expires (plus the verifier's leeway), unless a refresh re-arms it first.
+// The hub's heartbeat ticker checks it: no timer per connection.
 func (ws *wsSession) armExpiry(exp time.Time) {
 	grace := ws.s.cfg.TokenLeeway
 	if grace <= 0 {
 		grace = expiryGrace
 	}
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.expiry != nil {
-		ws.expiry.Stop()
-	}
-	ws.expiry = time.AfterFunc(time.Until(exp)+grace, func() {
-		ws.conn.SendJSON(errorFrame{Type: "error", Error: wireError{Code: host.CodeUnauthenticated,
-			Message: "token expired", Reason: "token_expired"}})
-		ws.conn.Close(hub.CloseTokenExpired, "token expired")
-	})
-}
-
-func (ws *wsSession) stopExpiry() {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.expiry != nil {
-		ws.expiry.Stop()
-	}
+	ws.conn.SetExpiry(exp.Add(grace))
 }
 
 func (ws *wsSession) respond(id json.RawMessage, op string, result any, err error) {
