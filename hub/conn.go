@@ -269,7 +269,7 @@ func (c *Conn) Start(handle func(frame []byte), ended func()) {
 	c.reading = true
 	c.rmu.Unlock()
 	if c.buffered() > 0 { // frames came with the hello
-		go c.readFrames()
+		c.h.spawn(c.readFrames)
 		return
 	}
 	c.rest()
@@ -297,7 +297,7 @@ func (c *Conn) readable() {
 	}
 	c.reading = true
 	c.rmu.Unlock()
-	go c.readFrames()
+	c.h.spawn(c.readFrames)
 }
 
 // readFrames owns the read side: it reads and handles frames until the
@@ -450,7 +450,7 @@ func (c *Conn) enqueue(f *outFrame) bool {
 		return false
 	}
 	if start {
-		go c.flush()
+		c.h.spawn(c.flush)
 	}
 	return true
 }

@@ -143,6 +143,9 @@ type Hub struct {
 
 	poll *poller // readiness of idle connections' sockets; nil: a reader goroutine each
 
+	jobs   chan func()  // to idle workers (spawn.go)
+	pooled atomic.Int32 // workers waiting for or running a pooled job
+
 	dmu    sync.Mutex // dirty queue (after mu in lock order)
 	dq     []*topic
 	failed []*topic
@@ -168,6 +171,7 @@ func New(cfg Config) *Hub {
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		workspaces: map[string]*wsEntry{}, conns: map[*Conn]struct{}{},
 		wake: make(chan struct{}, 1), pwake: make(chan struct{}, 1),
+		jobs: make(chan func()),
 	}
 	for range cfg.Workers {
 		h.wg.Add(1)

@@ -96,6 +96,9 @@ type unsubscribedFrame struct {
 
 var nullID = json.RawMessage("null")
 
+// pongBytes is the pong as clients send it (JSON.stringify({type:'pong'})).
+var pongBytes = []byte(`{"type":"pong"}`)
+
 // bearerToken extracts the token of an Authorization: Bearer header.
 func bearerToken(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
@@ -440,6 +443,9 @@ func (ws *wsSession) respondSubscribed(id json.RawMessage, res hub.SubscribeResu
 // fields, a known type, and for requests a string id of at most 128
 // characters. On error it returns the id to echo (null when unreadable).
 func parseFrame(data []byte) (clientFrame, json.RawMessage, error) {
+	if bytes.Equal(data, pongBytes) { // every idle client's answer to each heartbeat: skip the strict decoder
+		return clientFrame{Type: "pong"}, nullID, nil
+	}
 	var f clientFrame
 	if err := decodeStrict(data, &f); err != nil {
 		return clientFrame{}, salvageID(data), err
