@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -91,10 +92,18 @@ func (r *runner) idle(ctx context.Context) *Result {
 		return res
 	}
 	phase.Store("idle")
+	var cpuProf sync.WaitGroup
+	if dir := r.cfg.ProfileDir; dir != "" && len(r.replicas) > 0 && r.replicas[0].PprofAddr != "" {
+		cpuProf.Go(func() { // the CPU the idle connections cost, e.g. heartbeats
+			r.saveProfile(ctx, r.replicas[0].PprofAddr, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(c.IdleWindow/time.Second))),
+				filepath.Join(dir, "idle-cpu.pb.gz"), res)
+		})
+	}
 	select {
 	case <-time.After(c.IdleWindow):
 	case <-ctx.Done():
 	}
+	cpuProf.Wait()
 	after, err := ScrapeMetrics(ctx, addr)
 	if err != nil {
 		res.Skipped = "cannot read /metrics: " + err.Error()
