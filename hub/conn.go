@@ -1,9 +1,11 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -230,7 +232,7 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 func (c *Conn) Run(handle func(frame []byte)) {
 	c.handle = handle
 	for {
-		typ, data, err := c.ws.Read(context.Background())
+		typ, data, err := c.read()
 		if err != nil {
 			break
 		}
@@ -275,6 +277,36 @@ func (c *Conn) Start(handle func(frame []byte), ended func()) {
 	c.rest()
 }
 
+// read reads the next message from the client. The library's Read
+// (io.ReadAll) allocates at least 512 bytes per message, which for the
+// 15-byte pong every idle client sends each heartbeat was most of an idle
+// server's garbage; this reads into a pooled buffer and keeps an exact copy.
+func (c *Conn) read() (websocket.MessageType, []byte, error) {
+	typ, r, err := c.ws.Reader(context.Background())
+	if err != nil {
+		return 0, nil, err
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	b := *buf
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*buf = b[:0]
+			return 0, nil, err
+		}
+	}
+	*buf = b[:0]
+	return typ, bytes.Clone(b), nil
+}
+
 // got handles one frame from the client.
 func (c *Conn) got(typ websocket.MessageType, data []byte) {
 	c.lastRead.Store(time.Now().UnixNano())
@@ -304,7 +336,7 @@ func (c *Conn) readable() {
 // library's reader holds no more bytes, then hands the side back.
 func (c *Conn) readFrames() {
 	for {
-		typ, data, err := c.ws.Read(context.Background())
+		typ, data, err := c.read()
 		if err != nil {
 			c.Close(websocket.StatusGoingAway, "")
 			<-c.finished
