@@ -505,6 +505,9 @@ type Stats struct {
 	// key (latest wins); QueuedBytes is what all connections hold unsent.
 	Superseded  int64
 	QueuedBytes int64
+	// PooledWorkers are goroutines kept for short connection jobs (reads
+	// after a readiness event, flushes); bounded, whatever the connections.
+	PooledWorkers int64
 }
 
 type stats struct {
@@ -521,5 +524,6 @@ func (h *Hub) Stats() Stats {
 		DeltasApplied: h.stats.deltas.Load(), DeltaDuplicates: h.stats.deltaDups.Load(),
 		DeltaGapRereads: h.stats.deltaGaps.Load(),
 		Superseded:      h.stats.superseded.Load(), QueuedBytes: h.stats.queued.Load(),
+		PooledWorkers: int64(h.pooled.Load()),
 	}
 }
