@@ -1,13 +1,16 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -52,11 +55,24 @@ type ConnOptions struct {
 	// of frames).
 	Batch bool
 	Wire  Wire
+	// Socket and Reader let Start wait for the client's next frame without
+	// a goroutine (Linux: the hub's epoll). Socket is the raw socket under
+	// the WebSocket (a *net.TCPConn; never one that buffers by itself, like
+	// TLS); Reader is the bufio.Reader the library reads it through, whose
+	// buffered bytes the socket will not signal again. Without them a
+	// goroutine blocks in Read for the connection's life.
+	Socket syscall.Conn
+	Reader interface{ Buffered() int }
+	// ExpiredFrame is sent before the close with 4010 once the expiry set
+	// by SetExpiry passes.
+	ExpiredFrame []byte
 }
 
-// Conn is one WebSocket watcher: a reader (Run's goroutine) and its
-// subscriptions. It has no writer goroutine while idle: a frame queued on
-// an idle connection starts one, which drains the queue and exits.
+// Conn is one WebSocket watcher: a reader and its subscriptions. It has
+// no writer goroutine while idle: a frame queued on an idle connection
+// starts one, which drains the queue and exits. Started with readiness
+// polling it has no reader goroutine while idle either: a readable socket
+// starts one, which handles what arrived and exits.
 type Conn struct {
 	h    *Hub
 	ws   *websocket.Conn
@@ -69,6 +85,7 @@ type Conn struct {
 	cancel context.CancelFunc
 
 	lastRead atomic.Int64 // unix nanos of the last frame received
+	expires  atomic.Int64 // unix nanos after which the heartbeat closes it with 4010; 0: never
 	slot     uint8        // heartbeat slot: pings are spread over the interval
 
 	qmu         sync.Mutex
@@ -95,6 +112,21 @@ type Conn struct {
 
 	finished chan struct{} // the close handshake is over
 	done     chan struct{}
+
+	handle func([]byte) // frames from the client, one at a time, in order
+	ended  func()       // Start's: after done
+
+	// The read side under readiness polling (Start on Linux). One party at
+	// a time owns it: Start, then the poller's event, then the read
+	// goroutine that event started, which hands it back by re-arming.
+	reg      pollReg // set before polling starts, then read-only
+	armed    bool    // the socket was added to the poller (owner only)
+	rmu      sync.Mutex
+	brMu     sync.Mutex // the reader's buffer, between reads: the close handshake reads it too
+	polled   bool       // the end runs from here (markFinished or a reader), not from Run
+	reading  bool       // a read goroutine owns the read side
+	closedWS bool       // finish is over: the socket is closed
+	over     bool       // the end ran
 }
 
 type outFrame struct {
@@ -132,7 +164,8 @@ func supersededFrame(ev *event) []byte {
 	return b
 }
 
-// Attach registers an accepted WebSocket with the hub. Call Run next.
+// Attach registers an accepted WebSocket with the hub. Call Start (or Run)
+// next. log may be shared by every connection: the hub adds the id.
 func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger, opts ConnOptions) (*Conn, error) {
 	if log == nil {
 		log = h.log
@@ -158,6 +191,30 @@ func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger, opts ConnO
 	return c, nil
 }
 
+// SetExpiry makes the hub close c with 4010 (after ExpiredFrame) once at
+// has passed, replacing an earlier expiry; the zero time clears it. The
+// heartbeat's shared ticker checks it: no timer per connection, so the
+// close comes up to one heartbeat tick (PingInterval/16) late.
+func (c *Conn) SetExpiry(at time.Time) {
+	var n int64
+	if !at.IsZero() {
+		n = max(at.UnixNano(), 1)
+	}
+	c.expires.Store(n)
+}
+
+// expire closes c if its expiry passed (once).
+func (c *Conn) expire(now int64) {
+	at := c.expires.Load()
+	if at == 0 || now < at || !c.expires.CompareAndSwap(at, 0) {
+		return
+	}
+	if c.opts.ExpiredFrame != nil {
+		c.Send(c.opts.ExpiredFrame)
+	}
+	c.Close(CloseTokenExpired, "token expired")
+}
+
 // ID is the connection id shown to the client.
 func (c *Conn) ID() string { return c.id }
 
@@ -170,27 +227,194 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // Run reads frames and hands each text frame to handle, in order, on this
 // goroutine; handle must not block for long. Run returns once the
 // connection is closed, the close handshake is over and the subscriptions
-// are released.
+// are released. Start does the same without a goroutine per idle
+// connection where it can.
 func (c *Conn) Run(handle func(frame []byte)) {
+	c.handle = handle
 	for {
-		typ, data, err := c.ws.Read(context.Background())
+		typ, data, err := c.read()
 		if err != nil {
 			break
 		}
-		c.lastRead.Store(time.Now().UnixNano())
-		if c.isClosing() {
-			continue // drain until the close handshake ends the read
-		}
-		if typ != websocket.MessageText {
-			c.Close(CloseProtocol, "binary frames are not supported")
-			continue
-		}
-		handle(data)
+		c.got(typ, data)
 	}
 	c.Close(websocket.StatusGoingAway, "")
 	<-c.finished
 	c.h.detach(c)
 	close(c.done)
+}
+
+// Start serves the connection like Run, without blocking: frames go to
+// handle one at a time, in order; ended runs once the connection is closed
+// and released (after Done). Where the hub can poll the socket for
+// readiness (Linux, ConnOptions.Socket and Reader), an idle connection
+// holds no goroutine; elsewhere one goroutine runs Run.
+func (c *Conn) Start(handle func(frame []byte), ended func()) {
+	c.handle, c.ended = handle, ended
+	if !c.h.poll.canPoll(c) || c.h.poll.register(c) != nil {
+		go func() {
+			c.Run(handle)
+			if ended != nil {
+				ended()
+			}
+		}()
+		return
+	}
+	c.rmu.Lock()
+	c.polled = true
+	if c.closedWS { // closed before it started (a drain, the hub's close)
+		c.over = true
+		c.rmu.Unlock()
+		c.end()
+		return
+	}
+	c.reading = true
+	c.rmu.Unlock()
+	if c.buffered() > 0 { // frames came with the hello
+		c.h.spawn(c.readFrames)
+		return
+	}
+	c.rest()
+}
+
+// read reads the next message from the client. The library's Read
+// (io.ReadAll) allocates at least 512 bytes per message, which for the
+// 15-byte pong every idle client sends each heartbeat was most of an idle
+// server's garbage; this reads into a pooled buffer and keeps an exact copy.
+func (c *Conn) read() (websocket.MessageType, []byte, error) {
+	typ, r, err := c.ws.Reader(context.Background())
+	if err != nil {
+		return 0, nil, err
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	b := *buf
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*buf = b[:0]
+			return 0, nil, err
+		}
+	}
+	*buf = b[:0]
+	return typ, bytes.Clone(b), nil
+}
+
+// got handles one frame from the client.
+func (c *Conn) got(typ websocket.MessageType, data []byte) {
+	c.lastRead.Store(time.Now().UnixNano())
+	if c.isClosing() {
+		return // drain until the close handshake ends the read
+	}
+	if typ != websocket.MessageText {
+		c.Close(CloseProtocol, "binary frames are not supported")
+		return
+	}
+	c.handle(data)
+}
+
+// readable is the poller's event: the socket has bytes (or hung up).
+func (c *Conn) readable() {
+	c.rmu.Lock()
+	if c.reading || c.over {
+		c.rmu.Unlock()
+		return
+	}
+	c.reading = true
+	c.rmu.Unlock()
+	c.h.spawn(c.readFrames)
+}
+
+// readFrames owns the read side: it reads and handles frames until the
+// library's reader holds no more bytes, then hands the side back.
+func (c *Conn) readFrames() {
+	for {
+		typ, data, err := c.read()
+		if err != nil {
+			c.Close(websocket.StatusGoingAway, "")
+			<-c.finished
+			c.rmu.Lock()
+			c.reading = false
+			end := !c.over
+			c.over = true
+			c.rmu.Unlock()
+			if end {
+				c.end()
+			}
+			return
+		}
+		c.got(typ, data)
+		if c.buffered() == 0 {
+			c.rest()
+			return
+		}
+	}
+}
+
+// buffered reports bytes the library's reader holds, which the socket
+// will not signal again. It is only asked between reads, but the close
+// handshake reads on its own: finish holds brMu around it.
+func (c *Conn) buffered() int {
+	c.brMu.Lock()
+	defer c.brMu.Unlock()
+	return c.opts.Reader.Buffered()
+}
+
+// rest hands the read side back to the poller (re-arming the socket's
+// one-shot registration), or ends the connection if it closed meanwhile.
+func (c *Conn) rest() {
+	first := !c.armed
+	c.armed = true
+	c.rmu.Lock()
+	c.reading = false
+	end := c.closedWS && !c.over
+	if end {
+		c.over = true
+	}
+	c.rmu.Unlock()
+	if end {
+		c.end()
+		return
+	}
+	// From here an event may start the next reader at any moment: touch
+	// nothing of the read side after arming.
+	if err := c.h.poll.arm(c, first); err != nil {
+		c.Close(websocket.StatusGoingAway, "") // closed under us: finish ends it
+	}
+}
+
+// markFinished records that the close handshake is over and the socket
+// closed; under polling with no reader running, it ends the connection.
+func (c *Conn) markFinished() {
+	close(c.finished)
+	c.rmu.Lock()
+	c.closedWS = true
+	end := c.polled && !c.reading && !c.over
+	if end {
+		c.over = true
+	}
+	c.rmu.Unlock()
+	if end {
+		c.end()
+	}
+}
+
+// end releases a polled connection: once, after its socket closed and no
+// reader runs.
+func (c *Conn) end() {
+	c.h.poll.forget(c)
+	c.h.detach(c)
+	close(c.done)
+	if c.ended != nil {
+		c.ended()
+	}
 }
 
 // Send queues a frame that must be delivered (responses, ready). It
@@ -209,7 +433,7 @@ func (c *Conn) SendLatest(key string, data, repl []byte) bool {
 func (c *Conn) SendJSON(v any) bool {
 	b, err := json.Marshal(v)
 	if err != nil {
-		c.log.Error("hub: encode frame", "err", err)
+		c.log.Error("hub: encode frame", "conn", c.id, "err", err)
 		return false
 	}
 	return c.Send(b)
@@ -258,7 +482,7 @@ func (c *Conn) enqueue(f *outFrame) bool {
 		return false
 	}
 	if start {
-		go c.flush()
+		c.h.spawn(c.flush)
 	}
 	return true
 }
@@ -270,7 +494,7 @@ func (c *Conn) slow(why string) {
 	c.closeWith(CloseSlowConsumer, "slow consumer")
 	if c.slowSeen.CompareAndSwap(false, true) {
 		c.h.stats.slow.Add(1)
-		c.log.Info("hub: slow consumer closed", "why", why)
+		c.log.Info("hub: slow consumer closed", "conn", c.id, "why", why)
 	}
 }
 
@@ -345,7 +569,7 @@ func (c *Conn) writeFailed(err error, expired bool) {
 	}
 	_ = c.ws.CloseNow()
 	c.dropQueue()
-	close(c.finished)
+	c.markFinished()
 }
 
 // dropQueue forgets what a closed connection will never send.
@@ -455,7 +679,7 @@ func (c *Conn) Abort() {
 // finish flushes what is still queued (briefly; not for a slow consumer)
 // and performs the close handshake.
 func (c *Conn) finish() {
-	defer close(c.finished)
+	defer c.markFinished()
 	c.qmu.Lock()
 	code, reason := c.closeCode, c.closeReason
 	c.qmu.Unlock()
@@ -476,7 +700,9 @@ func (c *Conn) finish() {
 		_ = c.ws.CloseNow() // the peer is gone or went away
 		return
 	}
+	c.brMu.Lock()
 	_ = c.ws.Close(code, reason)
+	c.brMu.Unlock()
 }
 
 // detach releases c's subscriptions and forgets it.

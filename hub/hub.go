@@ -138,7 +138,13 @@ type Hub struct {
 	incarn     uint64 // topic incarnations, part of each topic's epoch
 	nextSlot   uint32 // heartbeat slot of the next connection
 
-	pwake chan struct{} // presence changed locally
+	pwake       chan struct{} // presence changed locally
+	presenceGen atomic.Uint64 // counts local presence changes
+
+	poll *poller // readiness of idle connections' sockets; nil: a reader goroutine each
+
+	jobs   chan func()  // to idle workers (spawn.go)
+	pooled atomic.Int32 // workers waiting for or running a pooled job
 
 	dmu    sync.Mutex // dirty queue (after mu in lock order)
 	dq     []*topic
@@ -165,10 +171,19 @@ func New(cfg Config) *Hub {
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		workspaces: map[string]*wsEntry{}, conns: map[*Conn]struct{}{},
 		wake: make(chan struct{}, 1), pwake: make(chan struct{}, 1),
+		jobs: make(chan func()),
 	}
 	for range cfg.Workers {
 		h.wg.Add(1)
 		go h.worker()
+	}
+	if p, err := newPoller(); err == nil {
+		h.poll = p
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			p.run()
+		}()
 	}
 	h.wg.Add(3)
 	go h.janitor()
@@ -479,6 +494,9 @@ func (h *Hub) Close() {
 		u()
 	}
 	h.cancel()
+	if h.poll != nil {
+		h.poll.close() // polled connections end as their close handshakes do
+	}
 	h.wg.Wait()
 }
 
@@ -498,6 +516,9 @@ type Stats struct {
 	// key (latest wins); QueuedBytes is what all connections hold unsent.
 	Superseded  int64
 	QueuedBytes int64
+	// PooledWorkers are goroutines kept for short connection jobs (reads
+	// after a readiness event, flushes); bounded, whatever the connections.
+	PooledWorkers int64
 }
 
 type stats struct {
@@ -514,5 +535,6 @@ func (h *Hub) Stats() Stats {
 		DeltasApplied: h.stats.deltas.Load(), DeltaDuplicates: h.stats.deltaDups.Load(),
 		DeltaGapRereads: h.stats.deltaGaps.Load(),
 		Superseded:      h.stats.superseded.Load(), QueuedBytes: h.stats.queued.Load(),
+		PooledWorkers: int64(h.pooled.Load()),
 	}
 }

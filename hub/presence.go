@@ -11,8 +11,8 @@ import (
 )
 
 // Presence: who is connected to each workspace and watching each session,
-// shared between replicas. Each hub publishes its own connections (one
-// entry per connection and topic) to a PresenceStore with an expiry and
+// shared between replicas. Each hub publishes its own people (one entry
+// per person and topic, their connections folded) to a PresenceStore with an expiry and
 // reads everyone's back on the same tick, so a replica that dies drops
 // its people once its entries expire. A topic gets a `presence` event only
 // when the merged list changed, at most once per tick (coalesced and
@@ -21,16 +21,18 @@ import (
 // KindPresence is the event kind carrying a topic's merged presence.
 const KindPresence = "presence"
 
-// PresenceEntry is one connection's presence on one topic.
+// PresenceEntry is one person's presence on one topic from one replica
+// (their connections there folded: earliest since, typing if any types).
 type PresenceEntry struct {
 	UserID string `json:"userId"`
 	Name   string `json:"name,omitempty"`
 	// SessionID is the watched session; empty for the workspace topic.
-	SessionID string    `json:"sessionId,omitempty"`
-	Replica   string    `json:"replica"`
-	Conn      string    `json:"conn"`
-	Since     time.Time `json:"since"`
-	Typing    bool      `json:"typing,omitempty"`
+	SessionID string `json:"sessionId,omitempty"`
+	Replica   string `json:"replica"`
+	// Conn is unused since entries are per person; older replicas set it.
+	Conn   string    `json:"conn,omitempty"`
+	Since  time.Time `json:"since"`
+	Typing bool      `json:"typing,omitempty"`
 }
 
 // PresenceStore shares presence entries between replicas. Put replaces
@@ -192,6 +194,7 @@ func (c *Conn) Watches(ws, sid string) bool {
 }
 
 func (h *Hub) presenceWake() {
+	h.presenceGen.Add(1)
 	select {
 	case h.pwake <- struct{}{}:
 	default:
@@ -230,6 +233,13 @@ func (h *Hub) presenceLoop() {
 type presenceState struct {
 	published map[string]presencePut
 	merged    map[string]uint64
+
+	// This replica's entries as last collected: collected again only after
+	// a join, leave, identity or typing change (gen) or a typing lapse, so
+	// an idle round costs nothing per connection.
+	local       map[string][]PresenceEntry
+	localGen    uint64
+	typingLapse time.Time // the earliest typing signal that lapses; zero: none
 }
 
 type presencePut struct {
@@ -244,7 +254,15 @@ func newPresenceState() *presenceState {
 // presenceTick is one round: collect, publish changes (and refresh before
 // expiry), read everyone's, emit what changed.
 func (h *Hub) presenceTick(ps *presenceState, now time.Time) {
-	local := h.localPresence(now)
+	if gen := h.presenceGen.Load(); ps.local == nil || gen != ps.localGen ||
+		(!ps.typingLapse.IsZero() && !now.Before(ps.typingLapse)) {
+		ps.local, ps.typingLapse = h.localPresence(now)
+		ps.localGen = gen
+	}
+	local := make(map[string][]PresenceEntry, len(ps.local)+len(ps.published))
+	for ws, es := range ps.local {
+		local[ws] = es
+	}
 	for ws := range ps.published {
 		if _, ok := local[ws]; !ok {
 			local[ws] = nil // withdraw
@@ -355,35 +373,58 @@ func (h *Hub) presenceTopics() map[string][]*topic {
 	return out
 }
 
-// localPresence collects this replica's entries per workspace (in no
-// particular order: change detection hashes them order-independently).
-func (h *Hub) localPresence(now time.Time) map[string][]PresenceEntry {
+// localPresence collects this replica's entries per workspace, one per
+// person and topic (in no particular order: change detection hashes them
+// order-independently), and when the first typing signal lapses.
+func (h *Hub) localPresence(now time.Time) (map[string][]PresenceEntry, time.Time) {
 	out := map[string][]PresenceEntry{}
+	var lapse time.Time
+	var conns []*Conn
+	idx := map[string]int{} // person → entry, per topic
 	for ws, topics := range h.presenceTopics() {
 		var es []PresenceEntry
 		for _, t := range topics {
 			t.mu.Lock()
-			conns := make([]*Conn, 0, len(t.subs))
+			conns = conns[:0]
 			for c := range t.subs {
 				conns = append(conns, c)
 			}
 			t.mu.Unlock()
+			clear(idx)
 			for _, c := range conns {
 				c.pmu.Lock()
 				e := PresenceEntry{UserID: c.userID, Name: c.userName, SessionID: t.sid,
-					Replica: h.cfg.Replica, Conn: c.id, Since: c.since,
+					Replica: h.cfg.Replica, Since: c.since,
 					Typing: t.sid != "" && c.typingIn == t.sid && now.Before(c.typingUntil)}
-				c.pmu.Unlock()
-				if e.UserID != "" {
-					es = append(es, e)
+				if e.Typing && (lapse.IsZero() || c.typingUntil.Before(lapse)) {
+					lapse = c.typingUntil
 				}
+				c.pmu.Unlock()
+				if e.UserID == "" {
+					continue
+				}
+				i, ok := idx[e.UserID]
+				if !ok {
+					idx[e.UserID] = len(es)
+					es = append(es, e)
+					continue
+				}
+				p := &es[i]
+				if e.Since.Before(p.Since) {
+					p.Since = e.Since
+				}
+				if p.Name == "" {
+					p.Name = e.Name
+				}
+				p.Typing = p.Typing || e.Typing
 			}
 		}
 		if len(es) > 0 {
 			out[ws] = es
 		}
 	}
-	return out
+	clear(conns)
+	return out, lapse
 }
 
 // setPresence emits a presence event when the merged list changed.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -91,10 +92,18 @@ func (r *runner) idle(ctx context.Context) *Result {
 		return res
 	}
 	phase.Store("idle")
+	var cpuProf sync.WaitGroup
+	if dir := r.cfg.ProfileDir; dir != "" && len(r.replicas) > 0 && r.replicas[0].PprofAddr != "" {
+		cpuProf.Go(func() { // the CPU the idle connections cost, e.g. heartbeats
+			r.saveProfile(ctx, r.replicas[0].PprofAddr, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(c.IdleWindow/time.Second))),
+				filepath.Join(dir, "idle-cpu.pb.gz"), res)
+		})
+	}
 	select {
 	case <-time.After(c.IdleWindow):
 	case <-ctx.Done():
 	}
+	cpuProf.Wait()
 	after, err := ScrapeMetrics(ctx, addr)
 	if err != nil {
 		res.Skipped = "cannot read /metrics: " + err.Error()
@@ -111,6 +120,7 @@ func (r *runner) idle(ctx context.Context) *Result {
 	cpu := (after.CPUSeconds - mid.CPUSeconds) / c.IdleWindow.Seconds() * 100
 	res.figure("RSS growth per connection", rss/1024, "KiB")
 	res.figure("Go heap in use per connection", heap/1024, "KiB")
+	res.figure("goroutine stacks per connection", (after.StackInuse-before.StackInuse)/float64(n)/1024, "KiB")
 	res.figure("goroutines per connection", (after.Goroutines-before.Goroutines)/float64(n), "")
 	res.figure("server CPU while idle", cpu, "% of one core")
 	res.figure("server RSS with the connections", after.RSS/(1<<20), "MiB")

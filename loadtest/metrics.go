@@ -14,6 +14,7 @@ import (
 // Metrics are the process figures read from a server's /metrics.
 type Metrics struct {
 	HeapInuse  float64 // go_memstats_heap_inuse_bytes
+	StackInuse float64 // go_memstats_stack_inuse_bytes (goroutine stacks: in RSS, not in the heap)
 	RSS        float64 // process_resident_memory_bytes
 	CPUSeconds float64 // process_cpu_seconds_total
 	Goroutines float64 // go_goroutines
@@ -41,6 +42,7 @@ func ScrapeMetrics(ctx context.Context, addr string) (Metrics, error) {
 	m := Metrics{At: time.Now()}
 	want := map[string]*float64{
 		"go_memstats_heap_inuse_bytes":  &m.HeapInuse,
+		"go_memstats_stack_inuse_bytes": &m.StackInuse,
 		"process_resident_memory_bytes": &m.RSS,
 		"process_cpu_seconds_total":     &m.CPUSeconds,
 		"go_goroutines":                 &m.Goroutines,

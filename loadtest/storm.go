@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -56,7 +57,7 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 		return fmt.Sprintf("%s %s: %d connected, %d resynced, %d failed attempts", name, phase.Load(), connected.Load(), resynced.Load(), failures.Load())
 	})
 	reps, err := Spawn(ctx, SpawnOptions{Binary: c.Binary, Replicas: 2, Secret: string(c.Secret),
-		DatabaseURL: c.DatabaseURL, RedisURL: c.RedisURL, DataDir: dir, Extra: c.StormExtra})
+		DatabaseURL: c.DatabaseURL, RedisURL: c.RedisURL, DataDir: dir, Extra: c.StormExtra, PprofAddrs: c.ProfileDir != ""})
 	if err != nil {
 		res.Skipped = "replicas: " + err.Error()
 		return res
@@ -179,6 +180,25 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	} else {
 		_ = a.cmd.Process.Kill()
 	}
+	var cpuProf sync.WaitGroup
+	var cpuErr error
+	cpuFile := ""
+	if dir := c.ProfileDir; dir != "" && b.PprofAddr != "" {
+		cpuFile = filepath.Join(dir, name+"-survivor-cpu.pb.gz")
+		cpuProf.Go(func() { // where the survivor's time goes while the storm lands
+			cpuErr = fetchTo(ctx, "http://"+b.PprofAddr+"/debug/pprof/profile?seconds=15", cpuFile)
+		})
+	}
+	defer func() {
+		cpuProf.Wait()
+		if cpuFile != "" {
+			if cpuErr != nil {
+				res.note("survivor CPU profile: %v", cpuErr)
+			} else {
+				res.note("survivor CPU profile (15 s from the signal): %s", cpuFile)
+			}
+		}
+	}()
 	type point struct {
 		name string
 		st   SubState

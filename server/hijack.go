@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/ensemble-dev/ensemble/hub"
@@ -23,6 +24,10 @@ const readBufSize = 256
 type smallHijack struct {
 	http.ResponseWriter
 	wire *hub.SocketWire
+	// socket and reader let the hub poll an idle connection's socket for
+	// readiness instead of parking a goroutine in Read (plain TCP only).
+	socket syscall.Conn
+	reader *bufio.Reader
 }
 
 func (w *smallHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -43,6 +48,9 @@ func (w *smallHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		}
 	}
 	w.wire = hub.NewSocketWire(nc)
+	if tc, ok := nc.(*net.TCPConn); ok { // not TLS: a tls.Conn buffers what it decrypted
+		w.socket, w.reader = tc, br
+	}
 	// 16 bytes is bufio's minimum; writes larger than that pass through to the wire.
 	return nc, bufio.NewReadWriter(br, bufio.NewWriterSize(w.wire, 16)), nil
 }

@@ -96,6 +96,9 @@ type unsubscribedFrame struct {
 
 var nullID = json.RawMessage("null")
 
+// pongBytes is the pong as clients send it (JSON.stringify({type:'pong'})).
+var pongBytes = []byte(`{"type":"pong"}`)
+
 // bearerToken extracts the token of an Authorization: Bearer header.
 func bearerToken(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
@@ -205,7 +208,11 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := host.RandomID("conn")
-	conn, err := s.cfg.Hub.Attach(ws, id, s.log.With("conn", id), hub.ConnOptions{Batch: batch, Wire: hw.wire})
+	opts := hub.ConnOptions{Batch: batch, Wire: hw.wire, ExpiredFrame: expiredFrame}
+	if hw.socket != nil {
+		opts.Socket, opts.Reader = hw.socket, hw.reader
+	}
+	conn, err := s.cfg.Hub.Attach(ws, id, s.log, opts) // the hub logs the id: no logger per connection
 	if err != nil {
 		_ = ws.Close(hub.CloseShutdown, "server shutting down")
 		return
@@ -219,19 +226,19 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		limiter: rate.NewLimiter(limitOf(s.limits.RequestRate), s.limits.RequestBurst)}
 	sess.sendReady()
 	sess.armExpiry(exp)
-	// Read on a goroutine of our own and return: while the HTTP handler
-	// runs, net/http keeps the request, the response and their 4 KiB read
-	// and write buffers reachable, about 12 KiB per idle connection.
+	// Return from the handler: while it runs, net/http keeps the request,
+	// the response and their 4 KiB read and write buffers reachable, about
+	// 12 KiB per idle connection. The hub reads the connection from here
+	// on, with no goroutine while it is idle (Linux), and calls back once
+	// it has ended.
 	handedOff = true
-	go func() {
-		defer s.active.Done()
-		if release != nil {
-			defer release()
-		}
-		conn.Run(sess.handleFrame)
-		sess.stopExpiry()
+	conn.Start(sess.handleFrame, func() {
 		sess.wg.Wait()
-	}()
+		if release != nil {
+			release()
+		}
+		s.active.Done()
+	})
 }
 
 func tooManyConnsError(limit int) wireError {
@@ -369,10 +376,9 @@ type wsSession struct {
 	// protocol is the negotiated version: 2 with multi-event frames.
 	protocol int
 
-	mu     sync.Mutex
-	p      auth.Principal
-	exp    time.Time
-	expiry *time.Timer
+	mu  sync.Mutex
+	p   auth.Principal
+	exp time.Time
 }
 
 func (ws *wsSession) principal() auth.Principal {
@@ -391,31 +397,19 @@ func (ws *wsSession) sendReady() {
 		Limits: readyLimits{MaxFrameBytes: ws.s.limits.MaxFrameBytes, MaxPromptBytes: ws.s.limits.MaxPromptBytes}})
 }
 
-// armExpiry closes the connection with 4010 when the token expires (plus
-// the verifier's leeway), unless a refresh re-arms it first.
+// expiredFrame tells a client why its connection closes with 4010.
+var expiredFrame, _ = json.Marshal(errorFrame{Type: "error", Error: wireError{Code: host.CodeUnauthenticated,
+	Message: "token expired", Reason: "token_expired"}})
+
+// armExpiry has the hub close the connection with 4010 when the token
+// expires (plus the verifier's leeway), unless a refresh re-arms it first.
+// The hub's heartbeat ticker checks it: no timer per connection.
 func (ws *wsSession) armExpiry(exp time.Time) {
 	grace := ws.s.cfg.TokenLeeway
 	if grace <= 0 {
 		grace = expiryGrace
 	}
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.expiry != nil {
-		ws.expiry.Stop()
-	}
-	ws.expiry = time.AfterFunc(time.Until(exp)+grace, func() {
-		ws.conn.SendJSON(errorFrame{Type: "error", Error: wireError{Code: host.CodeUnauthenticated,
-			Message: "token expired", Reason: "token_expired"}})
-		ws.conn.Close(hub.CloseTokenExpired, "token expired")
-	})
-}
-
-func (ws *wsSession) stopExpiry() {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.expiry != nil {
-		ws.expiry.Stop()
-	}
+	ws.conn.SetExpiry(exp.Add(grace))
 }
 
 func (ws *wsSession) respond(id json.RawMessage, op string, result any, err error) {
@@ -449,6 +443,9 @@ func (ws *wsSession) respondSubscribed(id json.RawMessage, res hub.SubscribeResu
 // fields, a known type, and for requests a string id of at most 128
 // characters. On error it returns the id to echo (null when unreadable).
 func parseFrame(data []byte) (clientFrame, json.RawMessage, error) {
+	if bytes.Equal(data, pongBytes) { // every idle client's answer to each heartbeat: skip the strict decoder
+		return clientFrame{Type: "pong"}, nullID, nil
+	}
 	var f clientFrame
 	if err := decodeStrict(data, &f); err != nil {
 		return clientFrame{}, salvageID(data), err
