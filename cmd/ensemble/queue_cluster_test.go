@@ -49,6 +49,30 @@ func queueWatch(t *testing.T, c *cluster, p *serverProc, sid string) <-chan queu
 		t.Fatal(err)
 	}
 	out := make(chan queueWire, 64)
+	// Wait for the subscribe answer: a change committed before it is in
+	// the snapshot's queue, not in an event, so the snapshot counts too.
+	for {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("subscribe on %s: %v", p.addr, err)
+		}
+		var f wsFrame
+		if json.Unmarshal(data, &f) != nil || f.Type != "response" || f.ID != "sub" {
+			continue
+		}
+		var res struct {
+			Snapshot struct {
+				Queue *queueWire `json:"queue"`
+			} `json:"snapshot"`
+		}
+		if !f.OK || json.Unmarshal(f.Result, &res) != nil {
+			t.Fatalf("subscribe on %s: %s", p.addr, data)
+		}
+		if res.Snapshot.Queue != nil {
+			out <- *res.Snapshot.Queue
+		}
+		break
+	}
 	go func() {
 		defer close(out)
 		for {
