@@ -330,6 +330,9 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 			// The execution tree changed: all-turns wake for its root.
 			emit(Fact{WorkspaceID: ws, Kind: FactInteractionTreeDirty, SessionID: p.root})
 		}
+		if len(res.DeletedSessionIDs) > 0 {
+			emit(trashFact(ws, TrashChange{Deleted: slices.Clone(res.DeletedSessionIDs)}))
+		}
 		return nil
 	})
 	if err != nil {
