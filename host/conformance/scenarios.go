@@ -84,5 +84,6 @@ func Scenarios() []Scenario {
 		TrashWorkspaceScoped,
 		TrashDeletionGuard,
 		TrashLegacyNeverUpgraded,
+		TrashFailedReleaseRetried,
 	}, append(goalScenarios(), QueueScenarios()...)...)
 }
