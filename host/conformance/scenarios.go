@@ -85,5 +85,6 @@ func Scenarios() []Scenario {
 		TrashDeletionGuard,
 		TrashLegacyNeverUpgraded,
 		TrashFailedReleaseRetried,
+		TrashFactsCommitted,
 	}, append(goalScenarios(), QueueScenarios()...)...)
 }

@@ -694,3 +694,62 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TrashFactsCommitted: every delete, restore, explicit purge and retention
+// purge publishes one trash/changed fact naming exactly the ids it moved,
+// in the same committed batch as the sessions' own change facts, so
+// watchers of the Trash hear of a purge too.
+var TrashFactsCommitted = Scenario{Name: "trash/every_change_commits_a_trash_fact", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	a, b := f.createEmpty(), f.createEmpty()
+	n := f.obs.batchCount()
+	f.del("alice", a.ID)
+	f.restore(a.ID)
+	f.del("alice", a.ID, b.ID)
+	if _, err := f.host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: ws, SessionIDs: []string{a.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(2 * time.Hour)
+	if res, err := f.host.PurgeExpired(ctx, time.Hour); err != nil || len(res.Purged) != 1 {
+		t.Fatalf("retention: %+v %v", res, err)
+	}
+	want := []host.TrashChange{
+		{Deleted: []string{a.ID}},
+		{Restored: []string{a.ID}},
+		{Deleted: sorted(a.ID, b.ID)},
+		{Purged: []string{a.ID}},
+		{Purged: []string{b.ID}},
+	}
+	var got []host.TrashChange
+	waitUntil(t, "every trash fact is published", func() bool {
+		got = got[:0]
+		for _, batch := range f.obs.batchesSince(n) {
+			changed := map[string]bool{}
+			for _, fa := range batch {
+				if fa.Kind == host.FactSessionChanged {
+					changed[fa.SessionID] = true
+				}
+			}
+			for _, fa := range batch {
+				if fa.Kind != host.FactTrashChanged {
+					continue
+				}
+				if fa.WorkspaceID != ws || fa.SessionID != "" || fa.Trash == nil {
+					t.Fatalf("malformed trash fact %+v", fa)
+				}
+				for _, id := range slices.Concat(fa.Trash.Deleted, fa.Trash.Restored, fa.Trash.Purged) {
+					if !changed[id] {
+						t.Fatalf("trash fact %+v published without %s's own change in its batch", *fa.Trash, id)
+					}
+				}
+				got = append(got, *fa.Trash)
+			}
+		}
+		return len(got) >= len(want)
+	})
+	gj, _ := json.Marshal(got)
+	wj, _ := json.Marshal(want)
+	if !bytes.Equal(gj, wj) {
+		t.Fatalf("trash facts:\n got %s\nwant %s", gj, wj)
+	}
+}}
