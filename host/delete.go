@@ -330,6 +330,9 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 			// The execution tree changed: all-turns wake for its root.
 			emit(Fact{WorkspaceID: ws, Kind: FactInteractionTreeDirty, SessionID: p.root})
 		}
+		if len(res.DeletedSessionIDs) > 0 {
+			emit(trashFact(ws, TrashChange{Deleted: slices.Clone(res.DeletedSessionIDs)}))
+		}
 		return nil
 	})
 	if err != nil {
@@ -341,11 +344,13 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 	for _, t := range settled {
 		h.afterSettle(TurnRef{WorkspaceID: ws, SessionID: t.SessionID, TurnID: t.ID}, t, nil)
 	}
-	// Post-commit runtime cleanup: reported, never a delete failure.
+	// Post-commit runtime cleanup: reported, never a delete failure; the
+	// reconciler retries what failed (release_retry.go).
 	for _, s := range live {
 		if err := h.releaseRuntime(context.WithoutCancel(ctx), ws, s.ID); err != nil {
-			h.log.Warn("delete: release of a deleted session's runtime failed", "session", s.ID, "err", err)
+			h.log.Warn("delete: release of a deleted session's runtime failed; retrying in the background", "session", s.ID, "err", err)
 			res.CleanupFailures = append(res.CleanupFailures, s.ID)
+			h.releases.add(h.now(), ws, s.ID)
 		}
 	}
 	return res, nil

@@ -54,6 +54,9 @@ type Host struct {
 	relay    struct{ interval, delay time.Duration }
 
 	locks sessionLocks
+	// releases are deleted sessions' runtimes still to release
+	// (release_retry.go).
+	releases releaseRetries
 	// work tracks the Turns this process drives (reconcile.go).
 	work turnWork
 	// own tracks the session leases this Host holds (ownership.go).

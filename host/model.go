@@ -265,6 +265,8 @@ type Fact struct {
 	Delta       *TranscriptDelta `json:"delta,omitempty"`
 	// Goal is the committed goal state of a FactGoalState fact.
 	Goal *GoalState `json:"goal,omitempty"`
+	// Trash is what a FactTrashChanged fact changed in the workspace's Trash.
+	Trash *TrashChange `json:"trash,omitempty"`
 }
 
 // Fact kinds.

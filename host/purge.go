@@ -161,6 +161,7 @@ func (h *Host) purgeTree(ctx context.Context, ws, id string, fence time.Time, cu
 		for _, m := range members {
 			emit(Fact{WorkspaceID: ws, Kind: FactSessionChanged, SessionID: m})
 		}
+		emit(trashFact(ws, TrashChange{Purged: slices.Clone(members)}))
 		out = &PurgedTree{WorkspaceID: ws, RootSessionID: id, DeletedAt: fence, SessionIDs: members}
 		return nil
 	})

@@ -182,6 +182,7 @@ func (h *Host) runReconciler(ctx context.Context) {
 		if _, err := h.ReconcileTurns(ctx); err != nil && ctx.Err() == nil {
 			h.log.Warn("turn reconciler: pass failed; next pass retries", "err", err)
 		}
+		h.RetryReleases(ctx) // release_retry.go
 		select {
 		case <-ctx.Done():
 			return

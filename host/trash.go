@@ -2,7 +2,29 @@ package host
 
 import (
 	"context"
+	"slices"
 )
+
+// FactTrashChanged is committed with every delete, restore and purge
+// (explicit or by retention): a workspace-level fact (no SessionID) whose
+// Trash says which sessions entered or left the Trash. A purge changes no
+// visible session, so without it nobody watching would ever hear of it.
+const FactTrashChanged = "trash/changed"
+
+// TrashChange is the payload of a FactTrashChanged fact: the ids each
+// commit moved, every list sorted.
+type TrashChange struct {
+	Deleted  []string `json:"deleted,omitempty"`
+	Restored []string `json:"restored,omitempty"`
+	Purged   []string `json:"purged,omitempty"`
+}
+
+func trashFact(ws string, c TrashChange) Fact {
+	for _, l := range [][]string{c.Deleted, c.Restored, c.Purged} {
+		slices.Sort(l)
+	}
+	return Fact{WorkspaceID: ws, Kind: FactTrashChanged, Trash: &c}
+}
 
 // RestoreInput restores one deleted component by its topmost session.
 type RestoreInput struct {
@@ -103,7 +125,8 @@ func (h *Host) RestoreDeletedSession(ctx context.Context, in RestoreInput) (Rest
 		if err := tx.SetTombstone(ctx, ws, res.RestoredSessionIDs, nil); err != nil {
 			return err
 		}
-		emit(Fact{WorkspaceID: ws, Kind: FactInteractionTreeDirty, SessionID: rootOf(s)})
+		emit(Fact{WorkspaceID: ws, Kind: FactInteractionTreeDirty, SessionID: rootOf(s)},
+			trashFact(ws, TrashChange{Restored: slices.Clone(res.RestoredSessionIDs)}))
 		s.DeletedAt = nil
 		res.Session, res.Restored = s, true
 		return nil

@@ -251,6 +251,10 @@ func (h *Hub) onFact(f host.Fact) {
 		h.onGoalFact(f) // goal.go
 		return
 	}
+	if f.Kind == host.FactTrashChanged {
+		h.onTrashFact(f) // trash.go
+		return
+	}
 	if t := h.markFact(f); t != nil && !t.applyDelta(f.Delta) {
 		h.stats.deltaGaps.Add(1)
 		h.markDirty(t, dirtyTranscript())

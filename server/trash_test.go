@@ -109,3 +109,66 @@ func TestTrashLifecycleOverTheWire(t *testing.T) {
 		t.Fatalf("restore after purge: %s", f.raw)
 	}
 }
+
+// waitTrash waits for a trash_changed on sub whose payload has want in the
+// list pick selects.
+func waitTrash(t *testing.T, cl *client, sub string, pick func(hub.TrashChanged) []string, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		f := cl.nextEvent(time.Until(deadline))
+		if f.Sub != sub || f.Kind != hub.KindTrashChanged {
+			continue
+		}
+		var p hub.TrashChanged
+		mustJSON(t, f.Payload, &p)
+		if p.Workspace != testWS {
+			t.Fatalf("trash_changed of another workspace: %s", f.raw)
+		}
+		for _, id := range pick(p) {
+			if id == want {
+				return
+			}
+		}
+	}
+	t.Fatalf("no trash_changed naming %s on %s", want, sub)
+}
+
+// A workspace watcher (a viewer, so it can only watch) hears every Trash
+// change as a typed trash_changed: delete, restore, an admin's purge and
+// a retention purge, which changes no visible session and so sends no
+// session_removed.
+func TestTrashChangedReachesWorkspaceWatchers(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	alice := e.dial(e.member, false)
+	watcher := e.dial(e.viewer, false)
+	admin := e.dial(e.admin, false)
+	var ws struct {
+		Sub string `json:"sub"`
+	}
+	watcher.must("subscribe", map[string]any{"workspace": testWS, "topic": "workspace"}, &ws)
+	deleted := func(p hub.TrashChanged) []string { return p.Deleted }
+	restored := func(p hub.TrashChanged) []string { return p.Restored }
+	purged := func(p hub.TrashChanged) []string { return p.Purged }
+
+	s := createSession(t, alice)
+	alice.must("session.delete", map[string]any{"workspace": testWS, "sessionId": s.ID}, nil)
+	waitTrash(t, watcher, ws.Sub, deleted, s.ID)
+	alice.must("session.restore", map[string]any{"workspace": testWS, "sessionId": s.ID}, nil)
+	waitTrash(t, watcher, ws.Sub, restored, s.ID)
+	alice.must("session.delete", map[string]any{"workspace": testWS, "sessionId": s.ID}, nil)
+	waitTrash(t, watcher, ws.Sub, deleted, s.ID)
+	admin.must("session.purge", map[string]any{"workspace": testWS, "sessionId": s.ID}, nil)
+	waitTrash(t, watcher, ws.Sub, purged, s.ID)
+
+	// Retention: the background pass purges through the same commit.
+	old := createSession(t, alice)
+	alice.must("session.delete", map[string]any{"workspace": testWS, "sessionId": old.ID}, nil)
+	waitTrash(t, watcher, ws.Sub, deleted, old.ID)
+	time.Sleep(5 * time.Millisecond)
+	res, err := e.host.PurgeExpired(t.Context(), time.Millisecond)
+	if err != nil || len(res.Purged) != 1 || res.Purged[0].RootSessionID != old.ID {
+		t.Fatalf("retention purge: %+v %v", res, err)
+	}
+	waitTrash(t, watcher, ws.Sub, purged, old.ID)
+}

@@ -10,8 +10,10 @@ import (
 
 // Issue 14 in the browser: Alice deletes a session and it vanishes from
 // Bob's list; Undo brings it back; deleted again, Bob restores it from the
-// Trash and Alice sees it return; an admin purges it for good. A viewer
-// gets no Delete button and no Restore in the Trash.
+// Trash and Alice sees it return; an admin purges it for good while Bob
+// has the Trash open, and it goes for him at once. A deleted session's
+// notice restores it for members. A viewer gets no Delete button and no
+// Restore in the Trash or the notice.
 func TestBrowserDeleteTrashRestore(t *testing.T) {
 	b := browser(t)
 	dataDir := t.TempDir()
@@ -46,6 +48,23 @@ func TestBrowserDeleteTrashRestore(t *testing.T) {
 	waitJS(t, bob, "the session is back for Bob after undo", item)
 	waitJS(t, vic, "the open session is live again", `!/was deleted/.test(document.querySelector('#transcript').textContent)`)
 
+	// Deleted again: the deleted-session notice offers Restore to members
+	// (not to the viewer); Alice restores from it and it is live again for
+	// everyone.
+	do(t, alice, "Alice deletes", chromedp.WaitVisible(chromedp.CSS(`#session-delete`)), chromedp.Click(chromedp.CSS(`#session-delete`)))
+	waitJS(t, bob, "the session vanishes for Bob", `!`+item)
+	notice := `document.querySelector('#transcript .banner-deleted')`
+	waitJS(t, alice, "Alice's notice offers Restore", notice+` && !document.querySelector('#restore-deleted').hidden`)
+	waitJS(t, vic, "Vic's notice has no Restore", notice+` && document.querySelector('#restore-deleted').hidden`)
+	js[bool](t, alice, "hide the undo toast for the screenshot", `document.querySelector('#undo-toast').hidden = true`)
+	settle(t, alice)
+	screenshot(t, alice, "trash-06-deleted-notice-restore")
+	screenshot(t, vic, "trash-07-deleted-notice-viewer")
+	do(t, alice, "Alice restores from the notice", chromedp.Click(chromedp.CSS(`#restore-deleted`)))
+	waitJS(t, bob, "the session is back for Bob", item)
+	waitJS(t, vic, "Vic's notice clears", `!`+notice)
+	waitJS(t, alice, "Alice's notice clears", `!`+notice)
+
 	// Deleted again; Bob restores it from the Trash.
 	do(t, alice, "Alice deletes again", chromedp.WaitVisible(chromedp.CSS(`#session-delete`)), chromedp.Click(chromedp.CSS(`#session-delete`)))
 	waitJS(t, bob, "the session vanishes for Bob again", `!`+item)
@@ -71,13 +90,25 @@ func TestBrowserDeleteTrashRestore(t *testing.T) {
 	// An admin purges it for good (two clicks).
 	do(t, alice, "Alice deletes a third time", chromedp.WaitVisible(chromedp.CSS(`#session-delete`)), chromedp.Click(chromedp.CSS(`#session-delete`)))
 	do(t, ada, "Ada opens the Trash", chromedp.Click(chromedp.CSS(`#trash-open`)))
+	// Bob keeps the Trash open while Ada purges: it goes for him live.
+	do(t, bob, "Bob opens the Trash again", chromedp.Click(chromedp.CSS(`#trash-open`)))
+	waitJS(t, bob, "Bob's Trash lists it", row)
 	purge := `#trash-list [data-trash-id="` + sid + `"] [data-action="purge"]`
 	do(t, ada, "Ada arms purge", chromedp.WaitVisible(chromedp.CSS(purge)), chromedp.Click(chromedp.CSS(purge)))
 	waitJS(t, ada, "purge asks to confirm", `document.querySelector('`+purge+`').textContent === 'Purge for good?'`)
 	settle(t, ada)
 	screenshot(t, ada, "trash-05-purge-confirm")
 	do(t, ada, "Ada purges", chromedp.Click(chromedp.CSS(purge)))
+	purged := time.Now()
 	waitJS(t, ada, "the Trash is empty", `!`+row+` && !document.querySelector('#trash-empty').hidden`)
+	waitJS(t, bob, "it leaves Bob's open Trash", `!`+row+` && !document.querySelector('#trash-empty').hidden`)
+	// An open Trash used to reread every 10 s; trash_changed makes it live.
+	if d := time.Since(purged); d > 3*time.Second {
+		t.Fatalf("the purge reached Bob's open Trash after %v", d)
+	}
+	waitJS(t, bob, "Bob's open session says it was purged, with no Restore",
+		`/purged for good/.test(`+notice+`.textContent) && document.querySelector('#restore-deleted').hidden`)
+	screenshot(t, bob, "trash-08-purged-live-for-bob")
 	if code := p.call(t, "POST", "/sessions/"+sid+"/restore", map[string]any{}, nil); code != 404 {
 		t.Fatalf("restore after purge: %d, want 404", code)
 	}

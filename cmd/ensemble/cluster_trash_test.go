@@ -15,7 +15,8 @@ import (
 
 // eventLog is a WebSocket client on one replica subscribed to the
 // workspace topic and one session topic; it records which sessions were
-// removed and which were (re)announced on each.
+// removed and which were (re)announced on each, and every id a
+// trash_changed named ("workspace:trash_changed:purged:<id>").
 type eventLog struct {
 	mu      sync.Mutex
 	seen    map[string]bool // "<topic>:<kind>:<sessionId>"
@@ -77,6 +78,8 @@ func (c *cluster) eventLog(p *serverProc, sid string) *eventLog {
 				Session   struct {
 					ID string `json:"id"`
 				} `json:"session"`
+				// trash_changed
+				Deleted, Restored, Purged []string
 			}
 			_ = json.Unmarshal(f.Payload, &p)
 			id := p.SessionID
@@ -88,6 +91,11 @@ func (c *cluster) eventLog(p *serverProc, sid string) *eventLog {
 			subsMu.Unlock()
 			l.mu.Lock()
 			l.seen[topic+":"+f.Kind+":"+id] = true
+			for what, ids := range map[string][]string{"deleted": p.Deleted, "restored": p.Restored, "purged": p.Purged} {
+				for _, x := range ids {
+					l.seen[topic+":"+f.Kind+":"+what+":"+x] = true
+				}
+			}
 			l.mu.Unlock()
 			select {
 			case l.changed <- struct{}{}:
@@ -150,7 +158,7 @@ func TestClusterDeleteOnOneReplicaRemovesEverywhere(t *testing.T) {
 		t.Fatalf("delete: %+v", del)
 	}
 	for _, l := range []*eventLog{wa, wb} {
-		l.wait(t, "workspace:session_removed:"+sid, "session:session_removed:"+sid)
+		l.wait(t, "workspace:session_removed:"+sid, "session:session_removed:"+sid, "workspace:trash_changed:deleted:"+sid)
 	}
 	if code, _ := c.rest(a, http.MethodGet, "/sessions/"+sid, nil, nil); code != http.StatusNotFound {
 		t.Fatalf("get on A after delete: %d", code)
@@ -169,7 +177,7 @@ func TestClusterDeleteOnOneReplicaRemovesEverywhere(t *testing.T) {
 
 	wb.forget()
 	c.mustRest(a, http.MethodPost, "/sessions/"+sid+"/restore", map[string]any{}, nil, http.StatusOK)
-	wb.wait(t, "workspace:session_summary:"+sid, "session:session_summary:"+sid)
+	wb.wait(t, "workspace:session_summary:"+sid, "session:session_summary:"+sid, "workspace:trash_changed:restored:"+sid)
 	// The live turn was ended by the delete, not left running.
 	tr := c.waitSettled(b, sid, turnID)
 	if tr.Outcome == "completed" {
@@ -181,7 +189,8 @@ func TestClusterDeleteOnOneReplicaRemovesEverywhere(t *testing.T) {
 
 // Two replicas purge the same trees at the same time: each tree is removed
 // by exactly one of them. Background retention, running on both replicas,
-// then empties the Trash of what is older than the retention.
+// then empties the Trash of what is older than the retention. Workspace
+// watchers on both replicas hear every purge as trash_changed.
 func TestClusterConcurrentPurgeRemovesEachTreeOnce(t *testing.T) {
 	c := newCluster(t, clusterRedis(t), 2, "--trash-retention", "3s", "--trash-purge-interval", "500ms")
 	a, b := c.replicas[0], c.replicas[1]
@@ -191,6 +200,7 @@ func TestClusterConcurrentPurgeRemovesEachTreeOnce(t *testing.T) {
 		c.waitSettled(a, sid, c.submit(a, sid, fmt.Sprintf("pg-%d", i), "/sim words=2"))
 		ids = append(ids, sid)
 	}
+	wa, wb := c.eventLog(a, ids[0]), c.eventLog(b, ids[0])
 	c.mustRest(a, http.MethodPost, "/sessions/delete", map[string]any{"sessionIds": ids}, nil, http.StatusOK)
 
 	type purgeRes struct {
@@ -220,11 +230,15 @@ func TestClusterConcurrentPurgeRemovesEachTreeOnce(t *testing.T) {
 			count[x.RootSessionID]++
 		}
 	}
+	var purgedKeys []string
 	for _, id := range ids {
 		if count[id] != 1 {
 			t.Fatalf("tree %s purged %d times (%v)", id, count[id], count)
 		}
+		purgedKeys = append(purgedKeys, "workspace:trash_changed:purged:"+id)
 	}
+	wa.wait(t, purgedKeys...)
+	wb.wait(t, purgedKeys...)
 
 	// Retention: a fresh deletion is purged by the background pass.
 	sid := c.createSession(b)
@@ -246,4 +260,8 @@ func TestClusterConcurrentPurgeRemovesEachTreeOnce(t *testing.T) {
 	if code, _ := c.rest(b, http.MethodPost, "/sessions/"+sid+"/restore", map[string]any{}, nil); code != http.StatusNotFound {
 		t.Fatalf("restore after retention: %d, want 404", code)
 	}
+	// Whichever replica ran the retention pass, both replicas' watchers
+	// are told.
+	wa.wait(t, "workspace:trash_changed:purged:"+sid)
+	wb.wait(t, "workspace:trash_changed:purged:"+sid)
 }

@@ -203,6 +203,35 @@ type probeRuntime struct {
 	// muteSteering swallows steering notices (the agent never pulls
 	// until a scenario calls notifySteering). queue_scenarios.go.
 	noSteering, muteSteering bool
+	// failReleases makes that many Release calls fail without reaching
+	// the inner runtime; released counts the ones that reached it, per
+	// session. trash_scenarios.go.
+	failReleases int
+	released     map[string]int
+}
+
+func (r *probeRuntime) Release(ctx context.Context, ws, sessionID string) error {
+	r.mu.Lock()
+	fail := r.failReleases > 0
+	if fail {
+		r.failReleases--
+	} else {
+		if r.released == nil {
+			r.released = map[string]int{}
+		}
+		r.released[sessionID]++
+	}
+	r.mu.Unlock()
+	if fail {
+		return errors.New("conformance: release lost on the way to the agent")
+	}
+	return r.Runtime.Release(ctx, ws, sessionID)
+}
+
+func (r *probeRuntime) releases(sessionID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.released[sessionID]
 }
 
 func (r *probeRuntime) Cancel(ctx context.Context, ref host.TurnRef) (host.CancelReport, error) {

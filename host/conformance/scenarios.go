@@ -84,5 +84,7 @@ func Scenarios() []Scenario {
 		TrashWorkspaceScoped,
 		TrashDeletionGuard,
 		TrashLegacyNeverUpgraded,
+		TrashFailedReleaseRetried,
+		TrashFactsCommitted,
 	}, append(goalScenarios(), QueueScenarios()...)...)
 }

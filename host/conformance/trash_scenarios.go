@@ -647,3 +647,109 @@ var TrashLegacyNeverUpgraded = Scenario{"trash/legacy_descendant_tombstone_is_ne
 		t.Fatalf("purge of the unrestorable component: %+v %v", pr, err)
 	}
 }}
+
+// TrashFailedReleaseRetried: a runtime release that fails after the delete
+// committed is reported in cleanupFailures and then retried by the
+// reconciler with backoff until it goes through. One restored before its
+// retry is never released: its runtime is its own again.
+var TrashFailedReleaseRetried = Scenario{Name: "trash/failed-release-retried", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.waitSettled(f.mustSend(s.ID, "rel-1", "/sim words=2"))
+	f.runtime.set(func(r *probeRuntime) { r.failReleases = 1 })
+	res := f.del("alice", s.ID)
+	if !slices.Equal(res.CleanupFailures, []string{s.ID}) || f.runtime.releases(s.ID) != 0 {
+		t.Fatalf("delete with a failing release: %+v, %d releases", res, f.runtime.releases(s.ID))
+	}
+	if n := f.host.PendingReleases(); n != 1 {
+		t.Fatalf("pending releases after the failure: %d, want 1", n)
+	}
+	f.clock.Advance(2 * time.Second) // past the first backoff
+	waitUntil(t, "the reconciler retries the release", func() bool {
+		return f.runtime.releases(s.ID) == 1 && f.host.PendingReleases() == 0
+	})
+	f.wantGone(s.ID)
+
+	// Restored before the retry: no release, and nothing left pending.
+	s2 := f.createEmpty()
+	f.runtime.set(func(r *probeRuntime) { r.failReleases = 1 })
+	if res := f.del("alice", s2.ID); !slices.Equal(res.CleanupFailures, []string{s2.ID}) {
+		t.Fatalf("second delete: %+v", res)
+	}
+	f.restore(s2.ID)
+	f.clock.Advance(2 * time.Second)
+	waitUntil(t, "the restored session's retry is dropped", func() bool { return f.host.PendingReleases() == 0 })
+	if n := f.runtime.releases(s2.ID); n != 0 {
+		t.Fatalf("a restored session's runtime was released %d times", n)
+	}
+}}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TrashFactsCommitted: every delete, restore, explicit purge and retention
+// purge publishes one trash/changed fact naming exactly the ids it moved,
+// in the same committed batch as the sessions' own change facts, so
+// watchers of the Trash hear of a purge too.
+var TrashFactsCommitted = Scenario{Name: "trash/every_change_commits_a_trash_fact", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	a, b := f.createEmpty(), f.createEmpty()
+	n := f.obs.batchCount()
+	f.del("alice", a.ID)
+	f.restore(a.ID)
+	f.del("alice", a.ID, b.ID)
+	if _, err := f.host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: ws, SessionIDs: []string{a.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(2 * time.Hour)
+	if res, err := f.host.PurgeExpired(ctx, time.Hour); err != nil || len(res.Purged) != 1 {
+		t.Fatalf("retention: %+v %v", res, err)
+	}
+	want := []host.TrashChange{
+		{Deleted: []string{a.ID}},
+		{Restored: []string{a.ID}},
+		{Deleted: sorted(a.ID, b.ID)},
+		{Purged: []string{a.ID}},
+		{Purged: []string{b.ID}},
+	}
+	var got []host.TrashChange
+	waitUntil(t, "every trash fact is published", func() bool {
+		got = got[:0]
+		for _, batch := range f.obs.batchesSince(n) {
+			changed := map[string]bool{}
+			for _, fa := range batch {
+				if fa.Kind == host.FactSessionChanged {
+					changed[fa.SessionID] = true
+				}
+			}
+			for _, fa := range batch {
+				if fa.Kind != host.FactTrashChanged {
+					continue
+				}
+				if fa.WorkspaceID != ws || fa.SessionID != "" || fa.Trash == nil {
+					t.Fatalf("malformed trash fact %+v", fa)
+				}
+				for _, id := range slices.Concat(fa.Trash.Deleted, fa.Trash.Restored, fa.Trash.Purged) {
+					if !changed[id] {
+						t.Fatalf("trash fact %+v published without %s's own change in its batch", *fa.Trash, id)
+					}
+				}
+				got = append(got, *fa.Trash)
+			}
+		}
+		return len(got) >= len(want)
+	})
+	gj, _ := json.Marshal(got)
+	wj, _ := json.Marshal(want)
+	if !bytes.Equal(gj, wj) {
+		t.Fatalf("trash facts:\n got %s\nwant %s", gj, wj)
+	}
+}}

@@ -125,6 +125,10 @@ function start(token, claimsPrincipal) {
   });
 
   const transcript = createTranscript($('#transcript'), {
+    onRestoreDeleted: async (sessionId) => {
+      await conn.request('session.restore', { workspace: state.workspace, sessionId });
+      update();
+    },
     onRetryPending: (id) => {
       const p = state.pending.get(id);
       if (p) send(p);
@@ -242,6 +246,7 @@ function start(token, claimsPrincipal) {
       principal, names, connected,
       canPrompt: !readOnly && connected,
       canAnswer: role !== 'viewer' && connected,
+      canRestore: (role === 'member' || role === 'admin') && connected,
       answerBlocked: role === 'viewer'
         ? 'Viewers can watch but not answer. Ask a workspace admin for a member link.'
         : 'Offline: answers go out once the connection is back.',
@@ -453,12 +458,14 @@ function start(token, claimsPrincipal) {
       onSnapshot(snap) {
         if (state.workspace !== ws) return;
         S.applyWorkspaceSnapshot(state, snap);
+        // A (re)snapshot may follow missed events: an open Trash rereads.
+        trash.refresh();
         if (!Array.isArray(snap && snap.sessions)) loadSessions();
         update();
       },
       onEvent(kind, payload) {
         if (state.workspace !== ws) return;
-        trash.onWorkspaceEvent(kind);
+        trash.onWorkspaceEvent(kind, payload);
         if (S.applyWorkspaceEvent(state, kind, payload)) update();
       },
       onError(err) {

@@ -38,6 +38,7 @@ export function openSession(state, sessionId) {
     goal: null,
     loaded: false,
     deleted: false,
+    purged: false, // deleted, then purged while open: nothing restores it
     error: null,
     maxOrdinal: 0,
   };
@@ -78,6 +79,16 @@ export function applyWorkspaceEvent(state, kind, payload) {
   if (kind === 'session_removed' && payload && payload.sessionId) {
     removeSession(state, payload.sessionId);
     return true;
+  }
+  if (kind === 'trash_changed' && payload) {
+    // A purge of the open (deleted) session: nothing can restore it now.
+    const open = state.open;
+    if (open && (payload.purged || []).includes(open.id)) {
+      open.deleted = true;
+      open.purged = true;
+      return true;
+    }
+    return false;
   }
   if (kind === 'presence' && payload) {
     state.wsPresence = presenceList(payload);

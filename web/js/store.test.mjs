@@ -233,3 +233,14 @@ test('queue events: a newer revision replaces, an older one never does, another 
   assert.equal(S.applySessionEvent(st, 'queue', { sessionId: 's1', revision: 3, entries: [entry('b')] }), true);
   assert.deepEqual(st.open.queue.entries.map((e) => e.id), ['b']);
 });
+
+test('trash_changed purging the open deleted session marks it purged', () => {
+  const st = openState();
+  assert.equal(S.applyWorkspaceEvent(st, 'session_removed', { workspace: 'w', sessionId: 's1' }), true);
+  assert.equal(st.open.deleted, true);
+  assert.equal(st.open.purged, false);
+  assert.equal(S.applyWorkspaceEvent(st, 'trash_changed', { workspace: 'w', deleted: [], restored: [], purged: ['other'] }), false);
+  assert.equal(st.open.purged, false);
+  assert.equal(S.applyWorkspaceEvent(st, 'trash_changed', { workspace: 'w', deleted: [], restored: [], purged: ['s1'] }), true);
+  assert.equal(st.open.purged, true);
+});

@@ -85,8 +85,8 @@ export function createTranscript(root, handlers) {
         nodes.push(v.el);
       }
       if (open.deleted) {
-        const v = view('deleted', () => noteView('alert'));
-        v.update('This session was deleted. Its transcript is read-only until someone restores it.');
+        const v = view('deleted', () => deletedView(handlers));
+        v.update(open.id, !!ctx.canRestore, !!open.purged);
         nodes.push(v.el);
       }
       // An agent text message that ended empty has nothing to show.
@@ -675,6 +675,40 @@ function earlierView(handlers) {
     update(loading) {
       btn.disabled = !!loading;
       setText(btn, loading ? 'Loading…' : 'Load earlier messages');
+    },
+  };
+}
+
+// deletedView is the notice on a session deleted while open, with Restore
+// for members (viewers only read it). The restore's session_summary clears
+// the notice for everyone watching; a refused restore (a sub-agent deleted
+// with its parent, a purge meanwhile) says why here.
+function deletedView(handlers) {
+  const text = h('span', { class: 'banner-text' });
+  const err = h('span', { class: 'banner-error', role: 'alert' });
+  const btn = h('button', { class: 'btn btn-secondary btn-small', type: 'button', id: 'restore-deleted', text: 'Restore' });
+  let id = '';
+  btn.addEventListener('click', async () => {
+    btn.disabled = true;
+    setText(err, '');
+    try {
+      await handlers.onRestoreDeleted(id);
+    } catch (e) {
+      setText(err, errorLine(e));
+    } finally {
+      btn.disabled = false;
+    }
+  });
+  const el = h('div', { class: 'banner banner-deleted' }, icon('alert'), text, btn, err);
+  return {
+    el,
+    update(sessionId, canRestore, purged) {
+      if (sessionId !== id) setText(err, '');
+      id = sessionId;
+      setText(text, purged
+        ? 'This session was purged for good. What is shown here is all that is left, and only until you leave it.'
+        : 'This session was deleted. Its transcript is read-only until someone restores it.');
+      btn.hidden = !canRestore || purged;
     },
   };
 }

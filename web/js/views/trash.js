@@ -1,16 +1,13 @@
 // Delete with undo, and the Trash: deleted sessions listed newest first,
 // with Restore (members) and Purge (admins, after a second click). The
-// list rereads itself while open whenever the workspace topic says a
-// session was removed or came back, so it is live across collaborators.
+// list is live across collaborators: every delete, restore and purge
+// (also the server's retention purge) sends the workspace topic a
+// trash_changed event, and an open Trash rereads itself on it.
 
 import { h, setText } from '../dom.js';
 import { relativeTime } from '../store.js';
 
 const UNDO_MS = 10000;
-// A purge by someone else sends no workspace event (the session was
-// already gone from every list), so an open Trash also rereads itself now
-// and then.
-const POLL_MS = 10000;
 
 export function createTrash(root, { request, workspace, role, nameOf = (id) => id, onError, onChanged }) {
   const dialog = root.querySelector('#trash-dialog');
@@ -23,14 +20,13 @@ export function createTrash(root, { request, workspace, role, nameOf = (id) => i
   let undoTimer = 0;
   let undoId = '';
   let refreshTimer = 0;
-  let pollTimer = 0;
   let loading = false;
   let again = false;
   const armed = new Set(); // purge buttons clicked once
 
   root.querySelector('#trash-open').addEventListener('click', () => open());
   root.querySelector('#trash-close').addEventListener('click', () => dialog.close());
-  dialog.addEventListener('close', () => { armed.clear(); clearTimeout(refreshTimer); clearInterval(pollTimer); });
+  dialog.addEventListener('close', () => { armed.clear(); clearTimeout(refreshTimer); });
   undoBtn.addEventListener('click', () => undo());
 
   list.addEventListener('click', async (e) => {
@@ -68,8 +64,6 @@ export function createTrash(root, { request, workspace, role, nameOf = (id) => i
   function open() {
     showError(null);
     if (!dialog.open) dialog.showModal();
-    clearInterval(pollTimer);
-    pollTimer = setInterval(refresh, POLL_MS);
     refresh();
   }
 
@@ -117,9 +111,18 @@ export function createTrash(root, { request, workspace, role, nameOf = (id) => i
     empty.hidden = items.length > 0;
   }
 
-  // A workspace event: a session vanished or (re)appeared somewhere.
-  function onWorkspaceEvent(kind) {
-    if (!dialog.open || (kind !== 'session_removed' && kind !== 'session_summary')) return;
+  // A workspace event: trash_changed names what one commit moved. Purged
+  // rows go at once (nothing can bring them back); the list is reread
+  // for the rest, coalescing a burst of changes into one read.
+  function onWorkspaceEvent(kind, payload) {
+    if (kind !== 'trash_changed') return;
+    for (const id of (payload && payload.purged) || []) {
+      armed.delete(id);
+      const li = [...list.children].find((el) => el.dataset.trashId === id);
+      if (li) li.remove();
+    }
+    empty.hidden = list.children.length > 0;
+    if (!dialog.open) return;
     clearTimeout(refreshTimer);
     refreshTimer = setTimeout(refresh, 150);
   }
