@@ -127,7 +127,7 @@ func (h *Host) advanceGoal(ctx context.Context, ws, sid string) error {
 			return err
 		}
 		if !t.Settled() {
-			return nil // it runs; its settlement wakes us
+			return h.enforceTimeBudget(ctx, g, t) // it runs; its settlement wakes us
 		}
 		return h.decideGoalTurn(ctx, t)
 	}
@@ -146,6 +146,27 @@ func (h *Host) advanceGoal(ctx context.Context, ws, sid string) error {
 		return nil // a person's turn (or a fenced goal turn) runs first
 	}
 	return h.admitGoalTurn(ctx, st)
+}
+
+// enforceTimeBudget stops a running goal turn once the goal's wall time
+// budget is spent: without it a hanging turn would outlive maxDuration,
+// which is otherwise only checked between turns. It runs on the goal
+// worker's existing pass (no timer per goal) and goes through the normal
+// cancel path, whose durable intent the reconciler redelivers; the
+// decision then ends the goal budget_exhausted.
+func (h *Host) enforceTimeBudget(ctx context.Context, g *Goal, t Turn) error {
+	if t.CancelRequested || !currentProvenance(g, t) || h.nowUTC().Sub(g.StartedAt) < g.timeBudget() {
+		return nil
+	}
+	h.log.Info("goal: wall time budget spent; stopping the running goal turn",
+		"session", t.SessionID, "turn", t.ID, "maxDuration", g.timeBudget().String())
+	_, err := h.CancelTurn(ctx, CancelInput{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID,
+		By: "ensemble:goal", ByName: "goal budget (" + g.timeBudget().String() + " wall time)",
+		Reason: ReasonGoalBudgetExhausted})
+	if err != nil {
+		return fmt.Errorf("goal: stop turn %s over its time budget: %w", t.ID, err)
+	}
+	return nil
 }
 
 // admitGoalTurn admits the goal's next turn through the ordinary admission
@@ -283,6 +304,11 @@ func (h *Host) decideGoalTurn(ctx context.Context, t Turn) error {
 			case now.Sub(ng.StartedAt) >= ng.timeBudget():
 				ng.Status, ng.EndReason = GoalBudgetExhausted, "max_duration"
 			}
+		case t.CancelReason == ReasonGoalBudgetExhausted:
+			// The Host stopped it because the wall time ran out: whatever
+			// the runtime reported after that, the budget is spent.
+			ng.TurnsUsed++
+			ng.Status, ng.EndReason = GoalBudgetExhausted, "max_duration"
 		case t.Outcome == OutcomeCanceled && t.CanceledBy != "" && t.CanceledBy != "ensemble:goal":
 			// A person stopped the goal turn: the goal waits for them.
 			ng.TurnsUsed++

@@ -183,6 +183,11 @@ const (
 	OriginGoalContinuation = "goal_continuation"
 )
 
+// ReasonGoalBudgetExhausted is the stop reason (Turn.CancelReason and
+// FailureReason) of a goal turn the Host cancelled because the goal's wall
+// time budget ran out while it ran.
+const ReasonGoalBudgetExhausted = "goal_budget_exhausted"
+
 // GoalProvenance is the immutable goal identity a goal turn was admitted
 // for. Only a turn whose provenance equals the goal's current operation
 // and revision may advance it.

@@ -17,6 +17,7 @@ func goalScenarios() []Scenario {
 		GoalTextConvention,
 		GoalPauseMidTurnResumeClear,
 		GoalBudgetExhausted,
+		GoalTimeBudgetStopsRunningTurn,
 		GoalIdempotentAndConflict,
 		GoalReplaceFencesLateResult,
 		GoalProviderAdoption,
@@ -220,6 +221,36 @@ var GoalBudgetExhausted = Scenario{Name: "goals/budget_exhausted", Run: func(t *
 	if n := len(f.turnsOldestFirst(s.ID)); n != 3 {
 		t.Fatalf("want exactly 3 goal turns, got %d", n)
 	}
+}}
+
+// GoalTimeBudgetStopsRunningTurn: maxDuration also bounds a goal turn
+// that is still running. The goal worker's pass cancels it through the
+// normal cancel path with the stop reason goal_budget_exhausted, and the
+// goal ends budget_exhausted (max_duration); nothing further starts.
+var GoalTimeBudgetStopsRunningTurn = Scenario{Name: "goals/time_budget_stops_running_turn", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.mustGoal(s.ID, "g1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim hang\nNever ends", MaxTurns: 5, MaxDuration: "1s"}, "alice")
+	turn := f.waitGoalTurnRunning(s.ID)
+	g := f.waitGoal(s.ID, "budget_exhausted", goalStatus(host.GoalBudgetExhausted))
+	if g.Goal.EndReason != "max_duration" || g.Goal.TurnsUsed != 1 || g.Goal.ActiveTurnID != "" {
+		t.Fatalf("goal = %+v", g.Goal)
+	}
+	tu := f.expectTurn(s.ID, turn.ID, host.PhaseSettled, host.OutcomeCanceled, host.ReasonGoalBudgetExhausted)
+	if tu.CanceledBy != "ensemble:goal" || tu.CancelReason != host.ReasonGoalBudgetExhausted || tu.CanceledByName == "" {
+		t.Fatalf("stopped turn = by %q (%q) reason %q", tu.CanceledBy, tu.CanceledByName, tu.CancelReason)
+	}
+	if took := tu.SettledAt.Sub(g.Goal.StartedAt); took < time.Second || took > 10*time.Second {
+		t.Fatalf("the turn was stopped %s after the goal began, budget 1s", took)
+	}
+	time.Sleep(700 * time.Millisecond) // more than a goal worker pass
+	if n := len(f.turnsOldestFirst(s.ID)); n != 1 {
+		t.Fatalf("an exhausted goal started another turn: %d turns", n)
+	}
+	if n := f.runtime.dispatches.Load(); n != 1 {
+		t.Fatalf("want 1 dispatch, got %d", n)
+	}
+	f.expectBusy(s.ID, false)
 }}
 
 // GoalIdempotentAndConflict: a retried clientSubmitId returns the same
