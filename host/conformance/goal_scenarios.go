@@ -25,6 +25,7 @@ func goalScenarios() []Scenario {
 		GoalCrashDuringTurnStaysUnknown,
 		GoalCrashWithPendingFence,
 		GoalCrashBeforeDispatch,
+		GoalCrashBeforeArm,
 		GoalInitialSessionGoal,
 	}
 }
@@ -568,4 +569,72 @@ var GoalCrashBeforeDispatch = Scenario{Name: "goals/crash_before_dispatch_sends_
 		t.Fatalf("the restarted host dispatched %d times, want 1", n)
 	}
 	f.expectClaim(arm.ClientSubmitID, host.ClaimAccepted)
+}}
+
+// GoalCrashBeforeArm: the process dies right after a goal set commits and
+// before its first turn is armed, at both steps in between: (a) with the
+// operation still accepted, (b) after it was marked applied. The caller
+// never heard back. Recovery finishes the operation; the restarted goal
+// worker arms exactly once (one goal_arm turn with the set's provenance,
+// one dispatch) and the goal completes; a retry of the same
+// clientSubmitId then replays the operation and arms nothing.
+var GoalCrashBeforeArm = Scenario{Name: "goals/crash_between_set_and_arm_arms_once", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	spec := &host.GoalSpec{Objective: "/sim instant goal-after=1\nArm me once", MaxTurns: 3}
+	for _, step := range []struct {
+		name      string
+		die       func(tx *faultTx) bool
+		wantState host.GoalOperationState
+	}{
+		{"after the set commit", func(tx *faultTx) bool { return tx.goalOpInserted }, host.GoalOpAccepted},
+		{"after the operation was applied", func(tx *faultTx) bool { return tx.goalOpUpdated }, host.GoalOpApplied},
+	} {
+		s := f.createEmpty()
+		csid := "g-" + s.ID
+		// Only the goal.control call runs in the dying process: its
+		// workers are stopped so nothing else can arm the goal first.
+		f.stopOps()
+		old, oldN := f.runtime, f.runtime.dispatches.Load()
+		f.store.dieAfterCommit(step.die)
+		if _, err := f.goal(s.ID, csid, host.GoalActionSet, spec, "alice"); err == nil {
+			t.Fatalf("%s: the dying process answered the set", step.name)
+		}
+		before, err := f.open(t).GetGoalOperation(ctx, ws, csid)
+		if err != nil || before.State != step.wantState {
+			t.Fatalf("%s: durable operation at the crash = %+v, %v", step.name, before, err)
+		}
+		if n := len(f.turnsOldestFirst(s.ID)); n != 0 {
+			t.Fatalf("%s: a turn exists before the restart: %d", step.name, n)
+		}
+		f.crash()
+		// Recovery itself finished the operation (nobody retried yet).
+		if op, err := f.host.GoalOperation(ctx, ws, csid); err != nil || op.State != host.GoalOpApplied {
+			t.Fatalf("%s: operation after recovery = %+v, %v", step.name, op, err)
+		}
+		g := f.waitGoal(s.ID, "achieved", goalStatus(host.GoalAchieved))
+		// A late client retry replays the operation and arms nothing.
+		retry := f.mustGoal(s.ID, csid, host.GoalActionSet, spec, "alice")
+		if !retry.Replayed || retry.Operation.ID != before.ID {
+			t.Fatalf("%s: retry after restart = %+v", step.name, retry.Operation)
+		}
+		if g.Goal.TurnsUsed != 1 || g.Goal.OperationID != before.ID || g.Revision != 1 {
+			t.Fatalf("%s: goal = %+v (rev %d)", step.name, g.Goal, g.Revision)
+		}
+		time.Sleep(700 * time.Millisecond) // more than a goal worker pass
+		turns := f.turnsOldestFirst(s.ID)
+		if len(turns) != 1 || turns[0].Origin != host.OriginGoalArm || turns[0].Goal == nil ||
+			turns[0].Goal.OperationID != before.ID || turns[0].Goal.Revision != 1 || turns[0].Outcome != host.OutcomeCompleted {
+			t.Fatalf("%s: want exactly one completed goal_arm turn, got %+v", step.name, turns)
+		}
+		if n := old.dispatches.Load() - oldN; n != 0 {
+			t.Fatalf("%s: the dead process dispatched %d turns", step.name, n)
+		}
+		if n := f.runtime.dispatches.Load(); n != 1 {
+			t.Fatalf("%s: the restarted host dispatched %d times, want 1", step.name, n)
+		}
+		op, err := f.host.GoalOperation(ctx, ws, csid)
+		if err != nil || op.State != host.GoalOpApplied {
+			t.Fatalf("%s: operation after restart = %+v, %v", step.name, op, err)
+		}
+	}
 }}
