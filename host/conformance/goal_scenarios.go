@@ -26,6 +26,7 @@ func goalScenarios() []Scenario {
 		GoalCrashWithPendingFence,
 		GoalCrashBeforeDispatch,
 		GoalCrashBeforeArm,
+		GoalCorruptRecordQuarantined,
 		GoalInitialSessionGoal,
 	}
 }
@@ -636,5 +637,57 @@ var GoalCrashBeforeArm = Scenario{Name: "goals/crash_between_set_and_arm_arms_on
 		if err != nil || op.State != host.GoalOpApplied {
 			t.Fatalf("%s: operation after restart = %+v, %v", step.name, op, err)
 		}
+	}
+}}
+
+// GoalCorruptRecordQuarantined: an active goal record and an accepted goal
+// operation whose stored rows no longer decode. Recovery quarantines both
+// and reports them; the corrupt goal never arms, goal.get and goal.control
+// answer goal_record_corrupt, the healthy goals run as usual, and the next
+// start does not trip over the quarantined rows again.
+var GoalCorruptRecordQuarantined = Scenario{Name: "goals/corrupt_record_is_quarantined", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	a, b, c := f.createEmpty(), f.createEmpty(), f.createEmpty()
+	spec := &host.GoalSpec{Objective: "/sim instant goal-after=1\nRun once"}
+	f.stopOps() // nothing arms before the rows are corrupted
+	f.mustGoal(a.ID, "ga", host.GoalActionSet, spec, "alice")
+	f.mustGoal(b.ID, "gb", host.GoalActionSet, spec, "alice")
+	// c's operation stays accepted: the process dies right after it.
+	f.store.dieAfterCommit(func(tx *faultTx) bool { return tx.goalOpInserted })
+	_, _ = f.goal(c.ID, "gc", host.GoalActionSet, spec, "alice")
+	d.CorruptGoal(t, f.store.Store, ws, a.ID)
+	d.CorruptGoalOperation(t, f.store.Store, ws, "gc")
+
+	rep := f.crash()
+	got := map[string]string{}
+	for _, q := range rep.Quarantined {
+		got[q.Kind] = q.Key
+		if q.Reason == "" {
+			t.Fatalf("quarantined without a reason: %+v", q)
+		}
+	}
+	if len(rep.Quarantined) != 2 || got[host.QuarantineKindGoal] != ws+"/"+a.ID ||
+		got[host.QuarantineKindGoalOperation] != ws+"/gc" {
+		t.Fatalf("quarantined: %+v", rep.Quarantined)
+	}
+	// The healthy goals run (c's goal record is intact; only its
+	// operation record is set aside).
+	f.waitGoal(b.ID, "achieved", goalStatus(host.GoalAchieved))
+	f.waitGoal(c.ID, "achieved", goalStatus(host.GoalAchieved))
+	time.Sleep(700 * time.Millisecond) // more than a goal worker pass
+	if n := len(f.turnsOldestFirst(a.ID)); n != 0 {
+		t.Fatalf("the corrupt goal armed %d turns", n)
+	}
+	if n := f.runtime.dispatches.Load(); n != 2 {
+		t.Fatalf("want 2 dispatches (b and c), got %d", n)
+	}
+	_, err := f.host.GetGoal(ctx, ws, a.ID)
+	wantReason(t, err, host.CodeInternal, host.ReasonGoalRecordCorrupt)
+	_, err = f.goal(a.ID, "ga2", host.GoalActionPause, nil, "bob")
+	wantReason(t, err, host.CodeInternal, host.ReasonGoalRecordCorrupt)
+	_, err = f.host.GoalOperation(ctx, ws, "gc")
+	wantReason(t, err, host.CodeInternal, host.ReasonGoalRecordCorrupt)
+	if rep := f.crash(); len(rep.Quarantined) != 0 {
+		t.Fatalf("second start quarantined again: %+v", rep.Quarantined)
 	}
 }}
