@@ -547,7 +547,10 @@ var GoalCrashBeforeDispatch = Scenario{Name: "goals/crash_before_dispatch_sends_
 	})
 	f.mustGoal(s.ID, "g1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim instant goal-after=1\nOnce"}, "alice")
 	g := f.waitGoal(s.ID, "armed", func(g host.GoalState) bool { return g.Goal != nil && g.Goal.ActiveTurnID != "" })
-	arm := f.expectTurn(s.ID, g.Goal.ActiveTurnID, host.PhaseQueued, "", "")
+	// The refused dispatch passes through dispatched on its way back to
+	// queued (and the reconciler retries it): wait for queued.
+	arm := f.waitTurn(host.Turn{WorkspaceID: ws, SessionID: s.ID, ID: g.Goal.ActiveTurnID}, "queued",
+		func(t host.Turn) bool { return t.Phase == host.PhaseQueued })
 	f.crash()
 	// The restarted agent cannot load the old provider session (no state
 	// dir here): nothing is sent until a member continues fresh.
