@@ -81,6 +81,11 @@ type CancelInput struct {
 	Wait        time.Duration
 	// By and ByName: who asked to stop, recorded on the Turn.
 	By, ByName string
+	// Reason is the Host's own stop reason (ReasonGoalBudgetExhausted):
+	// recorded on the Turn with the intent and kept as its terminal
+	// reason, so the stop is explained whatever the runtime reports.
+	// Empty for a person's cancel.
+	Reason string `json:",omitempty"`
 }
 
 // CancelResult keeps durable intent, provider confirmation and canonical

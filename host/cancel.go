@@ -40,7 +40,7 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 			return nil // idempotent: the first intent (or the terminal) stands
 		}
 		t.CancelRequested, t.UpdatedAt = true, h.nowUTC()
-		t.CanceledBy, t.CanceledByName = in.By, in.ByName
+		t.CanceledBy, t.CanceledByName, t.CancelReason = in.By, in.ByName, in.Reason
 		// ACP: cancelling a prompt answers its pending permission requests
 		// "cancelled"; the canonical interactions say so at once.
 		if err := endInteractions(ctx, tx, t, InteractionCanceled, ResolutionTurnCanceled, t.UpdatedAt); err != nil {
@@ -54,7 +54,7 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 		if t.Phase == PhaseQueued {
 			// Not dispatched yet: the provider never saw it, so cancel is exact.
 			now := t.UpdatedAt
-			t.Phase, t.Outcome, t.SettledAt = PhaseSettled, OutcomeCanceled, &now
+			t.Phase, t.Outcome, t.SettledAt, t.FailureReason = PhaseSettled, OutcomeCanceled, &now, in.Reason
 			if s.ActiveTurnID == t.ID {
 				s.ActiveTurnID, s.UpdatedAt = "", now
 				if err := h.handoffIn(ctx, tx, emit, &s, t); err != nil {

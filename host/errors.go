@@ -88,6 +88,10 @@ var (
 	ErrDuplicate = errors.New("duplicate")
 	// ErrUnavailable: the store could not be reached; the command may be retried.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrCorrupt: the row was read but does not decode into a valid
+	// record. Retrying cannot help; the Host quarantines it and never
+	// acts on it.
+	ErrCorrupt = errors.New("stored record is corrupt")
 )
 
 // CodeOf classifies any error into the closed code list.

@@ -123,7 +123,7 @@ func (h *Host) GoalControl(ctx context.Context, in GoalControlInput) (GoalContro
 	if op, err := h.store.GetGoalOperation(ctx, in.WorkspaceID, in.ClientSubmitID); err == nil {
 		return h.replayGoalOp(ctx, op, in.SessionID, digest)
 	} else if !errors.Is(err, ErrNotFound) {
-		return GoalControlResult{}, storeErr(err, "goal operation")
+		return GoalControlResult{}, goalReadErr(err, "goal operation %s", in.ClientSubmitID)
 	}
 	unlock := h.locks.lock(in.WorkspaceID, in.SessionID)
 	var op GoalOperation
@@ -180,7 +180,7 @@ func (h *Host) GoalControl(ctx context.Context, in GoalControlInput) (GoalContro
 	if errors.Is(err, errClaimExists) || errors.Is(err, ErrDuplicate) {
 		cur, gerr := h.store.GetGoalOperation(ctx, in.WorkspaceID, in.ClientSubmitID)
 		if gerr != nil {
-			return GoalControlResult{}, storeErr(gerr, "goal operation")
+			return GoalControlResult{}, goalReadErr(gerr, "goal operation %s", in.ClientSubmitID)
 		}
 		return h.replayGoalOp(ctx, cur, in.SessionID, digest)
 	}
@@ -188,7 +188,9 @@ func (h *Host) GoalControl(ctx context.Context, in GoalControlInput) (GoalContro
 		if cur, gerr := h.store.GetGoalOperation(ctx, in.WorkspaceID, in.ClientSubmitID); gerr == nil && cur.ID == op.ID {
 			return h.replayGoalOp(ctx, cur, in.SessionID, digest) // only the acknowledgement was lost
 		}
-		return GoalControlResult{}, storeErr(err, "goal control")
+		// A corrupt goal record stays as it is (quarantined): a person
+		// cannot build on a state nobody can read.
+		return GoalControlResult{}, goalReadErr(err, "goal of session %s", in.SessionID)
 	}
 	// The intent is durable: from here on failures leave the operation
 	// accepted for the goal worker, never an error to the caller.
@@ -308,7 +310,7 @@ func (h *Host) replayGoalOp(ctx context.Context, op GoalOperation, sessionID, di
 func (h *Host) goalResult(ctx context.Context, ws, csid string, st GoalState, replayed bool) (GoalControlResult, error) {
 	op, err := h.store.GetGoalOperation(ctx, ws, csid)
 	if err != nil {
-		return GoalControlResult{}, storeErr(err, "goal operation")
+		return GoalControlResult{}, goalReadErr(err, "goal operation %s", csid)
 	}
 	if fresh, err := h.goalState(ctx, ws, op.SessionID); err == nil {
 		st = fresh // the effects may have moved it on (an armed turn)
@@ -325,7 +327,7 @@ func (h *Host) GoalOperation(ctx context.Context, ws, clientSubmitID string) (Go
 	}
 	op, err := h.store.GetGoalOperation(ctx, ws, clientSubmitID)
 	if err != nil {
-		return GoalOperation{}, storeErr(err, "goal operation %s", clientSubmitID)
+		return GoalOperation{}, goalReadErr(err, "goal operation %s", clientSubmitID)
 	}
 	return op, nil
 }
@@ -352,9 +354,39 @@ func (h *Host) goalState(ctx context.Context, ws, sid string) (GoalState, error)
 		return GoalState{WorkspaceID: ws, SessionID: sid}, nil
 	}
 	if err != nil {
-		return GoalState{}, storeErr(err, "goal of session %s", sid)
+		return GoalState{}, goalReadErr(err, "goal of session %s", sid)
 	}
 	return g, nil
+}
+
+// goalReadErr types a failed goal read: a stored record that does not
+// decode is goal_record_corrupt (the scans quarantine it and nothing runs
+// from it; retrying cannot help), anything else the usual store error.
+func goalReadErr(err error, format string, args ...any) error {
+	if errors.Is(err, ErrCorrupt) {
+		return &Error{Code: CodeInternal, Reason: ReasonGoalRecordCorrupt, Err: err,
+			Message: fmt.Sprintf(format, args...) + " cannot be read: its stored record is corrupt and quarantined"}
+	}
+	return storeErr(err, format, args...)
+}
+
+// quarantineGoalRecords sets aside goal records a scan could not decode, so
+// no later scan acts on them, and reports each in the log. Only a failure
+// to persist the quarantine is an error.
+func (h *Host) quarantineGoalRecords(ctx context.Context, bad []Quarantined) ([]Quarantined, error) {
+	done := make([]Quarantined, 0, len(bad))
+	for _, q := range bad {
+		if q.At.IsZero() {
+			q.At = h.nowUTC()
+		}
+		if err := h.store.Quarantine(ctx, q); err != nil {
+			return done, fmt.Errorf("quarantine %s %s: %w", q.Kind, q.Key, err)
+		}
+		h.log.Error("goal record quarantined: it does not decode, nothing runs from it",
+			"kind", q.Kind, "key", q.Key, "reason", q.Reason)
+		done = append(done, q)
+	}
+	return done, nil
 }
 
 // finishGoalOp completes an accepted operation: the fences it wrote are

@@ -69,7 +69,10 @@ func (h *Host) goalPass(ctx context.Context, wg *sync.WaitGroup) {
 	} else if ctx.Err() == nil {
 		h.log.Warn("goal worker: fences", "err", err)
 	}
-	if ops, err := h.store.PendingGoalOperations(ctx); err == nil {
+	if ops, bad, err := h.store.PendingGoalOperations(ctx); err == nil {
+		if _, err := h.quarantineGoalRecords(ctx, bad); err != nil && ctx.Err() == nil {
+			h.log.Warn("goal worker: quarantine", "err", err)
+		}
 		for _, op := range ops {
 			if ctx.Err() != nil {
 				return
@@ -79,12 +82,15 @@ func (h *Host) goalPass(ctx context.Context, wg *sync.WaitGroup) {
 			}
 		}
 	}
-	goals, err := h.store.LiveGoals(ctx)
+	goals, bad, err := h.store.LiveGoals(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.Warn("goal worker: live goals", "err", err)
 		}
 		return
+	}
+	if _, err := h.quarantineGoalRecords(ctx, bad); err != nil && ctx.Err() == nil {
+		h.log.Warn("goal worker: quarantine", "err", err)
 	}
 	for _, g := range goals {
 		key := g.WorkspaceID + "/" + g.SessionID
@@ -127,7 +133,7 @@ func (h *Host) advanceGoal(ctx context.Context, ws, sid string) error {
 			return err
 		}
 		if !t.Settled() {
-			return nil // it runs; its settlement wakes us
+			return h.enforceTimeBudget(ctx, g, t) // it runs; its settlement wakes us
 		}
 		return h.decideGoalTurn(ctx, t)
 	}
@@ -146,6 +152,27 @@ func (h *Host) advanceGoal(ctx context.Context, ws, sid string) error {
 		return nil // a person's turn (or a fenced goal turn) runs first
 	}
 	return h.admitGoalTurn(ctx, st)
+}
+
+// enforceTimeBudget stops a running goal turn once the goal's wall time
+// budget is spent: without it a hanging turn would outlive maxDuration,
+// which is otherwise only checked between turns. It runs on the goal
+// worker's existing pass (no timer per goal) and goes through the normal
+// cancel path, whose durable intent the reconciler redelivers; the
+// decision then ends the goal budget_exhausted.
+func (h *Host) enforceTimeBudget(ctx context.Context, g *Goal, t Turn) error {
+	if t.CancelRequested || !currentProvenance(g, t) || h.nowUTC().Sub(g.StartedAt) < g.timeBudget() {
+		return nil
+	}
+	h.log.Info("goal: wall time budget spent; stopping the running goal turn",
+		"session", t.SessionID, "turn", t.ID, "maxDuration", g.timeBudget().String())
+	_, err := h.CancelTurn(ctx, CancelInput{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID,
+		By: "ensemble:goal", ByName: "goal budget (" + g.timeBudget().String() + " wall time)",
+		Reason: ReasonGoalBudgetExhausted})
+	if err != nil {
+		return fmt.Errorf("goal: stop turn %s over its time budget: %w", t.ID, err)
+	}
+	return nil
 }
 
 // admitGoalTurn admits the goal's next turn through the ordinary admission
@@ -283,6 +310,11 @@ func (h *Host) decideGoalTurn(ctx context.Context, t Turn) error {
 			case now.Sub(ng.StartedAt) >= ng.timeBudget():
 				ng.Status, ng.EndReason = GoalBudgetExhausted, "max_duration"
 			}
+		case t.CancelReason == ReasonGoalBudgetExhausted:
+			// The Host stopped it because the wall time ran out: whatever
+			// the runtime reported after that, the budget is spent.
+			ng.TurnsUsed++
+			ng.Status, ng.EndReason = GoalBudgetExhausted, "max_duration"
 		case t.Outcome == OutcomeCanceled && t.CanceledBy != "" && t.CanceledBy != "ensemble:goal":
 			// A person stopped the goal turn: the goal waits for them.
 			ng.TurnsUsed++
@@ -326,15 +358,17 @@ func (h *Host) endGoal(ctx context.Context, ws, sid, opID string, rev int64, sta
 // recoverGoals is the goal step of startup recovery, after runtime
 // operations and before stale turns: every pending fence first (a
 // matching unsettled turn is settled interrupted locally; no provider is
-// resumed), then the accepted goal operations.
-func (h *Host) recoverGoals(ctx context.Context) error {
+// resumed), then the accepted goal operations. Goal records and
+// operations that do not decode are quarantined and returned for the
+// report; only a failure to persist that fails recovery.
+func (h *Host) recoverGoals(ctx context.Context) ([]Quarantined, error) {
 	fences, err := h.store.PendingGoalFences(ctx)
 	if err != nil {
-		return fmt.Errorf("recovery: goal fences: %w", err)
+		return nil, fmt.Errorf("recovery: goal fences: %w", err)
 	}
 	for _, f := range fences {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		if _, mine, err := h.ownSession(ctx, f.WorkspaceID, f.SessionID, ""); err != nil || !mine {
 			continue // a live replica owns it and processes its fences
@@ -343,14 +377,29 @@ func (h *Host) recoverGoals(ctx context.Context) error {
 			h.log.Warn("recovery: a goal fence stays pending; the goal worker retries", "session", f.SessionID, "operation", f.OperationID)
 		}
 	}
-	ops, err := h.store.PendingGoalOperations(ctx)
+	ops, badOps, err := h.store.PendingGoalOperations(ctx)
 	if err != nil {
-		return fmt.Errorf("recovery: goal operations: %w", err)
+		return nil, fmt.Errorf("recovery: goal operations: %w", err)
+	}
+	quarantined, err := h.quarantineGoalRecords(ctx, badOps)
+	if err != nil {
+		return quarantined, fmt.Errorf("recovery: %w", err)
 	}
 	for _, op := range ops {
 		if _, mine, err := h.ownSession(ctx, op.WorkspaceID, op.SessionID, ""); err == nil && mine {
 			h.finishGoalOp(ctx, op, 0)
 		}
 	}
-	return nil
+	// The live goals are scanned here only to quarantine (and report) the
+	// undecodable ones before the worker starts; the worker arms the rest.
+	_, badGoals, err := h.store.LiveGoals(ctx)
+	if err != nil {
+		return quarantined, fmt.Errorf("recovery: live goals: %w", err)
+	}
+	q, err := h.quarantineGoalRecords(ctx, badGoals)
+	quarantined = append(quarantined, q...)
+	if err != nil {
+		return quarantined, fmt.Errorf("recovery: %w", err)
+	}
+	return quarantined, nil
 }

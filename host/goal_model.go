@@ -183,6 +183,11 @@ const (
 	OriginGoalContinuation = "goal_continuation"
 )
 
+// ReasonGoalBudgetExhausted is the stop reason (Turn.CancelReason and
+// FailureReason) of a goal turn the Host cancelled because the goal's wall
+// time budget ran out while it ran.
+const ReasonGoalBudgetExhausted = "goal_budget_exhausted"
+
 // GoalProvenance is the immutable goal identity a goal turn was admitted
 // for. Only a turn whose provenance equals the goal's current operation
 // and revision may advance it.
@@ -206,12 +211,31 @@ type GoalStore interface {
 	GetGoal(ctx context.Context, ws, sessionID string) (GoalState, error) // ErrNotFound: no goal ever
 	GetGoalOperation(ctx context.Context, ws, clientSubmitID string) (GoalOperation, error)
 	// LiveGoals lists goal states whose goal is active (all workspaces).
-	LiveGoals(ctx context.Context) ([]GoalState, error)
+	// A record that does not decode is returned as a Quarantined
+	// candidate (QuarantineKindGoal) instead of failing the scan, and
+	// quarantined records are left out.
+	LiveGoals(ctx context.Context) ([]GoalState, []Quarantined, error)
 	// PendingGoalFences lists fences not yet done, oldest first.
 	PendingGoalFences(ctx context.Context) ([]GoalFence, error)
-	// PendingGoalOperations lists operations still accepted, oldest first.
-	PendingGoalOperations(ctx context.Context) ([]GoalOperation, error)
+	// PendingGoalOperations lists operations still accepted, oldest
+	// first; undecodable ones come back as Quarantined candidates
+	// (QuarantineKindGoalOperation), quarantined ones are left out.
+	PendingGoalOperations(ctx context.Context) ([]GoalOperation, []Quarantined, error)
 }
+
+// Quarantine kinds of goal records. A goal's key is
+// "<workspace>/<session>", a goal operation's "<workspace>/<clientSubmitId>".
+const (
+	QuarantineKindGoal          = "goal"
+	QuarantineKindGoalOperation = "goal_operation"
+)
+
+// ReasonGoalRecordCorrupt is the typed error reason of a goal read (goal.get,
+// goal.control) whose stored record does not decode.
+const ReasonGoalRecordCorrupt = "goal_record_corrupt"
+
+// GetGoal, Tx.Goal, GetGoalOperation and Tx.GoalOperation wrap ErrCorrupt
+// when the stored record does not decode.
 
 // GoalTx is the transactional goal writer.
 type GoalTx interface {

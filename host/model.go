@@ -146,10 +146,13 @@ type Turn struct {
 // depends on what the server runs today: the author's display name at
 // admission, who asked to stop it, and the agent that ran it.
 type TurnLabels struct {
-	SubmittedByName string     `json:"submittedByName,omitempty"`
-	CanceledBy      string     `json:"canceledBy,omitempty"`
-	CanceledByName  string     `json:"canceledByName,omitempty"`
-	Agent           *AgentInfo `json:"agent,omitempty"`
+	SubmittedByName string `json:"submittedByName,omitempty"`
+	CanceledBy      string `json:"canceledBy,omitempty"`
+	CanceledByName  string `json:"canceledByName,omitempty"`
+	// CancelReason is the Host's stop reason when the Host itself asked
+	// to stop the Turn (CancelInput.Reason).
+	CancelReason string     `json:"cancelReason,omitempty"`
+	Agent        *AgentInfo `json:"agent,omitempty"`
 	// Goal is the provenance of a goal turn (goal_model.go), immutable.
 	Goal *GoalProvenance `json:"goal,omitempty"`
 }

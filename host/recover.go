@@ -33,7 +33,9 @@ func (h *Host) Recover(ctx context.Context) (RecoveryReport, error) {
 	}
 	rep.RecoveredOperations = ran
 	// Goal fences, then goal operations, before any stale turn is settled.
-	if err := h.recoverGoals(ctx); err != nil {
+	badGoals, err := h.recoverGoals(ctx)
+	rep.Quarantined = append(rep.Quarantined, badGoals...)
+	if err != nil {
 		return rep, err
 	}
 

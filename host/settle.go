@@ -52,6 +52,9 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 	t.Phase, t.Outcome, t.UpdatedAt, t.SettledAt = PhaseSettled, term.Outcome, now, &now
 	if term.Outcome != OutcomeCompleted {
 		t.FailureReason = term.Reason
+		if t.FailureReason == "" && term.Outcome == OutcomeCanceled {
+			t.FailureReason = t.CancelReason // the runtime knows no why; the Host's intent does
+		}
 	}
 	t.StopReason = term.StopReason
 	if err := tx.UpdateTurn(ctx, t); err != nil {

@@ -29,6 +29,11 @@ func (t *topic) readGoal(ctx context.Context) error {
 	if errors.Is(err, host.ErrNotFound) || host.CodeOf(err) == host.CodeNotFound {
 		return nil
 	}
+	if he := (*host.Error)(nil); errors.As(err, &he) && he.Reason == host.ReasonGoalRecordCorrupt {
+		// Quarantined by the Host and answered as a typed error by
+		// goal.get: the session itself stays watchable, without a goal.
+		return nil
+	}
 	if err != nil {
 		return err
 	}

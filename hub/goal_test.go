@@ -68,3 +68,36 @@ func TestGoalStateAppliesOnlyNewerSeq(t *testing.T) {
 		t.Fatalf("snapshot goal = %+v, %v", snap.Goal, err)
 	}
 }
+
+// corruptGoalReader answers goal reads as the Host does for a quarantined,
+// undecodable goal record.
+type corruptGoalReader struct{ *fakeReader }
+
+func (corruptGoalReader) GetGoal(context.Context, string, string) (host.GoalState, error) {
+	return host.GoalState{}, &host.Error{Code: host.CodeInternal, Reason: host.ReasonGoalRecordCorrupt,
+		Message: "goal of session s1 cannot be read"}
+}
+
+// A corrupt goal record must not make the session unwatchable: the view
+// loads without a goal (goal.get reports the typed error).
+func TestCorruptGoalRecordKeepsSessionWatchable(t *testing.T) {
+	fr := &fakeReader{sessions: map[string]host.Session{"s1": {WorkspaceID: "w", ID: "s1", RootID: "s1"}}}
+	h := New(Config{Reader: corruptGoalReader{fr}, Bus: NewLocalBus()})
+	defer h.Close()
+	tp, err := h.acquire(kindSession, "w", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.release(tp)
+	tp.readMu.Lock()
+	err = tp.loadLocked(context.Background())
+	tp.readMu.Unlock()
+	if err != nil {
+		t.Fatalf("load with a corrupt goal record: %v", err)
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if snap, err := tp.sessionSnapshotLocked(); err != nil || snap.Goal != nil {
+		t.Fatalf("snapshot = %+v, %v", snap.Goal, err)
+	}
+}

@@ -32,6 +32,24 @@ func (conformanceDriver) CorruptTurn(t *testing.T, s host.Store, ref host.TurnRe
 	}
 }
 
+func (conformanceDriver) CorruptGoal(t *testing.T, s host.Store, ws, sessionID string) {
+	st := s.(*Store)
+	tag, err := st.pool.Exec(t.Context(), `UPDATE goals SET state_json = '{"goal": {"status": 7'
+		WHERE workspace_id = $1 AND session_id = $2`, ws, sessionID)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("corrupt goal: %d rows, %v", tag.RowsAffected(), err)
+	}
+}
+
+func (conformanceDriver) CorruptGoalOperation(t *testing.T, s host.Store, ws, clientSubmitID string) {
+	st := s.(*Store)
+	tag, err := st.pool.Exec(t.Context(), `UPDATE goal_operations SET op_json = 'not json'
+		WHERE workspace_id = $1 AND client_submit_id = $2`, ws, clientSubmitID)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("corrupt goal operation: %d rows, %v", tag.RowsAffected(), err)
+	}
+}
+
 // newSimRuntime is the sim agent behind runtime/acp, in-process; rate < 0
 // answers without any delay.
 func newSimRuntime(t testing.TB, rate time.Duration) *acp.Runtime {

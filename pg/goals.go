@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
+	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
 )
@@ -15,15 +14,32 @@ import (
 // recovery scans. Callers hold the session row lock (Tx.Session), which
 // serializes goal mutations of one session across replicas.
 
-func decodeGoal(raw string) (host.GoalState, error) {
+// decodeGoal decodes a goal record; a record that does not form a valid
+// goal wraps host.ErrCorrupt, so the Host quarantines it instead of
+// retrying or acting on it.
+func decodeGoal(ws, sid, raw string) (host.GoalState, error) {
 	var g host.GoalState
 	if err := json.Unmarshal([]byte(raw), &g); err != nil {
-		return g, fmt.Errorf("decode goal: %w", err)
+		return g, fmt.Errorf("decode goal %s/%s: %w: %v", ws, sid, host.ErrCorrupt, err)
 	}
-	if g.Goal != nil && !g.Goal.Status.Valid() {
-		return g, fmt.Errorf("decode goal %s/%s: invalid status %q", g.WorkspaceID, g.SessionID, g.Goal.Status)
+	switch {
+	case g.WorkspaceID != ws || g.SessionID != sid:
+		return g, fmt.Errorf("decode goal %s/%s: %w: it names %s/%s", ws, sid, host.ErrCorrupt, g.WorkspaceID, g.SessionID)
+	case g.Goal != nil && !g.Goal.Status.Valid():
+		return g, fmt.Errorf("decode goal %s/%s: %w: invalid status %q", ws, sid, host.ErrCorrupt, g.Goal.Status)
 	}
 	return g, nil
+}
+
+func decodeGoalOp(ws, csid, raw string) (host.GoalOperation, error) {
+	var op host.GoalOperation
+	if err := json.Unmarshal([]byte(raw), &op); err != nil {
+		return op, fmt.Errorf("decode goal operation %s/%s: %w: %v", ws, csid, host.ErrCorrupt, err)
+	}
+	if op.WorkspaceID != ws || op.ClientSubmitID != csid {
+		return op, fmt.Errorf("decode goal operation %s/%s: %w: it names %s/%s", ws, csid, host.ErrCorrupt, op.WorkspaceID, op.ClientSubmitID)
+	}
+	return op, nil
 }
 
 func getGoal(ctx context.Context, q querier, ws, sid string) (host.GoalState, error) {
@@ -35,7 +51,7 @@ func getGoal(ctx context.Context, q querier, ws, sid string) (host.GoalState, er
 	if err != nil {
 		return host.GoalState{}, classify("get goal", err)
 	}
-	return decodeGoal(raw)
+	return decodeGoal(ws, sid, raw)
 }
 
 // GetGoal returns the session's goal record.
@@ -87,28 +103,17 @@ func (t *tx) PutGoal(ctx context.Context, g host.GoalState) error {
 	return nil
 }
 
-func scanGoalOp(row pgx.Row) (host.GoalOperation, error) {
-	var raw string
-	if err := row.Scan(&raw); err != nil {
-		return host.GoalOperation{}, err
-	}
-	var op host.GoalOperation
-	if err := json.Unmarshal([]byte(raw), &op); err != nil {
-		return op, fmt.Errorf("decode goal operation: %w", err)
-	}
-	return op, nil
-}
-
 func getGoalOp(ctx context.Context, q querier, ws, csid string) (host.GoalOperation, error) {
-	op, err := scanGoalOp(q.QueryRow(ctx, `SELECT op_json FROM goal_operations
-		WHERE workspace_id = $1 AND client_submit_id = $2`, ws, csid))
+	var raw string
+	err := q.QueryRow(ctx, `SELECT op_json FROM goal_operations
+		WHERE workspace_id = $1 AND client_submit_id = $2`, ws, csid).Scan(&raw)
 	if isNoRows(err) {
-		return op, notFound("goal operation " + csid)
+		return host.GoalOperation{}, notFound("goal operation " + csid)
 	}
 	if err != nil {
-		return op, classify("get goal operation", err)
+		return host.GoalOperation{}, classify("get goal operation", err)
 	}
-	return op, nil
+	return decodeGoalOp(ws, csid, raw)
 }
 
 // GetGoalOperation returns the goal operation of a clientSubmitId.
@@ -197,26 +202,48 @@ func (t *tx) UpdateGoalFence(ctx context.Context, f host.GoalFence) error {
 	return t.affectedOne("update goal fence "+f.OperationID, tag, err)
 }
 
-// LiveGoals lists the goal records whose goal is active, in every workspace.
-func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, error) {
-	return withPool(ctx, s, func(q querier) ([]host.GoalState, error) {
-		rows, err := q.Query(ctx, `SELECT state_json FROM goals WHERE status = $1 ORDER BY updated_at`, string(host.GoalActive))
+// goalScan is one recovery scan's result: the decodable records and the
+// quarantine candidates.
+type goalScan[T any] struct {
+	out []T
+	bad []host.Quarantined
+}
+
+// LiveGoals lists the goal records whose goal is active, in every
+// workspace, except quarantined ones; an undecodable record comes back as
+// a quarantine candidate so one poisoned record never stalls the rest.
+func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, []host.Quarantined, error) {
+	r, err := withPool(ctx, s, func(q querier) (goalScan[host.GoalState], error) {
+		var r goalScan[host.GoalState]
+		rows, err := q.Query(ctx, `SELECT g.workspace_id, g.session_id, g.state_json FROM goals g
+			WHERE g.status = $1
+			AND NOT EXISTS (SELECT 1 FROM quarantine q
+				WHERE q.kind = $2 AND q.key = g.workspace_id || '/' || g.session_id)
+			ORDER BY g.updated_at`, string(host.GoalActive), host.QuarantineKindGoal)
 		if err != nil {
-			return nil, classify("live goals", err)
+			return r, classify("live goals", err)
 		}
 		defer rows.Close()
-		out := []host.GoalState{}
+		r.out = []host.GoalState{}
 		for rows.Next() {
-			var raw string
-			if err := rows.Scan(&raw); err != nil {
-				return nil, classify("live goals", err)
+			var ws, sid, raw string
+			if err := rows.Scan(&ws, &sid, &raw); err != nil {
+				return r, classify("live goals", err)
 			}
-			if g, err := decodeGoal(raw); err == nil { // an undecodable record must not stall the rest
-				out = append(out, g)
+			g, err := decodeGoal(ws, sid, raw)
+			if err != nil {
+				r.bad = append(r.bad, host.Quarantined{WorkspaceID: ws, Kind: host.QuarantineKindGoal,
+					Key: ws + "/" + sid, Reason: err.Error(), At: time.Now().UTC()})
+				continue
 			}
+			r.out = append(r.out, g)
 		}
-		return out, classify("live goals", rows.Err())
+		return r, classify("live goals", rows.Err())
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.out, r.bad, nil
 }
 
 // PendingGoalFences lists fences not yet done, oldest first.
@@ -244,21 +271,39 @@ func (s *Store) PendingGoalFences(ctx context.Context) ([]host.GoalFence, error)
 	})
 }
 
-// PendingGoalOperations lists operations still accepted, oldest first.
-func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation, error) {
-	return withPool(ctx, s, func(q querier) ([]host.GoalOperation, error) {
-		rows, err := q.Query(ctx, `SELECT op_json FROM goal_operations WHERE state = $1
-			ORDER BY created_at`, string(host.GoalOpAccepted))
+// PendingGoalOperations lists operations still accepted, oldest first,
+// except quarantined ones; an undecodable one comes back as a quarantine
+// candidate.
+func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation, []host.Quarantined, error) {
+	r, err := withPool(ctx, s, func(q querier) (goalScan[host.GoalOperation], error) {
+		var r goalScan[host.GoalOperation]
+		rows, err := q.Query(ctx, `SELECT o.workspace_id, o.client_submit_id, o.op_json FROM goal_operations o
+			WHERE o.state = $1
+			AND NOT EXISTS (SELECT 1 FROM quarantine q
+				WHERE q.kind = $2 AND q.key = o.workspace_id || '/' || o.client_submit_id)
+			ORDER BY o.created_at`, string(host.GoalOpAccepted), host.QuarantineKindGoalOperation)
 		if err != nil {
-			return nil, classify("pending goal operations", err)
+			return r, classify("pending goal operations", err)
 		}
 		defer rows.Close()
-		out := []host.GoalOperation{}
+		r.out = []host.GoalOperation{}
 		for rows.Next() {
-			if op, err := scanGoalOp(rows); err == nil {
-				out = append(out, op)
+			var ws, csid, raw string
+			if err := rows.Scan(&ws, &csid, &raw); err != nil {
+				return r, classify("pending goal operations", err)
 			}
+			op, err := decodeGoalOp(ws, csid, raw)
+			if err != nil {
+				r.bad = append(r.bad, host.Quarantined{WorkspaceID: ws, Kind: host.QuarantineKindGoalOperation,
+					Key: ws + "/" + csid, Reason: err.Error(), At: time.Now().UTC()})
+				continue
+			}
+			r.out = append(r.out, op)
 		}
-		return out, classify("pending goal operations", rows.Err())
+		return r, classify("pending goal operations", rows.Err())
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.out, r.bad, nil
 }

@@ -46,6 +46,24 @@ func (conformanceDriver) CorruptTurn(t *testing.T, s host.Store, ref host.TurnRe
 	}
 }
 
+func (conformanceDriver) CorruptGoal(t *testing.T, s host.Store, ws, sessionID string) {
+	st := s.(*Store)
+	res, err := st.w.ExecContext(t.Context(), `UPDATE goals SET state_json = '{"goal": {"status": 7'
+		WHERE workspace_id = ? AND session_id = ?`, ws, sessionID)
+	if n, _ := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("corrupt goal: %d rows, %v", n, err)
+	}
+}
+
+func (conformanceDriver) CorruptGoalOperation(t *testing.T, s host.Store, ws, clientSubmitID string) {
+	st := s.(*Store)
+	res, err := st.w.ExecContext(t.Context(), `UPDATE goal_operations SET op_json = 'not json'
+		WHERE workspace_id = ? AND client_submit_id = ?`, ws, clientSubmitID)
+	if n, _ := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("corrupt goal operation: %d rows, %v", n, err)
+	}
+}
+
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformanceDriver{})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
 )
@@ -14,15 +15,32 @@ import (
 // revision, seq and status columns serve the compare-and-set and the
 // recovery scans.
 
-func decodeGoal(raw string) (host.GoalState, error) {
+// decodeGoal decodes a goal record; a record that does not form a valid
+// goal wraps host.ErrCorrupt, so the Host quarantines it instead of
+// retrying or acting on it.
+func decodeGoal(ws, sid, raw string) (host.GoalState, error) {
 	var g host.GoalState
 	if err := json.Unmarshal([]byte(raw), &g); err != nil {
-		return g, fmt.Errorf("decode goal: %w", err)
+		return g, fmt.Errorf("decode goal %s/%s: %w: %v", ws, sid, host.ErrCorrupt, err)
 	}
-	if g.Goal != nil && !g.Goal.Status.Valid() {
-		return g, fmt.Errorf("decode goal %s/%s: invalid status %q", g.WorkspaceID, g.SessionID, g.Goal.Status)
+	switch {
+	case g.WorkspaceID != ws || g.SessionID != sid:
+		return g, fmt.Errorf("decode goal %s/%s: %w: it names %s/%s", ws, sid, host.ErrCorrupt, g.WorkspaceID, g.SessionID)
+	case g.Goal != nil && !g.Goal.Status.Valid():
+		return g, fmt.Errorf("decode goal %s/%s: %w: invalid status %q", ws, sid, host.ErrCorrupt, g.Goal.Status)
 	}
 	return g, nil
+}
+
+func decodeGoalOp(ws, csid, raw string) (host.GoalOperation, error) {
+	var op host.GoalOperation
+	if err := json.Unmarshal([]byte(raw), &op); err != nil {
+		return op, fmt.Errorf("decode goal operation %s/%s: %w: %v", ws, csid, host.ErrCorrupt, err)
+	}
+	if op.WorkspaceID != ws || op.ClientSubmitID != csid {
+		return op, fmt.Errorf("decode goal operation %s/%s: %w: it names %s/%s", ws, csid, host.ErrCorrupt, op.WorkspaceID, op.ClientSubmitID)
+	}
+	return op, nil
 }
 
 func getGoal(ctx context.Context, q querier, ws, sid string) (host.GoalState, error) {
@@ -34,7 +52,7 @@ func getGoal(ctx context.Context, q querier, ws, sid string) (host.GoalState, er
 	if err != nil {
 		return host.GoalState{}, classify("get goal", err)
 	}
-	return decodeGoal(raw)
+	return decodeGoal(ws, sid, raw)
 }
 
 // GetGoal returns the session's goal record.
@@ -82,28 +100,17 @@ func (t *tx) PutGoal(ctx context.Context, g host.GoalState) error {
 	return nil
 }
 
-func scanGoalOp(sc scanner) (host.GoalOperation, error) {
-	var raw string
-	if err := sc.Scan(&raw); err != nil {
-		return host.GoalOperation{}, err
-	}
-	var op host.GoalOperation
-	if err := json.Unmarshal([]byte(raw), &op); err != nil {
-		return op, fmt.Errorf("decode goal operation: %w", err)
-	}
-	return op, nil
-}
-
 func getGoalOp(ctx context.Context, q querier, ws, csid string) (host.GoalOperation, error) {
-	op, err := scanGoalOp(q.QueryRowContext(ctx, `SELECT op_json FROM goal_operations
-		WHERE workspace_id = ? AND client_submit_id = ?`, ws, csid))
+	var raw string
+	err := q.QueryRowContext(ctx, `SELECT op_json FROM goal_operations
+		WHERE workspace_id = ? AND client_submit_id = ?`, ws, csid).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
-		return op, notFound("goal operation " + csid)
+		return host.GoalOperation{}, notFound("goal operation " + csid)
 	}
 	if err != nil {
-		return op, classify("get goal operation", err)
+		return host.GoalOperation{}, classify("get goal operation", err)
 	}
-	return op, nil
+	return decodeGoalOp(ws, csid, raw)
 }
 
 // GetGoalOperation returns the goal operation of a clientSubmitId.
@@ -164,30 +171,42 @@ func (t *tx) UpdateGoalFence(ctx context.Context, f host.GoalFence) error {
 	return affectedOne("update goal fence "+f.OperationID, res, err)
 }
 
-// LiveGoals lists the goal records whose goal is active, in every workspace.
-func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, error) {
+// LiveGoals lists the goal records whose goal is active, in every
+// workspace, except quarantined ones; an undecodable record comes back as
+// a quarantine candidate so one poisoned record never stalls the rest.
+func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, []host.Quarantined, error) {
 	r, err := s.reader()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rows, err := r.QueryContext(ctx, `SELECT state_json FROM goals WHERE status = ? ORDER BY updated_at`, string(host.GoalActive))
+	rows, err := r.QueryContext(ctx, `SELECT g.workspace_id, g.session_id, g.state_json FROM goals g
+		WHERE g.status = ?
+		AND NOT EXISTS (SELECT 1 FROM quarantine q
+			WHERE q.kind = ? AND q.key = g.workspace_id || '/' || g.session_id)
+		ORDER BY g.updated_at`, string(host.GoalActive), host.QuarantineKindGoal)
 	if err != nil {
-		return nil, classify("live goals", err)
+		return nil, nil, classify("live goals", err)
 	}
 	defer rows.Close()
 	out := []host.GoalState{}
+	var bad []host.Quarantined
 	for rows.Next() {
-		var raw string
-		if err := rows.Scan(&raw); err != nil {
-			return nil, classify("live goals", err)
+		var ws, sid, raw string
+		if err := rows.Scan(&ws, &sid, &raw); err != nil {
+			return nil, nil, classify("live goals", err)
 		}
-		g, err := decodeGoal(raw)
+		g, err := decodeGoal(ws, sid, raw)
 		if err != nil {
-			continue // an undecodable record must not stall every other goal
+			bad = append(bad, host.Quarantined{WorkspaceID: ws, Kind: host.QuarantineKindGoal,
+				Key: ws + "/" + sid, Reason: err.Error(), At: time.Now().UTC()})
+			continue
 		}
 		out = append(out, g)
 	}
-	return out, classify("live goals", rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, nil, classify("live goals", err)
+	}
+	return out, bad, nil
 }
 
 // PendingGoalFences lists fences not yet done, oldest first.
@@ -218,25 +237,40 @@ func (s *Store) PendingGoalFences(ctx context.Context) ([]host.GoalFence, error)
 	return out, classify("pending goal fences", rows.Err())
 }
 
-// PendingGoalOperations lists operations still accepted, oldest first.
-func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation, error) {
+// PendingGoalOperations lists operations still accepted, oldest first,
+// except quarantined ones; an undecodable one comes back as a quarantine
+// candidate.
+func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation, []host.Quarantined, error) {
 	r, err := s.reader()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rows, err := r.QueryContext(ctx, `SELECT op_json FROM goal_operations WHERE state = ?
-		ORDER BY created_at`, string(host.GoalOpAccepted))
+	rows, err := r.QueryContext(ctx, `SELECT o.workspace_id, o.client_submit_id, o.op_json FROM goal_operations o
+		WHERE o.state = ?
+		AND NOT EXISTS (SELECT 1 FROM quarantine q
+			WHERE q.kind = ? AND q.key = o.workspace_id || '/' || o.client_submit_id)
+		ORDER BY o.created_at`, string(host.GoalOpAccepted), host.QuarantineKindGoalOperation)
 	if err != nil {
-		return nil, classify("pending goal operations", err)
+		return nil, nil, classify("pending goal operations", err)
 	}
 	defer rows.Close()
 	out := []host.GoalOperation{}
+	var bad []host.Quarantined
 	for rows.Next() {
-		op, err := scanGoalOp(rows)
+		var ws, csid, raw string
+		if err := rows.Scan(&ws, &csid, &raw); err != nil {
+			return nil, nil, classify("pending goal operations", err)
+		}
+		op, err := decodeGoalOp(ws, csid, raw)
 		if err != nil {
-			continue // undecodable: skipped, never fatal for the rest
+			bad = append(bad, host.Quarantined{WorkspaceID: ws, Kind: host.QuarantineKindGoalOperation,
+				Key: ws + "/" + csid, Reason: err.Error(), At: time.Now().UTC()})
+			continue
 		}
 		out = append(out, op)
 	}
-	return out, classify("pending goal operations", rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, nil, classify("pending goal operations", err)
+	}
+	return out, bad, nil
 }

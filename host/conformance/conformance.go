@@ -33,6 +33,11 @@ type Driver interface {
 	// CorruptTurn makes one stored turn undecodable (for example an
 	// unknown phase), to prove recovery quarantines instead of failing.
 	CorruptTurn(t *testing.T, s host.Store, ref host.TurnRef)
+	// CorruptGoal makes a session's stored goal record undecodable and
+	// CorruptGoalOperation a stored goal operation, writing the row
+	// directly, to prove the Host quarantines them instead of acting.
+	CorruptGoal(t *testing.T, s host.Store, ws, sessionID string)
+	CorruptGoalOperation(t *testing.T, s host.Store, ws, clientSubmitID string)
 }
 
 // Scenario is one named behaviour.

@@ -34,6 +34,34 @@ type faultStore struct {
 	nSink   int
 	// failQueueReads makes GetQueueEntry fail unavailable (queue_scenarios.go).
 	failQueueReads atomic.Bool
+	// dieAfter, when set, is asked after each committed transaction; true
+	// kills the process right there: the commit is durable, but from then
+	// on this store refuses every write and goal read, so the Host that
+	// made it does nothing more (a crash at an exact saga step).
+	dieAfter func(tx *faultTx) bool
+	dead     atomic.Bool
+}
+
+var errProcessGone = fmt.Errorf("conformance: the process died here: %w", host.ErrUnavailable)
+
+func (s *faultStore) dieAfterCommit(fn func(tx *faultTx) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dieAfter = fn
+}
+
+func (s *faultStore) GetGoalOperation(ctx context.Context, ws, csid string) (host.GoalOperation, error) {
+	if s.dead.Load() {
+		return host.GoalOperation{}, errProcessGone
+	}
+	return s.Store.GetGoalOperation(ctx, ws, csid)
+}
+
+func (s *faultStore) GetGoal(ctx context.Context, ws, sid string) (host.GoalState, error) {
+	if s.dead.Load() {
+		return host.GoalState{}, errProcessGone
+	}
+	return s.Store.GetGoal(ctx, ws, sid)
 }
 
 // sinkFault is what happens to one output or settle transaction.
@@ -79,8 +107,11 @@ func (s *faultStore) onCommitted(fn func() bool) {
 }
 
 func (s *faultStore) Update(ctx context.Context, fn func(host.Tx) error) error {
+	if s.dead.Load() {
+		return errProcessGone
+	}
 	s.mu.Lock()
-	hook, loseAck, decide := s.failTurnWrite, s.loseAck, s.sinkFault
+	hook, loseAck, decide, die := s.failTurnWrite, s.loseAck, s.sinkFault, s.dieAfter
 	s.mu.Unlock()
 	var ft *faultTx
 	fault := sinkCommit
@@ -119,6 +150,10 @@ func (s *faultStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 		s.sinkTxs = append(s.sinkTxs, sinkTx{calls: ft.calls, messages: ft.appends})
 		s.mu.Unlock()
 	}
+	if err == nil && die != nil && ft != nil && die(ft) {
+		s.dead.Store(true)
+		return errProcessGone
+	}
 	if err == nil && (fault == sinkAmbiguous || loseAck != nil && loseAck()) {
 		return fmt.Errorf("conformance: acknowledgement lost after commit: %w", host.ErrUnavailable)
 	}
@@ -133,6 +168,19 @@ type faultTx struct {
 	calls   int
 	appends int
 	settles bool
+	// goalOpInserted and goalOpUpdated: the transaction wrote a goal
+	// operation (dieAfter picks saga steps by them).
+	goalOpInserted, goalOpUpdated bool
+}
+
+func (tx *faultTx) InsertGoalOperation(ctx context.Context, op host.GoalOperation) error {
+	tx.goalOpInserted = true
+	return tx.Tx.InsertGoalOperation(ctx, op)
+}
+
+func (tx *faultTx) UpdateGoalOperation(ctx context.Context, op host.GoalOperation) error {
+	tx.goalOpUpdated = true
+	return tx.Tx.UpdateGoalOperation(ctx, op)
 }
 
 func (tx *faultTx) sinkWrite() bool { return tx.appends > 0 || tx.settles }

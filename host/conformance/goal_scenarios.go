@@ -17,6 +17,7 @@ func goalScenarios() []Scenario {
 		GoalTextConvention,
 		GoalPauseMidTurnResumeClear,
 		GoalBudgetExhausted,
+		GoalTimeBudgetStopsRunningTurn,
 		GoalIdempotentAndConflict,
 		GoalReplaceFencesLateResult,
 		GoalProviderAdoption,
@@ -24,6 +25,8 @@ func goalScenarios() []Scenario {
 		GoalCrashDuringTurnStaysUnknown,
 		GoalCrashWithPendingFence,
 		GoalCrashBeforeDispatch,
+		GoalCrashBeforeArm,
+		GoalCorruptRecordQuarantined,
 		GoalInitialSessionGoal,
 	}
 }
@@ -220,6 +223,36 @@ var GoalBudgetExhausted = Scenario{Name: "goals/budget_exhausted", Run: func(t *
 	if n := len(f.turnsOldestFirst(s.ID)); n != 3 {
 		t.Fatalf("want exactly 3 goal turns, got %d", n)
 	}
+}}
+
+// GoalTimeBudgetStopsRunningTurn: maxDuration also bounds a goal turn
+// that is still running. The goal worker's pass cancels it through the
+// normal cancel path with the stop reason goal_budget_exhausted, and the
+// goal ends budget_exhausted (max_duration); nothing further starts.
+var GoalTimeBudgetStopsRunningTurn = Scenario{Name: "goals/time_budget_stops_running_turn", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.mustGoal(s.ID, "g1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim hang\nNever ends", MaxTurns: 5, MaxDuration: "1s"}, "alice")
+	turn := f.waitGoalTurnRunning(s.ID)
+	g := f.waitGoal(s.ID, "budget_exhausted", goalStatus(host.GoalBudgetExhausted))
+	if g.Goal.EndReason != "max_duration" || g.Goal.TurnsUsed != 1 || g.Goal.ActiveTurnID != "" {
+		t.Fatalf("goal = %+v", g.Goal)
+	}
+	tu := f.expectTurn(s.ID, turn.ID, host.PhaseSettled, host.OutcomeCanceled, host.ReasonGoalBudgetExhausted)
+	if tu.CanceledBy != "ensemble:goal" || tu.CancelReason != host.ReasonGoalBudgetExhausted || tu.CanceledByName == "" {
+		t.Fatalf("stopped turn = by %q (%q) reason %q", tu.CanceledBy, tu.CanceledByName, tu.CancelReason)
+	}
+	if took := tu.SettledAt.Sub(g.Goal.StartedAt); took < time.Second || took > 10*time.Second {
+		t.Fatalf("the turn was stopped %s after the goal began, budget 1s", took)
+	}
+	time.Sleep(700 * time.Millisecond) // more than a goal worker pass
+	if n := len(f.turnsOldestFirst(s.ID)); n != 1 {
+		t.Fatalf("an exhausted goal started another turn: %d turns", n)
+	}
+	if n := f.runtime.dispatches.Load(); n != 1 {
+		t.Fatalf("want 1 dispatch, got %d", n)
+	}
+	f.expectBusy(s.ID, false)
 }}
 
 // GoalIdempotentAndConflict: a retried clientSubmitId returns the same
@@ -514,7 +547,10 @@ var GoalCrashBeforeDispatch = Scenario{Name: "goals/crash_before_dispatch_sends_
 	})
 	f.mustGoal(s.ID, "g1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim instant goal-after=1\nOnce"}, "alice")
 	g := f.waitGoal(s.ID, "armed", func(g host.GoalState) bool { return g.Goal != nil && g.Goal.ActiveTurnID != "" })
-	arm := f.expectTurn(s.ID, g.Goal.ActiveTurnID, host.PhaseQueued, "", "")
+	// The refused dispatch passes through dispatched on its way back to
+	// queued (and the reconciler retries it): wait for queued.
+	arm := f.waitTurn(host.Turn{WorkspaceID: ws, SessionID: s.ID, ID: g.Goal.ActiveTurnID}, "queued",
+		func(t host.Turn) bool { return t.Phase == host.PhaseQueued })
 	f.crash()
 	// The restarted agent cannot load the old provider session (no state
 	// dir here): nothing is sent until a member continues fresh.
@@ -537,4 +573,124 @@ var GoalCrashBeforeDispatch = Scenario{Name: "goals/crash_before_dispatch_sends_
 		t.Fatalf("the restarted host dispatched %d times, want 1", n)
 	}
 	f.expectClaim(arm.ClientSubmitID, host.ClaimAccepted)
+}}
+
+// GoalCrashBeforeArm: the process dies right after a goal set commits and
+// before its first turn is armed, at both steps in between: (a) with the
+// operation still accepted, (b) after it was marked applied. The caller
+// never heard back. Recovery finishes the operation; the restarted goal
+// worker arms exactly once (one goal_arm turn with the set's provenance,
+// one dispatch) and the goal completes; a retry of the same
+// clientSubmitId then replays the operation and arms nothing.
+var GoalCrashBeforeArm = Scenario{Name: "goals/crash_between_set_and_arm_arms_once", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	spec := &host.GoalSpec{Objective: "/sim instant goal-after=1\nArm me once", MaxTurns: 3}
+	for _, step := range []struct {
+		name      string
+		die       func(tx *faultTx) bool
+		wantState host.GoalOperationState
+	}{
+		{"after the set commit", func(tx *faultTx) bool { return tx.goalOpInserted }, host.GoalOpAccepted},
+		{"after the operation was applied", func(tx *faultTx) bool { return tx.goalOpUpdated }, host.GoalOpApplied},
+	} {
+		s := f.createEmpty()
+		csid := "g-" + s.ID
+		// Only the goal.control call runs in the dying process: its
+		// workers are stopped so nothing else can arm the goal first.
+		f.stopOps()
+		old, oldN := f.runtime, f.runtime.dispatches.Load()
+		f.store.dieAfterCommit(step.die)
+		if _, err := f.goal(s.ID, csid, host.GoalActionSet, spec, "alice"); err == nil {
+			t.Fatalf("%s: the dying process answered the set", step.name)
+		}
+		before, err := f.open(t).GetGoalOperation(ctx, ws, csid)
+		if err != nil || before.State != step.wantState {
+			t.Fatalf("%s: durable operation at the crash = %+v, %v", step.name, before, err)
+		}
+		if n := len(f.turnsOldestFirst(s.ID)); n != 0 {
+			t.Fatalf("%s: a turn exists before the restart: %d", step.name, n)
+		}
+		f.crash()
+		// Recovery itself finished the operation (nobody retried yet).
+		if op, err := f.host.GoalOperation(ctx, ws, csid); err != nil || op.State != host.GoalOpApplied {
+			t.Fatalf("%s: operation after recovery = %+v, %v", step.name, op, err)
+		}
+		g := f.waitGoal(s.ID, "achieved", goalStatus(host.GoalAchieved))
+		// A late client retry replays the operation and arms nothing.
+		retry := f.mustGoal(s.ID, csid, host.GoalActionSet, spec, "alice")
+		if !retry.Replayed || retry.Operation.ID != before.ID {
+			t.Fatalf("%s: retry after restart = %+v", step.name, retry.Operation)
+		}
+		if g.Goal.TurnsUsed != 1 || g.Goal.OperationID != before.ID || g.Revision != 1 {
+			t.Fatalf("%s: goal = %+v (rev %d)", step.name, g.Goal, g.Revision)
+		}
+		time.Sleep(700 * time.Millisecond) // more than a goal worker pass
+		turns := f.turnsOldestFirst(s.ID)
+		if len(turns) != 1 || turns[0].Origin != host.OriginGoalArm || turns[0].Goal == nil ||
+			turns[0].Goal.OperationID != before.ID || turns[0].Goal.Revision != 1 || turns[0].Outcome != host.OutcomeCompleted {
+			t.Fatalf("%s: want exactly one completed goal_arm turn, got %+v", step.name, turns)
+		}
+		if n := old.dispatches.Load() - oldN; n != 0 {
+			t.Fatalf("%s: the dead process dispatched %d turns", step.name, n)
+		}
+		if n := f.runtime.dispatches.Load(); n != 1 {
+			t.Fatalf("%s: the restarted host dispatched %d times, want 1", step.name, n)
+		}
+		op, err := f.host.GoalOperation(ctx, ws, csid)
+		if err != nil || op.State != host.GoalOpApplied {
+			t.Fatalf("%s: operation after restart = %+v, %v", step.name, op, err)
+		}
+	}
+}}
+
+// GoalCorruptRecordQuarantined: an active goal record and an accepted goal
+// operation whose stored rows no longer decode. Recovery quarantines both
+// and reports them; the corrupt goal never arms, goal.get and goal.control
+// answer goal_record_corrupt, the healthy goals run as usual, and the next
+// start does not trip over the quarantined rows again.
+var GoalCorruptRecordQuarantined = Scenario{Name: "goals/corrupt_record_is_quarantined", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	a, b, c := f.createEmpty(), f.createEmpty(), f.createEmpty()
+	spec := &host.GoalSpec{Objective: "/sim instant goal-after=1\nRun once"}
+	f.stopOps() // nothing arms before the rows are corrupted
+	f.mustGoal(a.ID, "ga", host.GoalActionSet, spec, "alice")
+	f.mustGoal(b.ID, "gb", host.GoalActionSet, spec, "alice")
+	// c's operation stays accepted: the process dies right after it.
+	f.store.dieAfterCommit(func(tx *faultTx) bool { return tx.goalOpInserted })
+	_, _ = f.goal(c.ID, "gc", host.GoalActionSet, spec, "alice")
+	d.CorruptGoal(t, f.store.Store, ws, a.ID)
+	d.CorruptGoalOperation(t, f.store.Store, ws, "gc")
+
+	rep := f.crash()
+	got := map[string]string{}
+	for _, q := range rep.Quarantined {
+		got[q.Kind] = q.Key
+		if q.Reason == "" {
+			t.Fatalf("quarantined without a reason: %+v", q)
+		}
+	}
+	if len(rep.Quarantined) != 2 || got[host.QuarantineKindGoal] != ws+"/"+a.ID ||
+		got[host.QuarantineKindGoalOperation] != ws+"/gc" {
+		t.Fatalf("quarantined: %+v", rep.Quarantined)
+	}
+	// The healthy goals run (c's goal record is intact; only its
+	// operation record is set aside).
+	f.waitGoal(b.ID, "achieved", goalStatus(host.GoalAchieved))
+	f.waitGoal(c.ID, "achieved", goalStatus(host.GoalAchieved))
+	time.Sleep(700 * time.Millisecond) // more than a goal worker pass
+	if n := len(f.turnsOldestFirst(a.ID)); n != 0 {
+		t.Fatalf("the corrupt goal armed %d turns", n)
+	}
+	if n := f.runtime.dispatches.Load(); n != 2 {
+		t.Fatalf("want 2 dispatches (b and c), got %d", n)
+	}
+	_, err := f.host.GetGoal(ctx, ws, a.ID)
+	wantReason(t, err, host.CodeInternal, host.ReasonGoalRecordCorrupt)
+	_, err = f.goal(a.ID, "ga2", host.GoalActionPause, nil, "bob")
+	wantReason(t, err, host.CodeInternal, host.ReasonGoalRecordCorrupt)
+	_, err = f.host.GoalOperation(ctx, ws, "gc")
+	wantReason(t, err, host.CodeInternal, host.ReasonGoalRecordCorrupt)
+	if rep := f.crash(); len(rep.Quarantined) != 0 {
+		t.Fatalf("second start quarantined again: %+v", rep.Quarantined)
+	}
 }}

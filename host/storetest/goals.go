@@ -75,6 +75,31 @@ func testGoals(t *testing.T, st host.Store) {
 		t.Fatalf("PendingGoalOperations misses the operation")
 	}
 
+	// A quarantined goal record or operation leaves the scans (another
+	// session's goal and operation stay).
+	sid2 := uid("s")
+	seed(t, st, []host.Session{session(ws, sid2, at(0))}, nil, nil, nil)
+	g3 := g
+	g3.SessionID = sid2
+	op3 := op
+	op3.ClientSubmitID, op3.ID, op3.SessionID = "c3", "gop-3", sid2
+	update(t, st, func(tx host.Tx) error {
+		if err := tx.PutGoal(c, g3); err != nil {
+			return err
+		}
+		return tx.InsertGoalOperation(c, op3)
+	})
+	noErr(t, "quarantine goal", st.Quarantine(c, host.Quarantined{WorkspaceID: ws, Kind: host.QuarantineKindGoal,
+		Key: ws + "/" + sid2, Reason: "test", At: at(6)}))
+	noErr(t, "quarantine goal op", st.Quarantine(c, host.Quarantined{WorkspaceID: ws, Kind: host.QuarantineKindGoalOperation,
+		Key: ws + "/c3", Reason: "test", At: at(6)}))
+	if hasGoal(t, st, ws, sid2) || hasOp(t, st, ws, "c3") {
+		t.Fatalf("quarantined goal records are still in the recovery scans")
+	}
+	if !hasGoal(t, st, ws, sid) || !hasOp(t, st, ws, "c1") {
+		t.Fatalf("quarantining one goal took another out of the scans")
+	}
+
 	// Progress: paused goal, applied op, done fence leave the scans.
 	g2 := g
 	gg := *g.Goal
@@ -112,8 +137,11 @@ func testGoals(t *testing.T, st host.Store) {
 }
 
 func hasGoal(t *testing.T, st host.Store, ws, sid string) bool {
-	gs, err := st.LiveGoals(ctx(t))
+	gs, bad, err := st.LiveGoals(ctx(t))
 	noErr(t, "live goals", err)
+	if len(bad) != 0 {
+		t.Fatalf("LiveGoals: unexpected quarantine candidates %+v", bad)
+	}
 	for _, g := range gs {
 		if g.WorkspaceID == ws && g.SessionID == sid {
 			return true
@@ -134,8 +162,11 @@ func hasFence(t *testing.T, st host.Store, ws, opID string) bool {
 }
 
 func hasOp(t *testing.T, st host.Store, ws, csid string) bool {
-	ops, err := st.PendingGoalOperations(ctx(t))
+	ops, bad, err := st.PendingGoalOperations(ctx(t))
 	noErr(t, "pending goal ops", err)
+	if len(bad) != 0 {
+		t.Fatalf("PendingGoalOperations: unexpected quarantine candidates %+v", bad)
+	}
 	for _, op := range ops {
 		if op.WorkspaceID == ws && op.ClientSubmitID == csid {
 			return true
