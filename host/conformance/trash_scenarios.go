@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,6 +272,14 @@ type hookStore struct {
 	n      int
 }
 
+// setBefore installs (or, with nil, removes) the hook; Updates from other
+// goroutines read it under the same lock.
+func (s *hookStore) setBefore(fn func(n int)) {
+	s.mu.Lock()
+	s.before = fn
+	s.mu.Unlock()
+}
+
 func (s *hookStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 	s.mu.Lock()
 	hook, n := s.before, s.n
@@ -302,21 +311,20 @@ var TrashClosureChangeReplanned = Scenario{"trash/closure_change_is_replanned", 
 	late := host.Session{WorkspaceID: ws, ID: "ses_late_child", ParentID: child.ID, RootID: s.ID,
 		Title: "late", Agent: "sim", CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
 	late.UpdatedAt = late.CreatedAt
-	var fired int
-	hs.before = func(n int) {
-		if fired > 0 {
+	var fired atomic.Bool
+	hs.setBefore(func(n int) {
+		if !fired.CompareAndSwap(false, true) {
 			return
 		}
-		fired++
 		// A sub-agent session appears after the plan, before the tombstone
 		// transaction: the store must resolve a different closure.
 		if err := f.store.Update(ctx, func(tx host.Tx) error { return tx.InsertSession(ctx, late) }); err != nil {
 			t.Errorf("insert late child: %v", err)
 		}
-	}
+	})
 	r := f.del("alice", s.ID)
-	if fired != 1 {
-		t.Fatalf("hook fired %d times", fired)
+	if !fired.Load() {
+		t.Fatal("the hook never fired")
 	}
 	if !slices.Equal(sorted(r.DeletedSessionIDs...), sorted(s.ID, child.ID, late.ID)) || len(r.Components) != 1 {
 		t.Fatalf("replanned delete: %+v, want the late child in the one component", r)
@@ -451,12 +459,11 @@ var TrashPurgeLosesToRestore = Scenario{"trash/purge_loses_to_a_concurrent_resto
 	f.del("alice", s.ID)
 	f.clock.Advance(2 * time.Hour)
 	hs := f.hooked()
-	var fired bool
-	hs.before = func(int) {
-		if fired {
+	var fired atomic.Bool
+	hs.setBefore(func(int) {
+		if !fired.CompareAndSwap(false, true) {
 			return
 		}
-		fired = true
 		// Between candidate selection and the purge transaction: restore
 		// and delete again, so the row carries a newer deletedAt.
 		inner := host.New(host.Config{Store: f.store, Runtime: f.runtime, Observer: f.obs, Now: f.clock.Now})
@@ -467,10 +474,10 @@ var TrashPurgeLosesToRestore = Scenario{"trash/purge_loses_to_a_concurrent_resto
 		if _, err := inner.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: ws, SessionIDs: []string{s.ID}}); err != nil {
 			t.Errorf("delete again: %v", err)
 		}
-	}
+	})
 	res, err := f.host.PurgeExpired(ctx, time.Hour)
-	if err != nil || !fired {
-		t.Fatalf("purge: %v (hook fired %v)", err, fired)
+	if err != nil || !fired.Load() {
+		t.Fatalf("purge: %v (hook fired %v)", err, fired.Load())
 	}
 	if len(res.Purged) != 0 {
 		t.Fatalf("purge removed a tree restored meanwhile: %+v", res.Purged)
@@ -478,7 +485,7 @@ var TrashPurgeLosesToRestore = Scenario{"trash/purge_loses_to_a_concurrent_resto
 	if _, err := f.store.GetSession(ctx, ws, s.ID); err != nil {
 		t.Fatalf("restored-and-redeleted session was purged: %v", err)
 	}
-	hs.before = nil
+	hs.setBefore(nil)
 	f.restore(s.ID)
 	f.wantVisible(s.ID)
 }}
@@ -579,26 +586,28 @@ var TrashDeletionGuard = Scenario{"trash/deletion_guard_admits_the_exact_closure
 	late := host.Session{WorkspaceID: ws, ID: "ses_guard_late", ParentID: s.ID, RootID: s.ID,
 		Title: "late", Agent: "sim", CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
 	late.UpdatedAt = late.CreatedAt
-	var inserted bool
-	hs.before = func(int) {
+	var inserted atomic.Bool
+	hs.setBefore(func(int) {
 		// Just before the first tombstone transaction (after the live
 		// turn's cancel committed).
 		g.mu.Lock()
 		admitted := len(g.admitted)
 		g.mu.Unlock()
-		if inserted || admitted == 0 {
+		if inserted.Load() || admitted == 0 {
 			return
 		}
 		if tu, _ := f.store.GetTurn(ctx, ws, s.ID, live.ID); !tu.Settled() {
 			return
 		}
-		inserted = true
+		if !inserted.CompareAndSwap(false, true) {
+			return
+		}
 		if err := f.store.Update(ctx, func(tx host.Tx) error { return tx.InsertSession(ctx, late) }); err != nil {
 			t.Errorf("insert late child: %v", err)
 		}
-	}
+	})
 	r := f.del("alice", s.ID)
-	if !inserted {
+	if !inserted.Load() {
 		t.Fatal("the tree never changed")
 	}
 	if len(g.admitted) != 2 || !slices.Equal(g.admitted[1], sorted(s.ID, child.ID, late.ID)) {
