@@ -150,7 +150,11 @@ func (h *Host) GoalControl(ctx context.Context, in GoalControlInput) (GoalContro
 		op = GoalOperation{WorkspaceID: in.WorkspaceID, ClientSubmitID: in.ClientSubmitID,
 			ID: h.newID("gop"), SessionID: in.SessionID, Action: in.Action, Digest: digest, Spec: spec,
 			State: GoalOpAccepted, By: in.By, ByName: in.ByName, CreatedAt: now, UpdatedAt: now}
-		next, fenced, changed, err := applyGoalAction(cur, op, now)
+		held, err := goalHeld(ctx, tx, cur)
+		if err != nil {
+			return err
+		}
+		next, fenced, changed, err := applyGoalAction(cur, op, held, now)
 		if err != nil {
 			return err
 		}
@@ -202,7 +206,7 @@ func (h *Host) GoalControl(ctx context.Context, in GoalControlInput) (GoalContro
 // applyGoalAction computes the next goal state for op. fenced is the goal
 // identity the action revokes (nil: none); changed is false when the goal
 // already is where the action asks it to be.
-func applyGoalAction(cur GoalState, op GoalOperation, now time.Time) (next GoalState, fenced *Goal, changed bool, err error) {
+func applyGoalAction(cur GoalState, op GoalOperation, held bool, now time.Time) (next GoalState, fenced *Goal, changed bool, err error) {
 	next = cur
 	g := cur.Goal
 	bump := func(ng *Goal) {
@@ -247,9 +251,11 @@ func applyGoalAction(cur GoalState, op GoalOperation, now time.Time) (next GoalS
 		if g == nil || !g.Live() {
 			return cur, nil, false, notLive()
 		}
-		if g.Status == GoalActive {
+		if g.Status == GoalActive && !held {
 			return cur, nil, false, nil
 		}
+		// Resuming a held goal (restored or imported active) starts a new
+		// revision: its own identity is fenced and never arms.
 		ng := *g
 		ng.Status, ng.PausedBy, ng.PausedByName, ng.ActiveTurnID, ng.EndReason = GoalActive, "", "", "", ""
 		bump(&ng)

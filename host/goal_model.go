@@ -205,7 +205,8 @@ const FactGoalState = "goal_state"
 type GoalStore interface {
 	GetGoal(ctx context.Context, ws, sessionID string) (GoalState, error) // ErrNotFound: no goal ever
 	GetGoalOperation(ctx context.Context, ws, clientSubmitID string) (GoalOperation, error)
-	// LiveGoals lists goal states whose goal is active (all workspaces).
+	// LiveGoals lists goal states whose goal is active (all workspaces),
+	// of sessions that are not deleted.
 	LiveGoals(ctx context.Context) ([]GoalState, error)
 	// PendingGoalFences lists fences not yet done, oldest first.
 	PendingGoalFences(ctx context.Context) ([]GoalFence, error)
@@ -225,6 +226,9 @@ type GoalTx interface {
 	UpdateGoalOperation(ctx context.Context, op GoalOperation) error
 	InsertGoalFence(ctx context.Context, f GoalFence) error // ErrDuplicate on (workspace, session, operation, revision)
 	UpdateGoalFence(ctx context.Context, f GoalFence) error
+	// GoalFenced reports whether a fence (pending or done) names the exact
+	// identity (operation id, revision).
+	GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error)
 }
 
 // goalDigest is what a retry of the same goal operation must match.

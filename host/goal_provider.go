@@ -137,7 +137,7 @@ func (h *Host) AdoptProviderGoal(ctx context.Context, ref TurnRef, r GoalReport)
 		op := GoalOperation{WorkspaceID: ref.WorkspaceID, ClientSubmitID: csid, ID: h.newID("gop"),
 			SessionID: ref.SessionID, Action: GoalActionAdopt, Digest: digest, Spec: spec,
 			State: GoalOpApplied, By: "agent", ByName: agent.Name, CreatedAt: now, UpdatedAt: now}
-		next, _, _, err := applyGoalAction(cur, op, now)
+		next, _, _, err := applyGoalAction(cur, op, false, now)
 		if err != nil {
 			return err
 		}

@@ -197,10 +197,29 @@ func (t *tx) UpdateGoalFence(ctx context.Context, f host.GoalFence) error {
 	return t.affectedOne("update goal fence "+f.OperationID, tag, err)
 }
 
-// LiveGoals lists the goal records whose goal is active, in every workspace.
+// GoalFenced reports whether the exact goal identity is fenced (pending or
+// done): a fenced identity never arms or advances a turn again.
+func (t *tx) GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error) {
+	if t.failed != nil {
+		return false, t.failed
+	}
+	var n int
+	err := t.tx.QueryRow(ctx, `SELECT COUNT(*) FROM goal_fences WHERE workspace_id = $1 AND session_id = $2
+		AND operation_id = $3 AND revision = $4`, ws, sessionID, operationID, revision).Scan(&n)
+	if err != nil {
+		return false, t.fail(classify("goal fenced", err))
+	}
+	return n > 0, nil
+}
+
+// LiveGoals lists the goal records whose goal is active, in every workspace,
+// of sessions that are not deleted: a tombstoned session's goal keeps its
+// bytes (restore is exact) but the loop never looks at it.
 func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, error) {
 	return withPool(ctx, s, func(q querier) ([]host.GoalState, error) {
-		rows, err := q.Query(ctx, `SELECT state_json FROM goals WHERE status = $1 ORDER BY updated_at`, string(host.GoalActive))
+		rows, err := q.Query(ctx, `SELECT g.state_json FROM goals g
+			JOIN sessions s ON s.workspace_id = g.workspace_id AND s.id = g.session_id
+			WHERE g.status = $1 AND s.deleted_at IS NULL ORDER BY g.updated_at`, string(host.GoalActive))
 		if err != nil {
 			return nil, classify("live goals", err)
 		}

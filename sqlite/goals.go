@@ -164,13 +164,29 @@ func (t *tx) UpdateGoalFence(ctx context.Context, f host.GoalFence) error {
 	return affectedOne("update goal fence "+f.OperationID, res, err)
 }
 
-// LiveGoals lists the goal records whose goal is active, in every workspace.
+// GoalFenced reports whether the exact goal identity is fenced (pending or
+// done): a fenced identity never arms or advances a turn again.
+func (t *tx) GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error) {
+	var n int
+	err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM goal_fences WHERE workspace_id = ? AND session_id = ?
+		AND operation_id = ? AND revision = ?`, ws, sessionID, operationID, revision).Scan(&n)
+	if err != nil {
+		return false, classify("goal fenced", err)
+	}
+	return n > 0, nil
+}
+
+// LiveGoals lists the goal records whose goal is active, in every workspace,
+// of sessions that are not deleted: a tombstoned session's goal keeps its
+// bytes (restore is exact) but the loop never looks at it.
 func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, error) {
 	r, err := s.reader()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := r.QueryContext(ctx, `SELECT state_json FROM goals WHERE status = ? ORDER BY updated_at`, string(host.GoalActive))
+	rows, err := r.QueryContext(ctx, `SELECT g.state_json FROM goals g
+		JOIN sessions s ON s.workspace_id = g.workspace_id AND s.id = g.session_id
+		WHERE g.status = ? AND s.deleted_at IS NULL ORDER BY g.updated_at`, string(host.GoalActive))
 	if err != nil {
 		return nil, classify("live goals", err)
 	}
