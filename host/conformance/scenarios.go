@@ -84,5 +84,7 @@ func Scenarios() []Scenario {
 		TrashWorkspaceScoped,
 		TrashDeletionGuard,
 		TrashLegacyNeverUpgraded,
+		TrashDeleteHoldsGoalAndQueue,
+		ExportImportGoalHeld,
 	}, append(goalScenarios(), QueueScenarios()...)...)
 }
