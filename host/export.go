@@ -66,9 +66,9 @@ type GraphSession struct {
 	ForkedFrom *GraphLineage `json:"forkedFrom,omitempty"`
 	// Goal is the session's goal record (absent when it never had one).
 	Goal         *GraphGoal    `json:"goal,omitempty"`
-	Turns        []Turn          `json:"turns"`
-	Messages     []Message       `json:"messages"`
-	Interactions []Interaction   `json:"interactions"`
+	Turns        []Turn        `json:"turns"`
+	Messages     []Message     `json:"messages"`
+	Interactions []Interaction `json:"interactions"`
 }
 
 // GraphLineage is a fork's immutable lineage (ForkOp, committed).

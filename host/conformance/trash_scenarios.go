@@ -330,6 +330,14 @@ type hookStore struct {
 	n      int
 }
 
+// setBefore installs the hook under the lock: output committers of live
+// turns call Update concurrently with the scenario.
+func (s *hookStore) setBefore(fn func(n int)) {
+	s.mu.Lock()
+	s.before = fn
+	s.mu.Unlock()
+}
+
 func (s *hookStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 	s.mu.Lock()
 	hook, n := s.before, s.n
@@ -362,7 +370,7 @@ var TrashClosureChangeReplanned = Scenario{"trash/closure_change_is_replanned", 
 		Title: "late", Agent: "sim", CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
 	late.UpdatedAt = late.CreatedAt
 	var fired int
-	hs.before = func(n int) {
+	hs.setBefore(func(n int) {
 		if fired > 0 {
 			return
 		}
@@ -372,7 +380,7 @@ var TrashClosureChangeReplanned = Scenario{"trash/closure_change_is_replanned", 
 		if err := f.store.Update(ctx, func(tx host.Tx) error { return tx.InsertSession(ctx, late) }); err != nil {
 			t.Errorf("insert late child: %v", err)
 		}
-	}
+	})
 	r := f.del("alice", s.ID)
 	if fired != 1 {
 		t.Fatalf("hook fired %d times", fired)
@@ -511,7 +519,7 @@ var TrashPurgeLosesToRestore = Scenario{"trash/purge_loses_to_a_concurrent_resto
 	f.clock.Advance(2 * time.Hour)
 	hs := f.hooked()
 	var fired bool
-	hs.before = func(int) {
+	hs.setBefore(func(int) {
 		if fired {
 			return
 		}
@@ -526,7 +534,7 @@ var TrashPurgeLosesToRestore = Scenario{"trash/purge_loses_to_a_concurrent_resto
 		if _, err := inner.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: ws, SessionIDs: []string{s.ID}}); err != nil {
 			t.Errorf("delete again: %v", err)
 		}
-	}
+	})
 	res, err := f.host.PurgeExpired(ctx, time.Hour)
 	if err != nil || !fired {
 		t.Fatalf("purge: %v (hook fired %v)", err, fired)
@@ -537,7 +545,7 @@ var TrashPurgeLosesToRestore = Scenario{"trash/purge_loses_to_a_concurrent_resto
 	if _, err := f.store.GetSession(ctx, ws, s.ID); err != nil {
 		t.Fatalf("restored-and-redeleted session was purged: %v", err)
 	}
-	hs.before = nil
+	hs.setBefore(nil)
 	f.restore(s.ID)
 	f.wantVisible(s.ID)
 }}
@@ -639,7 +647,7 @@ var TrashDeletionGuard = Scenario{"trash/deletion_guard_admits_the_exact_closure
 		Title: "late", Agent: "sim", CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
 	late.UpdatedAt = late.CreatedAt
 	var inserted bool
-	hs.before = func(int) {
+	hs.setBefore(func(int) {
 		// Just before the first tombstone transaction (after the live
 		// turn's cancel committed).
 		g.mu.Lock()
@@ -655,7 +663,7 @@ var TrashDeletionGuard = Scenario{"trash/deletion_guard_admits_the_exact_closure
 		if err := f.store.Update(ctx, func(tx host.Tx) error { return tx.InsertSession(ctx, late) }); err != nil {
 			t.Errorf("insert late child: %v", err)
 		}
-	}
+	})
 	r := f.del("alice", s.ID)
 	if !inserted {
 		t.Fatal("the tree never changed")
