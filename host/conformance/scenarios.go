@@ -85,6 +85,7 @@ func Scenarios() []Scenario {
 		TrashDeletionGuard,
 		TrashLegacyNeverUpgraded,
 		TrashDeleteHoldsGoalAndQueue,
+		TrashDeleteFailsPendingGoalWork,
 		ExportImportGoalHeld,
 	}, append(goalScenarios(), QueueScenarios()...)...)
 }

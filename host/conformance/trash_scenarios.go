@@ -808,3 +808,64 @@ func (f *fixture) storeTurns(sid string) []host.Turn {
 	slices.Reverse(p.Turns)
 	return p.Turns
 }
+
+// TrashDeleteFailsPendingGoalWork: a goal operation still accepted when
+// its session is deleted (a pause whose fence could not stop the turn)
+// ends failed with session_deleted and its fence is closed, so no worker
+// retries either against the deleted session (seed: "a pending Goal
+// operation is failed and detached from the state"); the goal record is
+// untouched and comes back with the restore.
+var TrashDeleteFailsPendingGoalWork = Scenario{"trash/delete_fails_pending_goal_operations", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.mustGoal(s.ID, "pg-1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim hang\nLong work"}, "alice")
+	f.waitGoalTurnRunning(s.ID)
+	f.runtime.mu.Lock()
+	f.runtime.failCancels = 1 << 20
+	f.runtime.mu.Unlock()
+	p := f.mustGoal(s.ID, "pg-2", host.GoalActionPause, nil, "bob")
+	if p.Operation.State != host.GoalOpAccepted {
+		t.Fatalf("pause with an unstoppable turn: %+v", p.Operation)
+	}
+	goalBefore := f.goalBytes(s.ID)
+
+	f.del("carol", s.ID)
+	f.runtime.mu.Lock()
+	f.runtime.failCancels = 0
+	f.runtime.mu.Unlock()
+	op, err := f.store.GetGoalOperation(ctx, ws, "pg-2")
+	if err != nil || op.State != host.GoalOpFailed || op.Error != host.StopSessionDeleted {
+		t.Fatalf("pending pause after delete: %+v %v", op, err)
+	}
+	fences, err := f.store.PendingGoalFences(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fe := range fences {
+		if fe.WorkspaceID == ws && fe.SessionID == s.ID {
+			t.Fatalf("a fence on the deleted session is still pending: %+v", fe)
+		}
+	}
+	time.Sleep(1200 * time.Millisecond) // more than two goal worker passes
+	if op, _ := f.store.GetGoalOperation(ctx, ws, "pg-2"); op.State != host.GoalOpFailed {
+		t.Fatalf("the worker took up a deleted session's goal operation: %+v", op)
+	}
+	if got := f.goalBytes(s.ID); !bytes.Equal(goalBefore, got) {
+		t.Fatalf("delete changed the goal:\nbefore %s\nafter  %s", goalBefore, got)
+	}
+	// A retry of the failed operation answers it, and changes nothing.
+	if _, err := f.goal(s.ID, "pg-2", host.GoalActionPause, nil, "bob"); host.CodeOf(err) != host.CodeNotFound && err != nil {
+		t.Fatalf("retry of the failed pause: %v", err)
+	}
+	f.restore(s.ID)
+	if got := f.goalBytes(s.ID); !bytes.Equal(goalBefore, got) {
+		t.Fatalf("restore changed the goal:\nbefore %s\nafter  %s", goalBefore, got)
+	}
+	res := f.mustGoal(s.ID, "pg-3", host.GoalActionResume, nil, "alice")
+	next := f.waitGoalTurnRunning(s.ID)
+	if next.Goal == nil || next.Goal.OperationID != res.Operation.ID {
+		t.Fatalf("turn after resume: %+v", next.Goal)
+	}
+	f.mustGoal(s.ID, "pg-4", host.GoalActionClear, nil, "alice")
+	f.waitSettled(next)
+}}
