@@ -286,6 +286,7 @@ func loadGoal(ctx context.Context, tx Tx, ws, sid string) (GoalState, error) {
 // putGoal writes the goal record and, in the same transaction, the
 // goal_state fact that carries it to every replica.
 func putGoal(ctx context.Context, tx Tx, emit func(...Fact), g GoalState) error {
+	g.Held = false // derived on read, never stored; a written goal is not held
 	if err := tx.PutGoal(ctx, g); err != nil {
 		return err
 	}
@@ -349,7 +350,14 @@ func (h *Host) GetGoal(ctx context.Context, ws, sessionID string) (GoalState, er
 	if !visible(s) {
 		return GoalState{}, Errorf(CodeNotFound, "session %s not found", sessionID)
 	}
-	return h.goalState(ctx, ws, sessionID)
+	st, err := h.goalState(ctx, ws, sessionID)
+	if err != nil || st.Goal == nil || st.Goal.Status != GoalActive {
+		return st, err
+	}
+	if st.Held, err = h.store.GoalFenced(ctx, ws, sessionID, st.Goal.OperationID, st.Goal.Revision); err != nil {
+		return GoalState{}, storeErr(err, "goal of session %s", sessionID)
+	}
+	return st, nil
 }
 
 func (h *Host) goalState(ctx context.Context, ws, sid string) (GoalState, error) {

@@ -108,6 +108,10 @@ type GoalState struct {
 	Goal      *Goal            `json:"goal,omitempty"`
 	Observed  *GoalObservation `json:"observed,omitempty"`
 	UpdatedAt time.Time        `json:"updatedAt"`
+	// Held is true when an active goal waits for a person's resume: it
+	// was restored from the Trash or imported, and restore starts no
+	// agent. It is derived on read (goal.get, snapshots), never stored.
+	Held bool `json:"held,omitempty"`
 }
 
 // GoalOperationState is the lifecycle of a durable goal operation.
@@ -208,6 +212,9 @@ type GoalStore interface {
 	// LiveGoals lists goal states whose goal is active (all workspaces),
 	// of sessions that are not deleted.
 	LiveGoals(ctx context.Context) ([]GoalState, error)
+	// GoalFenced reports whether a fence (pending or done) names the exact
+	// identity (operation id, revision).
+	GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error)
 	// PendingGoalFences lists fences not yet done, oldest first.
 	PendingGoalFences(ctx context.Context) ([]GoalFence, error)
 	// PendingGoalOperations lists operations still accepted, oldest first.

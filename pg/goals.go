@@ -281,3 +281,16 @@ func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation
 		return out, classify("pending goal operations", rows.Err())
 	})
 }
+
+// GoalFenced is tx.GoalFenced outside a transaction (goal.get's held).
+func (s *Store) GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error) {
+	return withPool(ctx, s, func(q querier) (bool, error) {
+		var n int
+		err := q.QueryRow(ctx, `SELECT COUNT(*) FROM goal_fences WHERE workspace_id = $1 AND session_id = $2
+			AND operation_id = $3 AND revision = $4`, ws, sessionID, operationID, revision).Scan(&n)
+		if err != nil {
+			return false, classify("goal fenced", err)
+		}
+		return n > 0, nil
+	})
+}

@@ -256,3 +256,18 @@ func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation
 	}
 	return out, classify("pending goal operations", rows.Err())
 }
+
+// GoalFenced is tx.GoalFenced outside a transaction (goal.get's held).
+func (s *Store) GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error) {
+	r, err := s.reader()
+	if err != nil {
+		return false, err
+	}
+	var n int
+	err = r.QueryRowContext(ctx, `SELECT COUNT(*) FROM goal_fences WHERE workspace_id = ? AND session_id = ?
+		AND operation_id = ? AND revision = ?`, ws, sessionID, operationID, revision).Scan(&n)
+	if err != nil {
+		return false, classify("goal fenced", err)
+	}
+	return n > 0, nil
+}

@@ -243,7 +243,7 @@ var ExportImportGoalHeld = Scenario{Name: "export/goal_round_trips_and_an_import
 		t.Fatalf("export after import differs:\n%s\n----\n%s", first, second)
 	}
 	got, err := f.host.GetGoal(ctx, importWS, src.ID)
-	if err != nil || got.Goal == nil || got.Goal.Status != host.GoalActive || got.Revision != want.Revision || got.WorkspaceID != importWS {
+	if err != nil || got.Goal == nil || got.Goal.Status != host.GoalActive || got.Revision != want.Revision || got.WorkspaceID != importWS || !got.Held {
 		t.Fatalf("imported goal: %+v %v", got, err)
 	}
 	// Identical re-import is a no-op, with the goal.

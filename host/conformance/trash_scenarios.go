@@ -781,8 +781,8 @@ var TrashDeleteHoldsGoalAndQueue = Scenario{"trash/delete_holds_goal_and_withdra
 		t.Fatalf("a restored active goal started the agent by itself: %d turns", n)
 	}
 	g, err := f.host.GetGoal(ctx, ws, s.ID)
-	if err != nil || g.Goal == nil || g.Goal.Status != host.GoalActive || g.Goal.Revision != 1 {
-		t.Fatalf("restored goal: %+v %v", g.Goal, err)
+	if err != nil || g.Goal == nil || g.Goal.Status != host.GoalActive || g.Goal.Revision != 1 || !g.Held {
+		t.Fatalf("restored goal: held %v %+v %v", g.Held, g.Goal, err)
 	}
 	// A person resumes it: a new revision, armed afresh.
 	res := f.mustGoal(s.ID, "hg-4", host.GoalActionResume, nil, "carol")
@@ -792,6 +792,9 @@ var TrashDeleteHoldsGoalAndQueue = Scenario{"trash/delete_holds_goal_and_withdra
 	next := f.waitGoalTurnRunning(s.ID)
 	if next.Goal == nil || next.Goal.Kind != host.OriginGoalArm || next.Goal.Revision != 2 || next.Goal.OperationID != res.Operation.ID {
 		t.Fatalf("turn after resume: %+v", next.Goal)
+	}
+	if g, err := f.host.GetGoal(ctx, ws, s.ID); err != nil || g.Held {
+		t.Fatalf("a resumed goal still reads held: %+v %v", g, err)
 	}
 	f.mustGoal(s.ID, "hg-5", host.GoalActionClear, nil, "carol")
 	f.waitSettled(next)
