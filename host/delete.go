@@ -241,6 +241,19 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 	for _, id := range ids {
 		defer h.locks.lock(ws, id)()
 	}
+	// Before any turn is ended: hold every active goal and withdraw queued
+	// input, so the cancel below can neither let the goal loop decide or
+	// arm a turn nor hand off to a queued successor (either would start
+	// work on a session being deleted).
+	if err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		return h.quiesceForDelete(ctx, tx, emit, ws, live)
+	}); err != nil {
+		return res, storeErr(err, "delete sessions")
+	}
+	pendingOps, pendingFences, err := h.pendingGoalWork(ctx, ws, live)
+	if err != nil {
+		return res, err
+	}
 	// End live work through the ordinary cancel path first (it reaches the
 	// runtime's owner on whichever replica); what is still unsettled after
 	// that is settled inside the tombstone transaction.
@@ -270,6 +283,14 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 			if planTree(p.root, tree, requested).key != p.key {
 				return errReplan
 			}
+		}
+		// Again inside the write transaction: input queued since (through
+		// another replica) is withdrawn before a settle could hand it off.
+		if err := h.quiesceForDelete(ctx, tx, emit, ws, live); err != nil {
+			return err
+		}
+		if err := h.detachGoalWork(ctx, tx, pendingOps, pendingFences, now); err != nil {
+			return err
 		}
 		for _, p := range plans {
 			for _, ts := range p.closure {
@@ -457,4 +478,113 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// Goal and queue handling of the deletion coordinator (seed: "Stable Goal
+// and effective-history state is left byte-for-byte unchanged. A pending
+// Goal operation is failed and detached from the state").
+
+// deletedByHost is the principal recorded on what a delete ends on its own:
+// queued input it withdraws, goal operations it fails, the goal identity
+// it holds.
+const deletedByHost = "ensemble:session_deleted"
+
+// quiesceForDelete withdraws the queued (not yet delivered) input of the
+// live sessions about to be deleted, and holds each active goal: a done
+// fence on its exact identity, so the loop neither decides the turn the
+// delete cancels nor arms another, while the goal's bytes stay as they
+// are. Both are idempotent, so a replanned delete repeats them harmlessly.
+func (h *Host) quiesceForDelete(ctx context.Context, tx Tx, emit func(...Fact), ws string, live []Session) error {
+	now := h.nowUTC()
+	for _, s := range live {
+		q, err := tx.Queue(ctx, ws, s.ID)
+		if err != nil {
+			return err
+		}
+		rev := int64(0)
+		for _, e := range q.Entries {
+			e.State, e.RetractedBy, e.UpdatedAt = QueueRetracted, deletedByHost, now
+			if e, err = tx.UpdateQueueEntry(ctx, e); err != nil {
+				return err
+			}
+			rev = e.Revision
+		}
+		if rev != 0 {
+			emit(queueFact(ws, s.ID, rev))
+		}
+		st, err := loadGoal(ctx, tx, ws, s.ID)
+		if err != nil {
+			return err
+		}
+		if held, err := goalHeld(ctx, tx, st); err != nil || held || st.Goal == nil || st.Goal.Status != GoalActive {
+			continue
+		}
+		f := GoalFence{WorkspaceID: ws, SessionID: s.ID, OperationID: st.Goal.OperationID,
+			Revision: st.Goal.Revision, ByOperation: deletedByHost, State: GoalFenceDone, CreatedAt: now, UpdatedAt: now}
+		if err := tx.InsertGoalFence(ctx, f); err != nil && !errors.Is(err, ErrDuplicate) {
+			return err
+		}
+	}
+	return nil
+}
+
+// pendingGoalWork lists the accepted goal operations and pending fences of
+// the live sessions being deleted (the store scans are process-wide).
+func (h *Host) pendingGoalWork(ctx context.Context, ws string, live []Session) ([]GoalOperation, []GoalFence, error) {
+	in := map[string]bool{}
+	for _, s := range live {
+		in[s.ID] = true
+	}
+	var ops []GoalOperation
+	var fences []GoalFence
+	if len(in) == 0 {
+		return nil, nil, nil
+	}
+	// Undecodable operations are the goal loop's to quarantine.
+	all, _, err := h.store.PendingGoalOperations(ctx)
+	if err != nil {
+		return nil, nil, storeErr(err, "pending goal operations")
+	}
+	for _, op := range all {
+		if op.WorkspaceID == ws && in[op.SessionID] {
+			ops = append(ops, op)
+		}
+	}
+	fs, err := h.store.PendingGoalFences(ctx)
+	if err != nil {
+		return nil, nil, storeErr(err, "pending goal fences")
+	}
+	for _, f := range fs {
+		if f.WorkspaceID == ws && in[f.SessionID] {
+			fences = append(fences, f)
+		}
+	}
+	return ops, fences, nil
+}
+
+// detachGoalWork, in the tombstone transaction, fails the goal operations
+// still accepted on the deleted sessions and marks their pending fences
+// done (the delete ended every live turn): neither is retried against a
+// deleted session. The goal state itself is not touched.
+func (h *Host) detachGoalWork(ctx context.Context, tx Tx, ops []GoalOperation, fences []GoalFence, now time.Time) error {
+	for _, op := range ops {
+		cur, err := tx.GoalOperation(ctx, op.WorkspaceID, op.ClientSubmitID)
+		if err != nil {
+			return err
+		}
+		if cur.State != GoalOpAccepted {
+			continue
+		}
+		cur.State, cur.Error, cur.UpdatedAt = GoalOpFailed, StopSessionDeleted, now
+		if err := tx.UpdateGoalOperation(ctx, cur); err != nil {
+			return err
+		}
+	}
+	for _, f := range fences {
+		f.State, f.UpdatedAt = GoalFenceDone, now
+		if err := tx.UpdateGoalFence(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -64,12 +64,11 @@ type GraphSession struct {
 	ProviderResumeCheckpoint *ResumeCheckpoint `json:"providerResumeCheckpoint,omitempty"`
 	// ForkedFrom is the session's fork lineage, when it is a fork.
 	ForkedFrom *GraphLineage `json:"forkedFrom,omitempty"`
-	// Goal is reserved for the session goal (built separately); it is
-	// carried unchanged when present and absent otherwise.
-	Goal         json.RawMessage `json:"goal,omitempty"`
-	Turns        []Turn          `json:"turns"`
-	Messages     []Message       `json:"messages"`
-	Interactions []Interaction   `json:"interactions"`
+	// Goal is the session's goal record (absent when it never had one).
+	Goal         *GraphGoal    `json:"goal,omitempty"`
+	Turns        []Turn        `json:"turns"`
+	Messages     []Message     `json:"messages"`
+	Interactions []Interaction `json:"interactions"`
 }
 
 // GraphLineage is a fork's immutable lineage (ForkOp, committed).
@@ -82,6 +81,26 @@ type GraphLineage struct {
 	BaseTitle       string    `json:"baseTitle"`
 	CreatedAt       time.Time `json:"createdAt"`
 }
+
+// GraphGoal is a session's goal record as the graph carries it: GoalState
+// without the workspace and session it belongs to (the graph session
+// names it). Everything is canonical and restored exactly, timestamps
+// included (StartedAt bounds the goal's wall time). Only the record is
+// carried: goal operations and fences are the source installation's work
+// log, not history.
+type GraphGoal struct {
+	Revision      int64            `json:"revision"`
+	Seq           int64            `json:"seq"`
+	RevisedAtTurn int64            `json:"revisedAtTurn"`
+	Goal          *Goal            `json:"goal,omitempty"`
+	Observed      *GoalObservation `json:"observed,omitempty"`
+	UpdatedAt     time.Time        `json:"updatedAt"`
+}
+
+// ReasonImported is the ByOperation of the fence an import writes on an
+// active goal's identity: the imported goal reads exactly as exported but
+// is held — it never arms a turn until a person resumes it.
+const ReasonImported = "ensemble:import"
 
 // ResumeCheckpoint is opaque to the Host.
 type ResumeCheckpoint struct {
@@ -184,6 +203,9 @@ func captureSession(ctx context.Context, st Store, s Session) (GraphSession, err
 	if gs.ForkedFrom, err = readLineage(ctx, st, s); err != nil {
 		return GraphSession{}, storeErr(err, "session %s lineage", s.ID)
 	}
+	if gs.Goal, err = captureGoal(ctx, st, s); err != nil {
+		return GraphSession{}, err
+	}
 	for _, t := range tr.Turns {
 		if !t.Settled() {
 			return GraphSession{}, notSettled
@@ -203,6 +225,19 @@ func captureSession(ctx context.Context, st Store, s Session) (GraphSession, err
 		gs.Interactions = append(gs.Interactions, i)
 	}
 	return gs, nil
+}
+
+// captureGoal reads the session's goal record (nil: it never had one).
+func captureGoal(ctx context.Context, st Store, s Session) (*GraphGoal, error) {
+	g, err := st.GetGoal(ctx, s.WorkspaceID, s.ID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, storeErr(err, "goal of session %s", s.ID)
+	}
+	return &GraphGoal{Revision: g.Revision, Seq: g.Seq, RevisedAtTurn: g.RevisedAtTurn,
+		Goal: g.Goal, Observed: g.Observed, UpdatedAt: g.UpdatedAt}, nil
 }
 
 // readLineage reads a session's committed fork lineage (nil when it is
@@ -363,6 +398,17 @@ func validateGraph(g SessionGraph, root string) error {
 				return bad("every interaction must be a resolved interaction of its session's turns")
 			}
 		}
+		if gg := s.Goal; gg != nil {
+			g := gg.Goal
+			switch {
+			case gg.Revision < 0 || gg.Seq < 0 || gg.RevisedAtTurn < 0 || gg.RevisedAtTurn > s.TurnCount:
+				return bad("a goal's revision, seq and revisedAtTurn must be within the session")
+			case g != nil && (!g.Status.Valid() || g.Revision < 1 || g.Revision > gg.Revision || g.Generation > g.Revision || g.OperationID == ""):
+				return bad("a goal must have a known status and a revision no later than its record's")
+			case g != nil && g.ActiveTurnID != "" && !turns[g.ActiveTurnID]:
+				return bad("a goal's active turn must be a settled turn of its session")
+			}
+		}
 	}
 	return nil
 }
@@ -408,11 +454,48 @@ func writeGraph(ctx context.Context, tx Tx, in RestoreGraphInput) error {
 				return err
 			}
 		}
+		if err := restoreGoal(ctx, tx, in, s); err != nil {
+			return err
+		}
 		if _, err := tx.AppendFacts(ctx, Fact{WorkspaceID: in.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// restoreGoal writes an imported session's goal record exactly as the
+// graph has it, in the import's transaction, with its goal_state fact. An
+// active goal is held (a done fence on its exact identity, as the
+// deletion coordinator does): restore never starts an agent, so the goal
+// loop does not arm it until a person resumes it, which starts a new
+// revision. The graph stays unchanged, so export → import → export is
+// byte-identical.
+func restoreGoal(ctx context.Context, tx Tx, in RestoreGraphInput, s Session) error {
+	var gs *GraphGoal
+	for i := range in.Graph.Sessions {
+		if in.Graph.Sessions[i].ID == s.ID {
+			gs = in.Graph.Sessions[i].Goal
+		}
+	}
+	if gs == nil {
+		return nil
+	}
+	st := GoalState{WorkspaceID: in.WorkspaceID, SessionID: s.ID, Revision: gs.Revision, Seq: gs.Seq,
+		RevisedAtTurn: gs.RevisedAtTurn, Goal: gs.Goal, Observed: gs.Observed, UpdatedAt: gs.UpdatedAt}
+	if err := tx.PutGoal(ctx, st); err != nil {
+		return err
+	}
+	if g := st.Goal; g != nil && g.Status == GoalActive {
+		f := GoalFence{WorkspaceID: in.WorkspaceID, SessionID: s.ID, OperationID: g.OperationID, Revision: g.Revision,
+			ByOperation: ReasonImported, State: GoalFenceDone, CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()}
+		if err := tx.InsertGoalFence(ctx, f); err != nil {
+			return err
+		}
+	}
+	cp := st
+	_, err := tx.AppendFacts(ctx, Fact{WorkspaceID: in.WorkspaceID, Kind: FactGoalState, SessionID: s.ID, Version: st.Seq, Goal: &cp})
+	return err
 }
 
 // ExportSession is CaptureSessionGraph for a caller of this Host.

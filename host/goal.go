@@ -150,7 +150,11 @@ func (h *Host) GoalControl(ctx context.Context, in GoalControlInput) (GoalContro
 		op = GoalOperation{WorkspaceID: in.WorkspaceID, ClientSubmitID: in.ClientSubmitID,
 			ID: h.newID("gop"), SessionID: in.SessionID, Action: in.Action, Digest: digest, Spec: spec,
 			State: GoalOpAccepted, By: in.By, ByName: in.ByName, CreatedAt: now, UpdatedAt: now}
-		next, fenced, changed, err := applyGoalAction(cur, op, now)
+		held, err := goalHeld(ctx, tx, cur)
+		if err != nil {
+			return err
+		}
+		next, fenced, changed, err := applyGoalAction(cur, op, held, now)
 		if err != nil {
 			return err
 		}
@@ -204,7 +208,7 @@ func (h *Host) GoalControl(ctx context.Context, in GoalControlInput) (GoalContro
 // applyGoalAction computes the next goal state for op. fenced is the goal
 // identity the action revokes (nil: none); changed is false when the goal
 // already is where the action asks it to be.
-func applyGoalAction(cur GoalState, op GoalOperation, now time.Time) (next GoalState, fenced *Goal, changed bool, err error) {
+func applyGoalAction(cur GoalState, op GoalOperation, held bool, now time.Time) (next GoalState, fenced *Goal, changed bool, err error) {
 	next = cur
 	g := cur.Goal
 	bump := func(ng *Goal) {
@@ -249,9 +253,11 @@ func applyGoalAction(cur GoalState, op GoalOperation, now time.Time) (next GoalS
 		if g == nil || !g.Live() {
 			return cur, nil, false, notLive()
 		}
-		if g.Status == GoalActive {
+		if g.Status == GoalActive && !held {
 			return cur, nil, false, nil
 		}
+		// Resuming a held goal (restored or imported active) starts a new
+		// revision: its own identity is fenced and never arms.
 		ng := *g
 		ng.Status, ng.PausedBy, ng.PausedByName, ng.ActiveTurnID, ng.EndReason = GoalActive, "", "", "", ""
 		bump(&ng)
@@ -282,6 +288,7 @@ func loadGoal(ctx context.Context, tx Tx, ws, sid string) (GoalState, error) {
 // putGoal writes the goal record and, in the same transaction, the
 // goal_state fact that carries it to every replica.
 func putGoal(ctx context.Context, tx Tx, emit func(...Fact), g GoalState) error {
+	g.Held = false // derived on read, never stored; a written goal is not held
 	if err := tx.PutGoal(ctx, g); err != nil {
 		return err
 	}
@@ -345,7 +352,14 @@ func (h *Host) GetGoal(ctx context.Context, ws, sessionID string) (GoalState, er
 	if !visible(s) {
 		return GoalState{}, Errorf(CodeNotFound, "session %s not found", sessionID)
 	}
-	return h.goalState(ctx, ws, sessionID)
+	st, err := h.goalState(ctx, ws, sessionID)
+	if err != nil || st.Goal == nil || st.Goal.Status != GoalActive {
+		return st, err
+	}
+	if st.Held, err = h.store.GoalFenced(ctx, ws, sessionID, st.Goal.OperationID, st.Goal.Revision); err != nil {
+		return GoalState{}, storeErr(err, "goal of session %s", sessionID)
+	}
+	return st, nil
 }
 
 func (h *Host) goalState(ctx context.Context, ws, sid string) (GoalState, error) {

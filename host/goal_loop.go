@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -122,6 +123,18 @@ func (h *Host) advanceGoal(ctx context.Context, ws, sid string) error {
 	if _, mine, err := h.ownSession(ctx, ws, sid, ""); err != nil || !mine {
 		return err // the owner's worker runs it
 	}
+	// A deleted session's goal is left exactly as it was (restore is
+	// lossless); the loop never acts on it.
+	s, err := h.store.GetSession(ctx, ws, sid)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !visible(s) {
+		return nil
+	}
 	st, err := h.goalState(ctx, ws, sid)
 	if err != nil || st.Goal == nil || st.Goal.Status != GoalActive {
 		return err
@@ -140,13 +153,6 @@ func (h *Host) advanceGoal(ctx context.Context, ws, sid string) error {
 	now := h.nowUTC()
 	if g.TurnsUsed >= g.turnBudget() || now.Sub(g.StartedAt) >= g.timeBudget() {
 		return h.endGoal(ctx, ws, sid, g.OperationID, g.Revision, GoalBudgetExhausted, "budget")
-	}
-	s, err := h.store.GetSession(ctx, ws, sid)
-	if err != nil {
-		return err
-	}
-	if !visible(s) {
-		return nil
 	}
 	if s.ActiveTurnID != "" || s.ContextLost {
 		return nil // a person's turn (or a fenced goal turn) runs first
@@ -210,6 +216,9 @@ func (h *Host) admitGoalTurn(ctx context.Context, read GoalState) error {
 		}
 		if s.ActiveTurnID != "" {
 			return errGoalMoved
+		}
+		if held, err := goalHeld(ctx, tx, cur); err != nil || held {
+			return cmp.Or(err, errGoalMoved)
 		}
 		if _, err := tx.Claim(ctx, read.WorkspaceID, csid); err == nil {
 			return errGoalMoved // admitted before (the decision reads it back)
@@ -283,8 +292,8 @@ func (h *Host) decideGoalTurn(ctx context.Context, t Turn) error {
 	}
 	signal := h.goalSignal(ctx, st, t)
 	return h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		if _, err := tx.Session(ctx, t.WorkspaceID, t.SessionID); err != nil {
-			return err
+		if s, err := tx.Session(ctx, t.WorkspaceID, t.SessionID); err != nil || !visible(s) {
+			return err // a deleted session's goal stays exactly as it was
 		}
 		cur, err := loadGoal(ctx, tx, t.WorkspaceID, t.SessionID)
 		if err != nil {
@@ -293,6 +302,11 @@ func (h *Host) decideGoalTurn(ctx context.Context, t Turn) error {
 		g := cur.Goal
 		if g == nil || g.ActiveTurnID != t.ID || !currentProvenance(g, t) {
 			return nil
+		}
+		// A held identity (deleted, restored or imported) is not decided:
+		// it waits, exactly as it is, for a person's resume.
+		if held, err := goalHeld(ctx, tx, cur); err != nil || held {
+			return err
 		}
 		ng := *g
 		now := h.nowUTC()
@@ -336,7 +350,7 @@ func (h *Host) decideGoalTurn(ctx context.Context, t Turn) error {
 // endGoal moves the exact goal identity to a terminal status.
 func (h *Host) endGoal(ctx context.Context, ws, sid, opID string, rev int64, status GoalStatus, reason string) error {
 	return h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		if _, err := tx.Session(ctx, ws, sid); err != nil {
+		if s, err := tx.Session(ctx, ws, sid); err != nil || !visible(s) {
 			return err
 		}
 		cur, err := loadGoal(ctx, tx, ws, sid)
@@ -346,6 +360,9 @@ func (h *Host) endGoal(ctx context.Context, ws, sid, opID string, rev int64, sta
 		g := cur.Goal
 		if g == nil || g.Status != GoalActive || g.OperationID != opID || g.Revision != rev || g.ActiveTurnID != "" {
 			return nil
+		}
+		if held, err := goalHeld(ctx, tx, cur); err != nil || held {
+			return err
 		}
 		ng := *g
 		now := h.nowUTC()
@@ -402,4 +419,18 @@ func (h *Host) recoverGoals(ctx context.Context) ([]Quarantined, error) {
 		return quarantined, fmt.Errorf("recovery: %w", err)
 	}
 	return quarantined, nil
+}
+
+// goalHeld reports whether an active goal's current identity is fenced
+// without a newer revision replacing it: the deletion coordinator and
+// import fence it so a deleted-then-restored or an imported goal keeps its
+// exact bytes yet never arms, continues or ends by itself (restore starts
+// no agent). Only a person's goal.control (resume, pause, set, clear)
+// moves it on, to a new, unfenced revision.
+func goalHeld(ctx context.Context, tx Tx, st GoalState) (bool, error) {
+	g := st.Goal
+	if g == nil || g.Status != GoalActive {
+		return false, nil
+	}
+	return tx.GoalFenced(ctx, st.WorkspaceID, st.SessionID, g.OperationID, g.Revision)
 }

@@ -108,6 +108,10 @@ type GoalState struct {
 	Goal      *Goal            `json:"goal,omitempty"`
 	Observed  *GoalObservation `json:"observed,omitempty"`
 	UpdatedAt time.Time        `json:"updatedAt"`
+	// Held is true when an active goal waits for a person's resume: it
+	// was restored from the Trash or imported, and restore starts no
+	// agent. It is derived on read (goal.get, snapshots), never stored.
+	Held bool `json:"held,omitempty"`
 }
 
 // GoalOperationState is the lifecycle of a durable goal operation.
@@ -210,11 +214,14 @@ const FactGoalState = "goal_state"
 type GoalStore interface {
 	GetGoal(ctx context.Context, ws, sessionID string) (GoalState, error) // ErrNotFound: no goal ever
 	GetGoalOperation(ctx context.Context, ws, clientSubmitID string) (GoalOperation, error)
-	// LiveGoals lists goal states whose goal is active (all workspaces).
-	// A record that does not decode is returned as a Quarantined
-	// candidate (QuarantineKindGoal) instead of failing the scan, and
-	// quarantined records are left out.
+	// LiveGoals lists goal states whose goal is active (all workspaces),
+	// of sessions that are not deleted. A record that does not decode is
+	// returned as a Quarantined candidate (QuarantineKindGoal) instead of
+	// failing the scan, and quarantined records are left out.
 	LiveGoals(ctx context.Context) ([]GoalState, []Quarantined, error)
+	// GoalFenced reports whether a fence (pending or done) names the exact
+	// identity (operation id, revision).
+	GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error)
 	// PendingGoalFences lists fences not yet done, oldest first.
 	PendingGoalFences(ctx context.Context) ([]GoalFence, error)
 	// PendingGoalOperations lists operations still accepted, oldest
@@ -249,6 +256,9 @@ type GoalTx interface {
 	UpdateGoalOperation(ctx context.Context, op GoalOperation) error
 	InsertGoalFence(ctx context.Context, f GoalFence) error // ErrDuplicate on (workspace, session, operation, revision)
 	UpdateGoalFence(ctx context.Context, f GoalFence) error
+	// GoalFenced reports whether a fence (pending or done) names the exact
+	// identity (operation id, revision).
+	GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error)
 }
 
 // goalDigest is what a retry of the same goal operation must match.

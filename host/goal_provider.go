@@ -128,6 +128,11 @@ func (h *Host) AdoptProviderGoal(ctx context.Context, ref TurnRef, r GoalReport)
 				h.log.Info("goal: provider goal from a superseded revision dropped", "turn", t.ID)
 				return nil
 			}
+			// A held identity (its session being deleted) keeps its
+			// revision, so the revision check alone would not catch it.
+			if fenced, err := tx.GoalFenced(ctx, ref.WorkspaceID, ref.SessionID, t.Goal.OperationID, t.Goal.Revision); err != nil || fenced {
+				return err
+			}
 		} else if t.Seq <= cur.RevisedAtTurn {
 			h.log.Info("goal: provider goal older than a user mutation dropped", "turn", t.ID)
 			return nil
@@ -137,7 +142,7 @@ func (h *Host) AdoptProviderGoal(ctx context.Context, ref TurnRef, r GoalReport)
 		op := GoalOperation{WorkspaceID: ref.WorkspaceID, ClientSubmitID: csid, ID: h.newID("gop"),
 			SessionID: ref.SessionID, Action: GoalActionAdopt, Digest: digest, Spec: spec,
 			State: GoalOpApplied, By: "agent", ByName: agent.Name, CreatedAt: now, UpdatedAt: now}
-		next, _, _, err := applyGoalAction(cur, op, now)
+		next, _, _, err := applyGoalAction(cur, op, false, now)
 		if err != nil {
 			return err
 		}

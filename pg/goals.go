@@ -202,6 +202,21 @@ func (t *tx) UpdateGoalFence(ctx context.Context, f host.GoalFence) error {
 	return t.affectedOne("update goal fence "+f.OperationID, tag, err)
 }
 
+// GoalFenced reports whether the exact goal identity is fenced (pending or
+// done): a fenced identity never arms or advances a turn again.
+func (t *tx) GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error) {
+	if t.failed != nil {
+		return false, t.failed
+	}
+	var n int
+	err := t.tx.QueryRow(ctx, `SELECT COUNT(*) FROM goal_fences WHERE workspace_id = $1 AND session_id = $2
+		AND operation_id = $3 AND revision = $4`, ws, sessionID, operationID, revision).Scan(&n)
+	if err != nil {
+		return false, t.fail(classify("goal fenced", err))
+	}
+	return n > 0, nil
+}
+
 // goalScan is one recovery scan's result: the decodable records and the
 // quarantine candidates.
 type goalScan[T any] struct {
@@ -210,13 +225,16 @@ type goalScan[T any] struct {
 }
 
 // LiveGoals lists the goal records whose goal is active, in every
-// workspace, except quarantined ones; an undecodable record comes back as
+// workspace, of sessions that are not deleted (a tombstoned session's goal
+// keeps its bytes, restore is exact, but the loop never looks at it),
+// except quarantined ones; an undecodable record comes back as
 // a quarantine candidate so one poisoned record never stalls the rest.
 func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, []host.Quarantined, error) {
 	r, err := withPool(ctx, s, func(q querier) (goalScan[host.GoalState], error) {
 		var r goalScan[host.GoalState]
 		rows, err := q.Query(ctx, `SELECT g.workspace_id, g.session_id, g.state_json FROM goals g
-			WHERE g.status = $1
+			JOIN sessions s ON s.workspace_id = g.workspace_id AND s.id = g.session_id
+			WHERE g.status = $1 AND s.deleted_at IS NULL
 			AND NOT EXISTS (SELECT 1 FROM quarantine q
 				WHERE q.kind = $2 AND q.key = g.workspace_id || '/' || g.session_id)
 			ORDER BY g.updated_at`, string(host.GoalActive), host.QuarantineKindGoal)
@@ -306,4 +324,17 @@ func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation
 		return nil, nil, err
 	}
 	return r.out, r.bad, nil
+}
+
+// GoalFenced is tx.GoalFenced outside a transaction (goal.get's held).
+func (s *Store) GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error) {
+	return withPool(ctx, s, func(q querier) (bool, error) {
+		var n int
+		err := q.QueryRow(ctx, `SELECT COUNT(*) FROM goal_fences WHERE workspace_id = $1 AND session_id = $2
+			AND operation_id = $3 AND revision = $4`, ws, sessionID, operationID, revision).Scan(&n)
+		if err != nil {
+			return false, classify("goal fenced", err)
+		}
+		return n > 0, nil
+	})
 }

@@ -171,8 +171,22 @@ func (t *tx) UpdateGoalFence(ctx context.Context, f host.GoalFence) error {
 	return affectedOne("update goal fence "+f.OperationID, res, err)
 }
 
+// GoalFenced reports whether the exact goal identity is fenced (pending or
+// done): a fenced identity never arms or advances a turn again.
+func (t *tx) GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error) {
+	var n int
+	err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM goal_fences WHERE workspace_id = ? AND session_id = ?
+		AND operation_id = ? AND revision = ?`, ws, sessionID, operationID, revision).Scan(&n)
+	if err != nil {
+		return false, classify("goal fenced", err)
+	}
+	return n > 0, nil
+}
+
 // LiveGoals lists the goal records whose goal is active, in every
-// workspace, except quarantined ones; an undecodable record comes back as
+// workspace, of sessions that are not deleted (a tombstoned session's goal
+// keeps its bytes, restore is exact, but the loop never looks at it),
+// except quarantined ones; an undecodable record comes back as
 // a quarantine candidate so one poisoned record never stalls the rest.
 func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, []host.Quarantined, error) {
 	r, err := s.reader()
@@ -180,7 +194,8 @@ func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, []host.Quarant
 		return nil, nil, err
 	}
 	rows, err := r.QueryContext(ctx, `SELECT g.workspace_id, g.session_id, g.state_json FROM goals g
-		WHERE g.status = ?
+		JOIN sessions s ON s.workspace_id = g.workspace_id AND s.id = g.session_id
+		WHERE g.status = ? AND s.deleted_at IS NULL
 		AND NOT EXISTS (SELECT 1 FROM quarantine q
 			WHERE q.kind = ? AND q.key = g.workspace_id || '/' || g.session_id)
 		ORDER BY g.updated_at`, string(host.GoalActive), host.QuarantineKindGoal)
@@ -273,4 +288,19 @@ func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation
 		return nil, nil, classify("pending goal operations", err)
 	}
 	return out, bad, nil
+}
+
+// GoalFenced is tx.GoalFenced outside a transaction (goal.get's held).
+func (s *Store) GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error) {
+	r, err := s.reader()
+	if err != nil {
+		return false, err
+	}
+	var n int
+	err = r.QueryRowContext(ctx, `SELECT COUNT(*) FROM goal_fences WHERE workspace_id = ? AND session_id = ?
+		AND operation_id = ? AND revision = ?`, ws, sessionID, operationID, revision).Scan(&n)
+	if err != nil {
+		return false, classify("goal fenced", err)
+	}
+	return n > 0, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
 )
@@ -194,3 +195,115 @@ var ImportConflictRejected = Scenario{Name: "export/import_conflicts_and_bad_doc
 	}
 	f.waitSettled(hang)
 }}
+
+// ExportImportGoalHeld: the graph carries the session's goal record and
+// import restores it exactly (export → import → export is byte-identical).
+// The exported goal is active (held by a delete/restore of the source), so
+// the import must not arm it: the imported session starts no agent until
+// a person resumes its goal there, which arms a new revision.
+var ExportImportGoalHeld = Scenario{Name: "export/goal_round_trips_and_an_imported_active_goal_waits_for_resume", Run: func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	src := f.createEmpty()
+	f.settledTurns(src.ID, "/sim instant\nbefore the goal")
+	set := f.mustGoal(src.ID, "xg-1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim hang\nPort the parser",
+		Criteria: "all tests green", MaxTurns: 7, MaxDuration: "45m"}, "alice")
+	f.waitGoalTurnRunning(src.ID)
+	// Delete and restore: the goal turn ends, the goal stays active, held.
+	f.del("alice", src.ID)
+	f.restore(src.ID)
+	want, err := f.store.GetGoal(ctx, ws, src.ID)
+	if err != nil || want.Goal == nil || want.Goal.Status != host.GoalActive {
+		t.Fatalf("source goal: %+v %v", want.Goal, err)
+	}
+
+	g, err := host.CaptureSessionGraph(ctx, f.store, ws, src.ID)
+	if err != nil {
+		t.Fatalf("capture: %v", err)
+	}
+	gg := g.Sessions[0].Goal
+	if gg == nil || gg.Goal == nil || gg.Goal.Objective != "Port the parser" && gg.Goal.Objective != "/sim hang\nPort the parser" ||
+		gg.Goal.OperationID != set.Operation.ID || gg.Goal.SetBy != "alice" || gg.Revision != want.Revision || gg.Seq != want.Seq ||
+		gg.Goal.Criteria != "all tests green" || gg.Goal.MaxTurns != 7 || gg.Goal.TurnsUsed != want.Goal.TurnsUsed {
+		t.Fatalf("graph goal = %+v / %+v, want %+v / %+v", gg, gg.Goal, want, want.Goal)
+	}
+	first := encode(t, g)
+	dg, err := host.DecodeGraph(first)
+	if err != nil || !bytes.Equal(encode(t, dg), first) {
+		t.Fatalf("decode/encode is not stable: %v", err)
+	}
+	dispatches := f.runtime.dispatches.Load()
+	if _, err := host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: importWS, UserID: "carol", Graph: dg}); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	again, err := host.CaptureSessionGraph(ctx, f.store, importWS, src.ID)
+	if err != nil {
+		t.Fatalf("capture the import: %v", err)
+	}
+	if second := encode(t, again); !bytes.Equal(first, second) {
+		t.Fatalf("export after import differs:\n%s\n----\n%s", first, second)
+	}
+	got, err := f.host.GetGoal(ctx, importWS, src.ID)
+	if err != nil || got.Goal == nil || got.Goal.Status != host.GoalActive || got.Revision != want.Revision || got.WorkspaceID != importWS || !got.Held {
+		t.Fatalf("imported goal: %+v %v", got, err)
+	}
+	// Identical re-import is a no-op, with the goal.
+	if r, err := host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: importWS, UserID: "carol", Graph: dg}); err != nil || r.Created {
+		t.Fatalf("idempotent re-import: %+v %v", r, err)
+	}
+	// A changed goal is a conflict.
+	changed := g
+	changed.Sessions = append([]host.GraphSession(nil), g.Sessions...)
+	cg := *gg
+	cgoal := *gg.Goal
+	cgoal.Objective = "something else"
+	cg.Goal = &cgoal
+	changed.Sessions[0].Goal = &cg
+	_, err = host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: importWS, UserID: "carol", Graph: changed})
+	wantReason(t, err, host.CodeOperationConflict, host.ReasonImportConflict)
+
+	turns := len(g.Sessions[0].Turns)
+	time.Sleep(1200 * time.Millisecond) // more than two goal worker passes
+	if p, err := f.host.ListSessionTurns(ctx, importWS, src.ID, host.TurnQuery{Limit: 100}); err != nil || len(p.Turns) != turns {
+		t.Fatalf("the imported goal armed a turn: %d turns (graph %d) %v", len(p.Turns), turns, err)
+	}
+	if f.runtime.dispatches.Load() != dispatches {
+		t.Fatalf("import started the agent")
+	}
+	if after := encode(t, mustCapture(t, f, importWS, src.ID)); !bytes.Equal(first, after) {
+		t.Fatalf("the goal loop changed the imported session")
+	}
+	// Resuming it in the new workspace arms a new revision.
+	res, err := f.host.GoalControl(ctx, host.GoalControlInput{WorkspaceID: importWS, SessionID: src.ID,
+		ClientSubmitID: "xg-resume", Action: host.GoalActionResume, By: "carol", ByName: "Carol"})
+	if err != nil || res.Goal == nil || res.Goal.Revision != want.Revision+1 || res.Goal.Status != host.GoalActive {
+		t.Fatalf("resume of the imported goal: %+v %v", res.Goal, err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := f.host.GetGoal(ctx, importWS, src.ID)
+		if err == nil && st.Goal != nil && st.Goal.ActiveTurnID != "" {
+			tu, err := f.host.GetTurn(ctx, importWS, src.ID, st.Goal.ActiveTurnID)
+			if err != nil || tu.Goal == nil || tu.Goal.Kind != host.OriginGoalArm || tu.Goal.OperationID != res.Operation.ID {
+				t.Fatalf("turn after resume: %+v %v", tu.Goal, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed imported goal never armed (%+v, %v)", st.Goal, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := f.host.GoalControl(ctx, host.GoalControlInput{WorkspaceID: importWS, SessionID: src.ID,
+		ClientSubmitID: "xg-clear", Action: host.GoalActionClear, By: "carol"}); err != nil {
+		t.Fatal(err)
+	}
+}}
+
+func mustCapture(t *testing.T, f *fixture, w, sid string) host.SessionGraph {
+	t.Helper()
+	g, err := host.CaptureSessionGraph(ctx, f.store, w, sid)
+	if err != nil {
+		t.Fatalf("capture: %v", err)
+	}
+	return g
+}

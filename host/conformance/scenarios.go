@@ -86,5 +86,8 @@ func Scenarios() []Scenario {
 		TrashLegacyNeverUpgraded,
 		TrashFailedReleaseRetried,
 		TrashFactsCommitted,
+		TrashDeleteHoldsGoalAndQueue,
+		TrashDeleteFailsPendingGoalWork,
+		ExportImportGoalHeld,
 	}, append(goalScenarios(), QueueScenarios()...)...)
 }

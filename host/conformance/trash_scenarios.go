@@ -53,6 +53,13 @@ type sessionRows struct {
 	Messages     []host.Message     `json:"messages"`
 	Interactions []host.Interaction `json:"interactions"`
 	Claims       []host.SubmitClaim `json:"claims"`
+	// Goal is the session's goal record (nil: none ever).
+	Goal *host.GoalState `json:"goal"`
+	// Queue is the session's queue (revision, fence, what waits) and
+	// every entry that reached one of its turns; the revision moves with
+	// any entry change, retracted ones included.
+	Queue        host.Queue        `json:"queue"`
+	QueueReached []host.QueueEntry `json:"queueReached"`
 }
 
 // dumpGraph serializes the tree rooted at rootID to canonical JSON bytes.
@@ -102,6 +109,26 @@ func (f *fixture) dumpGraph(rootID string) []byte {
 				f.t.Fatalf("claim %s: %v", t.ClientSubmitID, err)
 			}
 			rows.Claims = append(rows.Claims, c)
+		}
+		if gs, err := st.GetGoal(ctx, ws, s.ID); err == nil {
+			rows.Goal = &gs
+		} else if !errors.Is(err, host.ErrNotFound) {
+			f.t.Fatalf("goal: %v", err)
+		}
+		if rows.Queue, err = st.GetQueue(ctx, ws, s.ID); err != nil {
+			f.t.Fatalf("queue: %v", err)
+		}
+		if err := st.Update(ctx, func(tx host.Tx) error {
+			for _, t := range rows.Turns {
+				es, err := tx.TurnQueueEntries(ctx, ws, s.ID, t.ID)
+				if err != nil {
+					return err
+				}
+				rows.QueueReached = append(rows.QueueReached, es...)
+			}
+			return nil
+		}); err != nil {
+			f.t.Fatalf("queue entries: %v", err)
 		}
 		g.Sessions = append(g.Sessions, rows)
 	}
@@ -177,8 +204,40 @@ var TrashRoundTripLossless = Scenario{"trash/delete_restore_round_trip_is_lossle
 		Title: ptr("Kept title"), Pinned: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
+	// A second tree with a goal (set, its turn fenced by a pause) and a
+	// follow-up that was queued behind a busy turn and then ran.
+	gsess := f.createEmpty()
+	busy := f.mustSend(gsess.ID, "tr-g1", "/sim hang")
+	f.waitTurn(busy, "accepted", host.Turn.Accepted)
+	follow := f.mustQueue(gsess.ID, "tr-g2", "/sim words=2", host.PlacementNextTurn, host.DispositionFollowup)
+	f.cancel(busy)
+	f.waitEntry(gsess.ID, follow.ID, func(e host.QueueEntry) bool { return e.State == host.QueueDone })
+	f.mustGoal(gsess.ID, "tr-g3", host.GoalActionSet, &host.GoalSpec{Objective: "/sim hang\nKeep the goal", MaxTurns: 4}, "alice")
+	f.waitGoalTurnRunning(gsess.ID)
+	f.mustGoal(gsess.ID, "tr-g4", host.GoalActionPause, nil, "bob")
+	f.waitGoal(gsess.ID, "paused, its turn decided", func(g host.GoalState) bool {
+		return g.Goal != nil && g.Goal.Status == host.GoalPaused && g.Goal.ActiveTurnID == ""
+	})
+	f.expectBusy(gsess.ID, false)
+	gBefore := f.dumpGraph(gsess.ID)
+	if !bytes.Contains(gBefore, []byte(`"status":"paused"`)) || !bytes.Contains(gBefore, []byte(`"state":"done"`)) {
+		t.Fatalf("the dump lacks the goal or the queue: %s", gBefore)
+	}
+
 	before := f.dumpGraph(s.ID)
 	dispatches := f.runtime.dispatches.Load()
+
+	gr := f.del("carol", gsess.ID)
+	if len(gr.DeletedSessionIDs) != 1 {
+		t.Fatalf("delete of the goal session: %+v", gr)
+	}
+	if _, err := f.host.GetGoal(ctx, ws, gsess.ID); host.CodeOf(err) != host.CodeNotFound {
+		t.Fatalf("goal.get of a deleted session: %v", err)
+	}
+	f.restore(gsess.ID)
+	if gAfter := f.dumpGraph(gsess.ID); !bytes.Equal(gBefore, gAfter) {
+		t.Fatalf("delete/restore changed the goal session:\nbefore %s\nafter  %s", gBefore, gAfter)
+	}
 
 	r := f.del("alice", s.ID)
 	if !slices.Equal(sorted(r.DeletedSessionIDs...), sorted(s.ID, child.ID)) || len(r.Components) != 1 ||
@@ -761,4 +820,162 @@ var TrashFactsCommitted = Scenario{Name: "trash/every_change_commits_a_trash_fac
 	if !bytes.Equal(gj, wj) {
 		t.Fatalf("trash facts:\n got %s\nwant %s", gj, wj)
 	}
+}}
+
+// goalBytes is the session's goal record as stored, for exact comparison.
+func (f *fixture) goalBytes(sid string) []byte {
+	f.t.Helper()
+	g, err := f.store.GetGoal(ctx, ws, sid)
+	if err != nil {
+		f.t.Fatalf("goal of %s: %v", sid, err)
+	}
+	b, err := json.Marshal(g)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+// TrashDeleteHoldsGoalAndQueue: deleting a session while its active goal's
+// turn runs, with follow-ups queued behind it, ends the turn and nothing
+// else: no queued follow-up becomes a successor turn, the goal loop
+// neither decides the ended turn nor arms another (also across many
+// passes), the queued input is withdrawn (retracted by the delete) and
+// the goal record is byte-for-byte unchanged. Restore brings it back
+// exactly and held: it stays active without starting the agent until a
+// person resumes it, which starts a new revision whose goal_arm runs.
+var TrashDeleteHoldsGoalAndQueue = Scenario{"trash/delete_holds_goal_and_withdraws_queue", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	set := f.mustGoal(s.ID, "hg-1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim hang\nKeep going", MaxTurns: 5}, "alice")
+	run := f.waitGoalTurnRunning(s.ID)
+	f1 := f.mustQueue(s.ID, "hg-2", "/sim words=2 one", host.PlacementNextTurn, host.DispositionFollowup)
+	f2 := f.mustQueue(s.ID, "hg-3", "/sim words=2 two", host.PlacementNextTurn, host.DispositionFollowup)
+	goalBefore := f.goalBytes(s.ID)
+	dispatches := f.runtime.dispatches.Load()
+
+	f.del("bob", s.ID)
+	f.wantGone(s.ID)
+	ended, err := f.store.GetTurn(ctx, ws, s.ID, run.ID)
+	if err != nil || !ended.Settled() || ended.Goal == nil || ended.Goal.OperationID != set.Operation.ID {
+		t.Fatalf("ended goal turn: %+v", ended)
+	}
+	for _, id := range []string{f1.ID, f2.ID} {
+		if e := f.entry(s.ID, id); e.State != host.QueueRetracted || e.RetractedBy != "ensemble:session_deleted" || e.TurnID != "" {
+			t.Fatalf("queued follow-up after delete: %+v", e)
+		}
+	}
+	time.Sleep(1200 * time.Millisecond) // more than two goal worker passes
+	if ts := f.storeTurns(s.ID); len(ts) != 1 {
+		t.Fatalf("a turn was admitted on the deleted session: %d turns", len(ts))
+	}
+	if sess, _ := f.store.GetSession(ctx, ws, s.ID); sess.ActiveTurnID != "" {
+		t.Fatalf("deleted session has an active turn %s", sess.ActiveTurnID)
+	}
+	if got := f.goalBytes(s.ID); !bytes.Equal(goalBefore, got) {
+		t.Fatalf("delete changed the goal:\nbefore %s\nafter  %s", goalBefore, got)
+	}
+	if n := f.runtime.dispatches.Load(); n != dispatches {
+		t.Fatalf("dispatched on a deleted session (%d → %d)", dispatches, n)
+	}
+
+	f.restore(s.ID)
+	time.Sleep(1200 * time.Millisecond)
+	if got := f.goalBytes(s.ID); !bytes.Equal(goalBefore, got) {
+		t.Fatalf("restore (or the loop after it) changed the goal:\nbefore %s\nafter  %s", goalBefore, got)
+	}
+	if n := len(f.turnsOldestFirst(s.ID)); n != 1 || f.runtime.dispatches.Load() != dispatches {
+		t.Fatalf("a restored active goal started the agent by itself: %d turns", n)
+	}
+	g, err := f.host.GetGoal(ctx, ws, s.ID)
+	if err != nil || g.Goal == nil || g.Goal.Status != host.GoalActive || g.Goal.Revision != 1 || !g.Held {
+		t.Fatalf("restored goal: held %v %+v %v", g.Held, g.Goal, err)
+	}
+	// A person resumes it: a new revision, armed afresh.
+	res := f.mustGoal(s.ID, "hg-4", host.GoalActionResume, nil, "carol")
+	if res.Goal == nil || res.Goal.Status != host.GoalActive || res.Goal.Revision != 2 {
+		t.Fatalf("resume of a held goal: %+v", res.Goal)
+	}
+	next := f.waitGoalTurnRunning(s.ID)
+	if next.Goal == nil || next.Goal.Kind != host.OriginGoalArm || next.Goal.Revision != 2 || next.Goal.OperationID != res.Operation.ID {
+		t.Fatalf("turn after resume: %+v", next.Goal)
+	}
+	if g, err := f.host.GetGoal(ctx, ws, s.ID); err != nil || g.Held {
+		t.Fatalf("a resumed goal still reads held: %+v %v", g, err)
+	}
+	f.mustGoal(s.ID, "hg-5", host.GoalActionClear, nil, "carol")
+	f.waitSettled(next)
+}}
+
+// storeTurns lists every turn of a session through the store (deleted
+// sessions included), oldest first.
+func (f *fixture) storeTurns(sid string) []host.Turn {
+	f.t.Helper()
+	p, err := f.store.ListTurns(ctx, ws, sid, host.TurnQuery{Limit: 200})
+	if err != nil {
+		f.t.Fatalf("turns: %v", err)
+	}
+	slices.Reverse(p.Turns)
+	return p.Turns
+}
+
+// TrashDeleteFailsPendingGoalWork: a goal operation still accepted when
+// its session is deleted (a pause whose fence could not stop the turn)
+// ends failed with session_deleted and its fence is closed, so no worker
+// retries either against the deleted session (seed: "a pending Goal
+// operation is failed and detached from the state"); the goal record is
+// untouched and comes back with the restore.
+var TrashDeleteFailsPendingGoalWork = Scenario{"trash/delete_fails_pending_goal_operations", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.mustGoal(s.ID, "pg-1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim hang\nLong work"}, "alice")
+	f.waitGoalTurnRunning(s.ID)
+	f.runtime.mu.Lock()
+	f.runtime.failCancels = 1 << 20
+	f.runtime.mu.Unlock()
+	p := f.mustGoal(s.ID, "pg-2", host.GoalActionPause, nil, "bob")
+	if p.Operation.State != host.GoalOpAccepted {
+		t.Fatalf("pause with an unstoppable turn: %+v", p.Operation)
+	}
+	goalBefore := f.goalBytes(s.ID)
+
+	f.del("carol", s.ID)
+	f.runtime.mu.Lock()
+	f.runtime.failCancels = 0
+	f.runtime.mu.Unlock()
+	op, err := f.store.GetGoalOperation(ctx, ws, "pg-2")
+	if err != nil || op.State != host.GoalOpFailed || op.Error != host.StopSessionDeleted {
+		t.Fatalf("pending pause after delete: %+v %v", op, err)
+	}
+	fences, err := f.store.PendingGoalFences(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fe := range fences {
+		if fe.WorkspaceID == ws && fe.SessionID == s.ID {
+			t.Fatalf("a fence on the deleted session is still pending: %+v", fe)
+		}
+	}
+	time.Sleep(1200 * time.Millisecond) // more than two goal worker passes
+	if op, _ := f.store.GetGoalOperation(ctx, ws, "pg-2"); op.State != host.GoalOpFailed {
+		t.Fatalf("the worker took up a deleted session's goal operation: %+v", op)
+	}
+	if got := f.goalBytes(s.ID); !bytes.Equal(goalBefore, got) {
+		t.Fatalf("delete changed the goal:\nbefore %s\nafter  %s", goalBefore, got)
+	}
+	// A retry of the failed operation answers it, and changes nothing.
+	if _, err := f.goal(s.ID, "pg-2", host.GoalActionPause, nil, "bob"); host.CodeOf(err) != host.CodeNotFound && err != nil {
+		t.Fatalf("retry of the failed pause: %v", err)
+	}
+	f.restore(s.ID)
+	if got := f.goalBytes(s.ID); !bytes.Equal(goalBefore, got) {
+		t.Fatalf("restore changed the goal:\nbefore %s\nafter  %s", goalBefore, got)
+	}
+	res := f.mustGoal(s.ID, "pg-3", host.GoalActionResume, nil, "alice")
+	next := f.waitGoalTurnRunning(s.ID)
+	if next.Goal == nil || next.Goal.OperationID != res.Operation.ID {
+		t.Fatalf("turn after resume: %+v", next.Goal)
+	}
+	f.mustGoal(s.ID, "pg-4", host.GoalActionClear, nil, "alice")
+	f.waitSettled(next)
 }}

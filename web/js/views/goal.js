@@ -92,7 +92,10 @@ export function createGoalBar(el, { onControl }) {
       meta.hidden = !gs || !gs.revision;
       setText(meta, g ? `rev ${gs.revision} · ${budgetText(g)}` : gs && gs.revision ? `rev ${gs.revision}` : '');
       let whoText = '';
-      if (g && g.status === 'paused' && g.pausedByName) whoText = `paused by ${g.pausedByName}`;
+      // held: an active goal restored from the Trash or imported waits for
+      // a person's resume (restore starts no agent).
+      if (g && g.status === 'active' && gs.held) whoText = 'waiting for resume';
+      else if (g && g.status === 'paused' && g.pausedByName) whoText = `paused by ${g.pausedByName}`;
       else if (g && g.source === 'provider') whoText = 'set by the agent';
       else if (g && g.setByName) whoText = `set by ${g.setByName}`;
       if (g && g.endReason && g.status !== 'active' && !(g.status === 'paused' && g.pausedByName)) {
@@ -102,7 +105,7 @@ export function createGoalBar(el, { onControl }) {
       who.hidden = !whoText;
       const can = canControl && connected && !busy;
       pause.hidden = !canControl || !g || g.status !== 'active';
-      resume.hidden = !canControl || !g || g.status !== 'paused';
+      resume.hidden = !canControl || !g || !(g.status === 'paused' || (g.status === 'active' && gs.held));
       clear.hidden = !canControl || !g;
       setBtn.hidden = !canControl || !form.hidden;
       setText(setBtn, g && (g.status === 'active' || g.status === 'paused') ? 'Replace' : 'Set goal');
