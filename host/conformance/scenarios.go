@@ -88,6 +88,7 @@ func Scenarios() []Scenario {
 		TrashFactsCommitted,
 		TrashDeleteHoldsGoalAndQueue,
 		TrashDeleteFailsPendingGoalWork,
+		TrashFailedDeleteChangesNothing,
 		ExportImportGoalHeld,
 	}, append(goalScenarios(), QueueScenarios()...)...)
 }
