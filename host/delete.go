@@ -163,8 +163,11 @@ func (h *Host) DeleteSessions(ctx context.Context, in DeleteSessionsInput) (Dele
 	for _, id := range in.SessionIDs {
 		requested[id] = true
 	}
+	// What the pre-cancel commits changed, over every attempt: a delete
+	// that fails for good undoes it (rollbackQuiesce).
+	q := &quiesced{}
 	for attempt := 1; ; attempt++ {
-		res, err := h.deleteOnce(ctx, in, requested)
+		res, err := h.deleteOnce(ctx, in, requested, q, attempt >= maxDeletePlans)
 		if !errors.Is(err, errReplan) {
 			return res, err
 		}
@@ -207,7 +210,7 @@ func (h *Host) planDelete(ctx context.Context, ws string, requested map[string]b
 	return plans, nil
 }
 
-func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested map[string]bool) (_ DeleteSessionsResult, err error) {
+func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested map[string]bool, q *quiesced, last bool) (_ DeleteSessionsResult, err error) {
 	res := DeleteSessionsResult{DeletedSessionIDs: []string{}, Components: []DeletedComponent{}}
 	ws := in.WorkspaceID
 	plans, perr := h.planDelete(ctx, ws, requested)
@@ -241,15 +244,26 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 	for _, id := range ids {
 		defer h.locks.lock(ws, id)()
 	}
+	// A delete that fails for good (a replan is retried, unless it was the
+	// last) undoes its pre-cancel commit, still under the session locks, so
+	// it changes nothing visible but the turns it cancelled.
+	defer func() {
+		if err != nil && (last || !errors.Is(err, errReplan)) {
+			h.rollbackQuiesce(context.WithoutCancel(ctx), ws, q)
+		}
+	}()
 	// Before any turn is ended: hold every active goal and withdraw queued
 	// input, so the cancel below can neither let the goal loop decide or
 	// arm a turn nor hand off to a queued successor (either would start
 	// work on a session being deleted).
 	if err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		return h.quiesceForDelete(ctx, tx, emit, ws, live)
+		q.begin()
+		return h.quiesceForDelete(ctx, tx, emit, ws, live, q)
 	}); err != nil {
+		q.abort()
 		return res, storeErr(err, "delete sessions")
 	}
+	q.committed()
 	pendingOps, pendingFences, err := h.pendingGoalWork(ctx, ws, live)
 	if err != nil {
 		return res, err
@@ -286,7 +300,7 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 		}
 		// Again inside the write transaction: input queued since (through
 		// another replica) is withdrawn before a settle could hand it off.
-		if err := h.quiesceForDelete(ctx, tx, emit, ws, live); err != nil {
+		if err := h.quiesceForDelete(ctx, tx, emit, ws, live, nil); err != nil {
 			return err
 		}
 		if err := h.detachGoalWork(ctx, tx, pendingOps, pendingFences, now); err != nil {
@@ -494,7 +508,8 @@ const deletedByHost = "ensemble:session_deleted"
 // fence on its exact identity, so the loop neither decides the turn the
 // delete cancels nor arms another, while the goal's bytes stay as they
 // are. Both are idempotent, so a replanned delete repeats them harmlessly.
-func (h *Host) quiesceForDelete(ctx context.Context, tx Tx, emit func(...Fact), ws string, live []Session) error {
+// q, when set, records what this commit changed.
+func (h *Host) quiesceForDelete(ctx context.Context, tx Tx, emit func(...Fact), ws string, live []Session, qs *quiesced) error {
 	now := h.nowUTC()
 	for _, s := range live {
 		q, err := tx.Queue(ctx, ws, s.ID)
@@ -508,6 +523,7 @@ func (h *Host) quiesceForDelete(ctx context.Context, tx Tx, emit func(...Fact), 
 				return err
 			}
 			rev = e.Revision
+			qs.retracted(e)
 		}
 		if rev != 0 {
 			emit(queueFact(ws, s.ID, rev))
@@ -521,11 +537,131 @@ func (h *Host) quiesceForDelete(ctx context.Context, tx Tx, emit func(...Fact), 
 		}
 		f := GoalFence{WorkspaceID: ws, SessionID: s.ID, OperationID: st.Goal.OperationID,
 			Revision: st.Goal.Revision, ByOperation: deletedByHost, State: GoalFenceDone, CreatedAt: now, UpdatedAt: now}
-		if err := tx.InsertGoalFence(ctx, f); err != nil && !errors.Is(err, ErrDuplicate) {
+		if err := tx.InsertGoalFence(ctx, f); errors.Is(err, ErrDuplicate) {
+			continue // held already (by an earlier attempt, which recorded it)
+		} else if err != nil {
 			return err
 		}
+		qs.held(f)
 	}
 	return nil
+}
+
+// quiesced is what the pre-cancel commits of one delete changed: the
+// queue entries they retracted and the holds they placed. The commit
+// closure may run more than once; only its committed run is kept.
+type quiesced struct {
+	entries, pendEntries []QueueEntry
+	holds, pendHolds     []GoalFence
+}
+
+func (q *quiesced) begin() { q.pendEntries, q.pendHolds = nil, nil }
+
+// abort drops the last run: its commit failed, so it changed nothing.
+func (q *quiesced) abort() { q.begin() }
+
+func (q *quiesced) retracted(e QueueEntry) {
+	if q != nil {
+		q.pendEntries = append(q.pendEntries, e)
+	}
+}
+
+func (q *quiesced) held(f GoalFence) {
+	if q != nil {
+		q.pendHolds = append(q.pendHolds, f)
+	}
+}
+
+// committed keeps the last run.
+func (q *quiesced) committed() {
+	q.entries = append(q.entries, q.pendEntries...)
+	q.holds = append(q.holds, q.pendHolds...)
+	q.begin()
+}
+
+// rollbackQuiesce undoes the pre-cancel commits of a delete that failed:
+// the entries it withdrew wait again (those still retracted by it), its
+// holds are lifted (the goal loop resumes the goal), and a session its
+// cancel left idle admits the successor the withdrawn entries would have
+// got at the terminal handoff. A failure here is logged: the session then
+// stays as the pre-cancel commit left it (retracted entries, a held goal
+// a resume lifts), never running work on a deleted session.
+func (h *Host) rollbackQuiesce(ctx context.Context, ws string, q *quiesced) {
+	if len(q.entries) == 0 && len(q.holds) == 0 {
+		return
+	}
+	var succ []TurnRef
+	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		succ = succ[:0]
+		sessions := map[string]bool{}
+		for _, f := range q.holds {
+			if err := tx.DeleteGoalFence(ctx, f.WorkspaceID, f.SessionID, f.OperationID, f.Revision, deletedByHost); err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			sessions[f.SessionID] = true
+		}
+		revs := map[string]int64{}
+		for _, e := range q.entries {
+			cur, err := tx.QueueEntry(ctx, ws, e.SessionID, e.ID)
+			if err != nil {
+				return err
+			}
+			if cur.State != QueueRetracted || cur.RetractedBy != deletedByHost {
+				continue
+			}
+			cur.State, cur.RetractedBy, cur.UpdatedAt = QueueQueued, "", h.nowUTC()
+			if cur, err = tx.UpdateQueueEntry(ctx, cur); err != nil {
+				return err
+			}
+			revs[e.SessionID] = cur.Revision
+			sessions[e.SessionID] = true
+		}
+		for _, sid := range slices.Sorted(mapKeys(sessions)) {
+			s, err := tx.Session(ctx, ws, sid)
+			if err != nil {
+				return err
+			}
+			emit(Fact{WorkspaceID: ws, Kind: FactSessionChanged, SessionID: sid})
+			if s.ActiveTurnID == "" && visible(s) && s.ParentID == "" {
+				qu, err := tx.Queue(ctx, ws, sid)
+				if err != nil {
+					return err
+				}
+				if next := nextRun(qu); len(next) > 0 {
+					t, err := h.admitQueuedIn(ctx, tx, emit, &s, next, h.nowUTC())
+					if err != nil {
+						return err
+					}
+					if err := tx.UpdateSession(ctx, s); err != nil {
+						return err
+					}
+					for _, e := range next {
+						e.State, e.TurnID, e.UpdatedAt = QueueStarted, t.ID, h.nowUTC()
+						if e, err = tx.UpdateQueueEntry(ctx, e); err != nil {
+							return err
+						}
+						revs[sid] = e.Revision
+					}
+					succ = append(succ, TurnRef{WorkspaceID: ws, SessionID: sid, TurnID: t.ID})
+				}
+			}
+			if rev := revs[sid]; rev != 0 {
+				emit(queueFact(ws, sid, rev))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		h.log.Error("delete failed and its pre-cancel commit could not be undone; the session keeps its goal held and its queue withdrawn", "err", err)
+		return
+	}
+	q.entries, q.holds = nil, nil
+	for _, ref := range succ {
+		select {
+		case h.queue.successors <- ref:
+		default: // full: the reconciler dispatches it
+		}
+	}
 }
 
 // pendingGoalWork lists the accepted goal operations and pending fences of

@@ -256,6 +256,10 @@ type GoalTx interface {
 	UpdateGoalOperation(ctx context.Context, op GoalOperation) error
 	InsertGoalFence(ctx context.Context, f GoalFence) error // ErrDuplicate on (workspace, session, operation, revision)
 	UpdateGoalFence(ctx context.Context, f GoalFence) error
+	// DeleteGoalFence removes the fence on the exact identity only if
+	// byOperation wrote it (ErrNotFound otherwise): a failed delete lifts
+	// its own hold and no other fence.
+	DeleteGoalFence(ctx context.Context, ws, sessionID, operationID string, revision int64, byOperation string) error
 	// GoalFenced reports whether a fence (pending or done) names the exact
 	// identity (operation id, revision).
 	GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error)

@@ -475,18 +475,7 @@ func (h *Host) handoffIn(ctx context.Context, tx Tx, emit func(...Fact), s *Sess
 			return err
 		}
 	}
-	var next []QueueEntry
-	for _, e := range q.Entries {
-		if e.Disposition == DispositionSteering {
-			next = append(next, e) // unpulled steering folds ahead
-		}
-	}
-	for _, e := range q.Entries {
-		if e.Disposition == DispositionFollowup {
-			next = append(next, e)
-			break
-		}
-	}
+	next := nextRun(q)
 	// A session whose agent context is lost still admits the successor: it
 	// waits queued (not sent) until a member continues in a fresh agent
 	// session, which sends it — the order of the queue is kept.
@@ -512,6 +501,24 @@ func (h *Host) handoffIn(ctx context.Context, tx Tx, emit func(...Fact), s *Sess
 	h.queue.handoff[t.ID] = TurnRef{WorkspaceID: succ.WorkspaceID, SessionID: succ.SessionID, TurnID: succ.ID}
 	h.queue.mu.Unlock()
 	return nil
+}
+
+// nextRun is what the next Turn of an idle session runs: its waiting
+// steering folded ahead of the first follow-up.
+func nextRun(q Queue) []QueueEntry {
+	var next []QueueEntry
+	for _, e := range q.Entries {
+		if e.Disposition == DispositionSteering {
+			next = append(next, e) // unpulled steering folds ahead
+		}
+	}
+	for _, e := range q.Entries {
+		if e.Disposition == DispositionFollowup {
+			next = append(next, e)
+			break
+		}
+	}
+	return next
 }
 
 // admitQueuedIn admits the Turn that runs entries: a Host-owned claim

@@ -202,6 +202,15 @@ func (t *tx) UpdateGoalFence(ctx context.Context, f host.GoalFence) error {
 	return t.affectedOne("update goal fence "+f.OperationID, tag, err)
 }
 
+func (t *tx) DeleteGoalFence(ctx context.Context, ws, sessionID, operationID string, revision int64, byOperation string) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	tag, err := t.tx.Exec(ctx, `DELETE FROM goal_fences WHERE workspace_id = $1 AND session_id = $2
+		AND operation_id = $3 AND revision = $4 AND by_operation = $5`, ws, sessionID, operationID, revision, byOperation)
+	return t.affectedOne("delete goal fence "+operationID, tag, err)
+}
+
 // GoalFenced reports whether the exact goal identity is fenced (pending or
 // done): a fenced identity never arms or advances a turn again.
 func (t *tx) GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error) {

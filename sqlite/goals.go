@@ -171,6 +171,12 @@ func (t *tx) UpdateGoalFence(ctx context.Context, f host.GoalFence) error {
 	return affectedOne("update goal fence "+f.OperationID, res, err)
 }
 
+func (t *tx) DeleteGoalFence(ctx context.Context, ws, sessionID, operationID string, revision int64, byOperation string) error {
+	res, err := t.tx.ExecContext(ctx, `DELETE FROM goal_fences WHERE workspace_id = ? AND session_id = ?
+		AND operation_id = ? AND revision = ? AND by_operation = ?`, ws, sessionID, operationID, revision, byOperation)
+	return affectedOne("delete goal fence "+operationID, res, err)
+}
+
 // GoalFenced reports whether the exact goal identity is fenced (pending or
 // done): a fenced identity never arms or advances a turn again.
 func (t *tx) GoalFenced(ctx context.Context, ws, sessionID, operationID string, revision int64) (bool, error) {

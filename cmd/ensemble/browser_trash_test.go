@@ -49,13 +49,31 @@ func TestBrowserDeleteTrashRestore(t *testing.T) {
 	waitJS(t, vic, "the open session is live again", `!/was deleted/.test(document.querySelector('#transcript').textContent)`)
 
 	// Deleted again: the deleted-session notice offers Restore to members
-	// (not to the viewer); Alice restores from it and it is live again for
-	// everyone.
+	// (not to the viewer), and it is the only write control left: no goal,
+	// fork, pin, settings, composer or delete for anyone. Alice restores
+	// from it and it is live again for everyone, her controls with it.
+	full := `goal,fork,pin,settings,composer,delete`
+	// A fresh load: Alice's first ready frame predates the agent, so it
+	// could not say the agent forks; this one does.
+	do(t, alice, "Alice reloads", chromedp.Reload())
+	openSession(t, alice, "Alice", sid)
+	waitJS(t, alice, "Alice's write controls before the delete", writeControls+` === '`+full+`'`)
 	do(t, alice, "Alice deletes", chromedp.WaitVisible(chromedp.CSS(`#session-delete`)), chromedp.Click(chromedp.CSS(`#session-delete`)))
 	waitJS(t, bob, "the session vanishes for Bob", `!`+item)
 	notice := `document.querySelector('#transcript .banner-deleted')`
 	waitJS(t, alice, "Alice's notice offers Restore", notice+` && !document.querySelector('#restore-deleted').hidden`)
 	waitJS(t, vic, "Vic's notice has no Restore", notice+` && document.querySelector('#restore-deleted').hidden`)
+	for _, who := range []struct {
+		name string
+		ctx  context.Context
+	}{{"Alice", alice}, {"Vic", vic}} {
+		if got := js[string](t, who.ctx, who.name+"'s write controls on the deleted session", writeControls); got != "" {
+			t.Fatalf("%s still has write controls on a deleted session: %s", who.name, got)
+		}
+		if js[bool](t, who.ctx, who.name+"'s pin", `!!document.querySelector('#session-pin') && !document.querySelector('#session-pin').hidden`) {
+			t.Fatalf("%s sees the pin on a deleted session", who.name)
+		}
+	}
 	js[bool](t, alice, "hide the undo toast for the screenshot", `document.querySelector('#undo-toast').hidden = true`)
 	settle(t, alice)
 	screenshot(t, alice, "trash-06-deleted-notice-restore")
@@ -64,6 +82,7 @@ func TestBrowserDeleteTrashRestore(t *testing.T) {
 	waitJS(t, bob, "the session is back for Bob", item)
 	waitJS(t, vic, "Vic's notice clears", `!`+notice)
 	waitJS(t, alice, "Alice's notice clears", `!`+notice)
+	waitJS(t, alice, "Alice's write controls come back with the restore", writeControls+` === '`+full+`'`)
 
 	// Deleted again; Bob restores it from the Trash.
 	do(t, alice, "Alice deletes again", chromedp.WaitVisible(chromedp.CSS(`#session-delete`)), chromedp.Click(chromedp.CSS(`#session-delete`)))
@@ -113,6 +132,21 @@ func TestBrowserDeleteTrashRestore(t *testing.T) {
 		t.Fatalf("restore after purge: %d, want 404", code)
 	}
 }
+
+// writeControls lists the write controls the open session offers now,
+// visible and enabled, in a fixed order (the Restore notice is not one).
+const writeControls = `(() => {
+  const q = (s) => document.querySelector(s);
+  const on = (el) => !!el && !el.hidden && !el.disabled && el.offsetParent !== null;
+  const out = [];
+  if (on(q('#goal-bar .goal-set'))) out.push('goal');
+  if ([...document.querySelectorAll('#transcript .turn-fork')].some(on)) out.push('fork');
+  if (on(q('#session-pin'))) out.push('pin');
+  if (on(q('#session-settings-btn'))) out.push('settings');
+  if (on(q('#composer-input'))) out.push('composer');
+  if (on(q('#session-delete'))) out.push('delete');
+  return out.join(',');
+})()`
 
 // settle lets CSS transitions (.12 s on buttons) finish before a screenshot.
 func settle(t *testing.T, ctx context.Context) {

@@ -40,6 +40,9 @@ type faultStore struct {
 	// made it does nothing more (a crash at an exact saga step).
 	dieAfter func(tx *faultTx) bool
 	dead     atomic.Bool
+	// failTombstones makes every SetTombstone fail with a store error, so
+	// the delete's tombstone transaction rolls back (trash_scenarios.go).
+	failTombstones atomic.Bool
 }
 
 var errProcessGone = fmt.Errorf("conformance: the process died here: %w", host.ErrUnavailable)
@@ -116,7 +119,7 @@ func (s *faultStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 	var ft *faultTx
 	fault := sinkCommit
 	err := s.Store.Update(ctx, func(tx host.Tx) error {
-		ft = &faultTx{Tx: tx, hook: hook}
+		ft = &faultTx{Tx: tx, hook: hook, failTombstones: s.failTombstones.Load()}
 		if err := fn(ft); err != nil {
 			return err
 		}
@@ -171,6 +174,16 @@ type faultTx struct {
 	// goalOpInserted and goalOpUpdated: the transaction wrote a goal
 	// operation (dieAfter picks saga steps by them).
 	goalOpInserted, goalOpUpdated bool
+	failTombstones                bool
+}
+
+var errTombstoneWrite = errors.New("conformance: the tombstone write failed")
+
+func (tx *faultTx) SetTombstone(ctx context.Context, ws string, ids []string, tb *host.Tombstone) error {
+	if tx.failTombstones {
+		return errTombstoneWrite
+	}
+	return tx.Tx.SetTombstone(ctx, ws, ids, tb)
 }
 
 func (tx *faultTx) InsertGoalOperation(ctx context.Context, op host.GoalOperation) error {

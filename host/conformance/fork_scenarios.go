@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -442,4 +444,67 @@ var ForkNeverRedone = Scenario{Name: "fork/lost_answer_is_unknown_and_incomplete
 	if err != nil || s.Title != "Lossy (4)" {
 		t.Fatalf("fork after the failures: %+v %v", s, err)
 	}
+}}
+
+// ForkLeavesSubagentSessions: a fork is one independent root session; the
+// sub-agent sessions its source spawned at or before the fork point stay
+// with the source (docs/protocol.md "Fork and sub-agent sessions"): the
+// target has no children, the source's tree is unchanged, and a sub-agent
+// session itself is refused as a source.
+var ForkLeavesSubagentSessions = Scenario{Name: "fork/subagent_sessions_stay_with_the_source", Run: func(t *testing.T, d Driver) {
+	f := forkFixture(t, d, host.ForkAnyTurn, "")
+	src := f.createEmpty()
+	child := f.withSubagent(src.ID, "fsa-1")
+	turns := f.settledTurns(src.ID, "/sim instant\nafter the sub-agent")
+	treeBefore, err := f.store.SessionTree(ctx, ws, src.ID)
+	if err != nil || len(treeBefore) != 2 {
+		t.Fatalf("source tree: %d sessions, %v", len(treeBefore), err)
+	}
+	fk, err := f.fork(src.ID, turns[0].ID, "fsa-fork")
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	tree, err := f.store.SessionTree(ctx, ws, fk.ID)
+	if err != nil || len(tree) != 1 || tree[0].Session.ID != fk.ID || fk.ParentID != "" || fk.RootID != fk.ID {
+		t.Fatalf("fork tree: %+v %v", tree, err)
+	}
+	if fk.TurnCount != turns[0].Seq {
+		t.Fatalf("fork turn count %d, want %d (the parent's turns through the point)", fk.TurnCount, turns[0].Seq)
+	}
+	after, err := f.store.SessionTree(ctx, ws, src.ID)
+	if err != nil || len(after) != 2 {
+		t.Fatalf("source tree after the fork: %d sessions, %v", len(after), err)
+	}
+	ct := f.storeTurns(child.ID)
+	_, err = f.fork(child.ID, ct[len(ct)-1].ID, "fsa-child")
+	wantReason(t, err, host.CodeOperationConflict, host.ReasonForkSubagent)
+}}
+
+// ForkStartsWithoutGoal: a fork is a new independent session, so it does
+// not take over the source's goal (docs/protocol.md): its goal starts
+// empty, and the source's goal, running when the fork is made, is left
+// byte-for-byte as it was.
+var ForkStartsWithoutGoal = Scenario{Name: "fork/target_starts_without_the_source_goal", Run: func(t *testing.T, d Driver) {
+	f := forkFixture(t, d, host.ForkAnyTurn, "")
+	src := f.createEmpty()
+	turns := f.settledTurns(src.ID, "/sim instant\nfirst")
+	f.mustGoal(src.ID, "fg-1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim hang\nKeep going", MaxTurns: 5}, "alice")
+	run := f.waitGoalTurnRunning(src.ID)
+	goalBefore := f.goalBytes(src.ID)
+	fk, err := f.fork(src.ID, turns[0].ID, "fg-fork")
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	g, err := f.host.GetGoal(ctx, ws, fk.ID)
+	if err != nil && host.CodeOf(err) != host.CodeNotFound || err == nil && (g.Goal != nil || g.Held) {
+		t.Fatalf("fork's goal: %+v %v", g, err)
+	}
+	if _, err := f.store.GetGoal(ctx, ws, fk.ID); !errors.Is(err, host.ErrNotFound) {
+		t.Fatalf("a goal record exists for the fork: %v", err)
+	}
+	if got := f.goalBytes(src.ID); !bytes.Equal(goalBefore, got) {
+		t.Fatalf("the fork changed the source goal:\nbefore %s\nafter  %s", goalBefore, got)
+	}
+	f.mustGoal(src.ID, "fg-2", host.GoalActionClear, nil, "alice")
+	f.waitSettled(run)
 }}

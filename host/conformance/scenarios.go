@@ -69,6 +69,8 @@ func Scenarios() []Scenario {
 		ForkRefusedWhereUnattested,
 		ForkConcurrentTitles,
 		ForkNeverRedone,
+		ForkLeavesSubagentSessions,
+		ForkStartsWithoutGoal,
 		SettingsUnderWorkspaceRoot,
 		// Replay capture and restore (export_scenarios.go).
 		ExportImportRoundTrip,
@@ -88,6 +90,7 @@ func Scenarios() []Scenario {
 		TrashFactsCommitted,
 		TrashDeleteHoldsGoalAndQueue,
 		TrashDeleteFailsPendingGoalWork,
+		TrashFailedDeleteChangesNothing,
 		ExportImportGoalHeld,
 	}, append(goalScenarios(), QueueScenarios()...)...)
 }

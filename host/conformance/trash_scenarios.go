@@ -1008,3 +1008,45 @@ var TrashDeleteFailsPendingGoalWork = Scenario{"trash/delete_fails_pending_goal_
 	f.mustGoal(s.ID, "pg-4", host.GoalActionClear, nil, "alice")
 	f.waitSettled(next)
 }}
+
+// TrashFailedDeleteChangesNothing: a delete whose tombstone transaction
+// fails with a store error after its pre-cancel commit (goal held, queue
+// withdrawn) undoes that commit: the session stays live, its goal is no
+// longer held, and the follow-ups it withdrew wait again and run, as they
+// would have at the cancelled turn's handoff.
+var TrashFailedDeleteChangesNothing = Scenario{"trash/failed_delete_undoes_its_pre_cancel_commit", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	set := f.mustGoal(s.ID, "fd-1", host.GoalActionSet, &host.GoalSpec{Objective: "/sim hang\nKeep going", MaxTurns: 5}, "alice")
+	run := f.waitGoalTurnRunning(s.ID)
+	f1 := f.mustQueue(s.ID, "fd-2", "/sim words=2 one", host.PlacementNextTurn, host.DispositionFollowup)
+	f2 := f.mustQueue(s.ID, "fd-3", "/sim words=2 two", host.PlacementNextTurn, host.DispositionFollowup)
+
+	f.store.failTombstones.Store(true)
+	_, err := f.host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: ws, SessionIDs: []string{s.ID}, By: "bob"})
+	f.store.failTombstones.Store(false)
+	if err == nil {
+		t.Fatal("delete with a failing tombstone write succeeded")
+	}
+	if sess, err := f.store.GetSession(ctx, ws, s.ID); err != nil || sess.DeletedAt != nil {
+		t.Fatalf("session after the failed delete: %+v %v", sess, err)
+	}
+	if g, err := f.host.GetGoal(ctx, ws, s.ID); err != nil || g.Held || g.Goal == nil || g.Goal.OperationID != set.Operation.ID {
+		t.Fatalf("goal after the failed delete: held %v %+v %v", g.Held, g.Goal, err)
+	}
+	// The withdrawn follow-ups wait again and run, in order, as successors.
+	for _, id := range []string{f1.ID, f2.ID} {
+		e := f.waitEntry(s.ID, id, func(e host.QueueEntry) bool { return e.State != host.QueueRetracted && e.State != host.QueueQueued })
+		if e.RetractedBy != "" || e.TurnID == "" {
+			t.Fatalf("follow-up after the failed delete: %+v", e)
+		}
+		f.waitEntry(s.ID, id, func(e host.QueueEntry) bool { return e.State == host.QueueDone })
+	}
+	if ended, err := f.store.GetTurn(ctx, ws, s.ID, run.ID); err != nil || !ended.Settled() {
+		t.Fatalf("the goal turn the delete cancelled: %+v %v", ended, err)
+	}
+	// The delete then succeeds, and a later one has nothing to undo.
+	f.mustGoal(s.ID, "fd-4", host.GoalActionClear, nil, "alice")
+	f.del("bob", s.ID)
+	f.wantGone(s.ID)
+}}

@@ -242,17 +242,20 @@ function start(token, claimsPrincipal) {
     const role = currentRole();
     const subagent = !!(open && open.session && open.session.parentId);
     const readOnly = !canPrompt();
+    // A deleted session is read-only for everyone until it is restored:
+    // its notice's Restore is the only control that writes.
+    const deleted = !!(open && open.deleted);
     transcript.render(state, {
       principal, names, connected,
-      canPrompt: !readOnly && connected,
-      canAnswer: role !== 'viewer' && connected,
+      canPrompt: !readOnly && connected && !deleted,
+      canAnswer: role !== 'viewer' && connected && !deleted,
       canRestore: (role === 'member' || role === 'admin') && connected,
       answerBlocked: role === 'viewer'
         ? 'Viewers can watch but not answer. Ask a workspace admin for a member link.'
         : 'Offline: answers go out once the connection is back.',
     });
     renderSessionBar();
-    goalBar.render(open, { canControl: role !== 'viewer' && !subagent, connected });
+    goalBar.render(open, { canControl: role !== 'viewer' && !subagent && !deleted, connected });
     announceStatus(open);
     // Offline, nothing says "working" and Stop is hidden: the state is not
     // known until the connection is back.
@@ -266,11 +269,13 @@ function start(token, claimsPrincipal) {
     }
     composer.render({
       reason: role === 'viewer' ? 'Viewers can watch sessions but not prompt. Ask a workspace admin for a member link.'
+        : deleted ? 'This session is deleted: restore it to prompt again.'
         : subagent ? 'A sub-agent session is driven by its parent session’s agent.' : '',
-      busy: !!active && !readOnly,
+      busy: !!active && !readOnly && !deleted,
       stopping: !!(active && (stopping.has(active.id) || active.cancelRequested)),
-      disabled: !!(open && open.deleted) || !state.workspace || readOnly,
-      placeholder: subagent ? 'A sub-agent session is driven by its parent session’s agent; prompt the parent.'
+      disabled: deleted || !state.workspace || readOnly,
+      placeholder: deleted ? (readOnly ? 'This session is deleted.' : 'This session is deleted. Restore it to prompt again.')
+        : subagent ? 'A sub-agent session is driven by its parent session’s agent; prompt the parent.'
         : readOnly ? 'You are a viewer in this workspace: you can watch, not prompt.' : !open
         ? 'What should the agent do? Enter starts a new session…'
         : active ? 'The agent is working. Type your next message…' : 'Message the agent…',
@@ -281,7 +286,7 @@ function start(token, claimsPrincipal) {
       composer.showNote('');
     }
     queueView.render({
-      queue: open && open.queue, me: principal.id, admin: role === 'admin', canAct: !readOnly && connected,
+      queue: open && open.queue, me: principal.id, admin: role === 'admin', canAct: !readOnly && connected && !deleted,
       steering: !!(open && open.queue && open.queue.steering && active), busyIds: queueBusy,
     });
     const sessionsErr = $('#sessions-error');

@@ -24,7 +24,7 @@ export function forkReasonText(reason) {
 // Only settled turns of root sessions, only for members.
 export function forkInfo({ agent, role, open, turn, connected, inFlight }) {
   const s = open && open.session;
-  if (!s || !turn || turn.phase !== 'settled' || role === 'viewer' || !role) return { show: false, reason: '' };
+  if (!s || !turn || turn.phase !== 'settled' || role === 'viewer' || !role || open.deleted) return { show: false, reason: '' };
   let reason = '';
   if (s.parentId) reason = 'fork_of_subagent_session';
   else if (!turn.providerTurnId) reason = 'fork_point_unbound';
@@ -110,7 +110,10 @@ export function createSessionControls({ bar, after, request, onError, onChanged 
       pin.setAttribute('aria-pressed', pinned ? 'true' : 'false');
       pin.title = canEdit ? (pinned ? 'Unpin this session (for everyone)' : 'Pin this session (for everyone)') : 'Viewers cannot pin';
       pin.disabled = !canEdit;
+      // A deleted session shows only its notice (and Restore): no pin state.
+      pin.hidden = !!(o && o.deleted);
       gear.hidden = !canEdit;
+      if (!canEdit && !panel.hidden) show(false);
       const c = (s.settings || {}).cwd;
       setText(current, c ? `Now: ${c}` : 'Now: the workspace root');
     },

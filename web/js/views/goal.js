@@ -103,6 +103,8 @@ export function createGoalBar(el, { onControl }) {
       }
       setText(who, whoText);
       who.hidden = !whoText;
+      // Control lost (the session was deleted): an open goal form closes.
+      if (!canControl) form.hidden = true;
       const can = canControl && connected && !busy;
       pause.hidden = !canControl || !g || g.status !== 'active';
       resume.hidden = !canControl || !g || !(g.status === 'paused' || (g.status === 'active' && gs.held));
