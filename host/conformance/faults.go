@@ -21,6 +21,8 @@ type faultStore struct {
 	// reports the commit as unavailable although it is durable (a
 	// connection lost during COMMIT).
 	loseAck func() bool
+	// loseQueueAck is loseAck for transactions that change a queue entry.
+	loseQueueAck func() bool
 	// calls records the store calls whose order recovery must keep.
 	calls []string
 	// sinkFault, when set, decides the fate of each transaction that
@@ -109,12 +111,21 @@ func (s *faultStore) onCommitted(fn func() bool) {
 	s.loseAck = fn
 }
 
+// onQueueCommitted is onCommitted for transactions that change a queue
+// entry only, so a scenario can lose exactly a pull's acknowledgement
+// while output commits go on around it.
+func (s *faultStore) onQueueCommitted(fn func() bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loseQueueAck = fn
+}
+
 func (s *faultStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 	if s.dead.Load() {
 		return errProcessGone
 	}
 	s.mu.Lock()
-	hook, loseAck, decide, die := s.failTurnWrite, s.loseAck, s.sinkFault, s.dieAfter
+	hook, loseAck, loseQueueAck, decide, die := s.failTurnWrite, s.loseAck, s.loseQueueAck, s.sinkFault, s.dieAfter
 	s.mu.Unlock()
 	var ft *faultTx
 	fault := sinkCommit
@@ -157,7 +168,8 @@ func (s *faultStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 		s.dead.Store(true)
 		return errProcessGone
 	}
-	if err == nil && (fault == sinkAmbiguous || loseAck != nil && loseAck()) {
+	queueAckLost := err == nil && ft != nil && ft.queueUpdated && loseQueueAck != nil && loseQueueAck()
+	if err == nil && (fault == sinkAmbiguous || loseAck != nil && loseAck() || queueAckLost) {
 		return fmt.Errorf("conformance: acknowledgement lost after commit: %w", host.ErrUnavailable)
 	}
 	return err
@@ -175,6 +187,12 @@ type faultTx struct {
 	// operation (dieAfter picks saga steps by them).
 	goalOpInserted, goalOpUpdated bool
 	failTombstones                bool
+	queueUpdated                  bool // an UpdateQueueEntry call (onQueueCommitted)
+}
+
+func (tx *faultTx) UpdateQueueEntry(ctx context.Context, e host.QueueEntry) (host.QueueEntry, error) {
+	tx.queueUpdated = true
+	return tx.Tx.UpdateQueueEntry(ctx, e)
 }
 
 var errTombstoneWrite = errors.New("conformance: the tombstone write failed")

@@ -917,7 +917,7 @@ var QueueUnprovablePullFailStops = Scenario{"queue/unprovable_pull_fail_stops_th
 	e := f.mustQueue(s.ID, "fs", "unprovable steer", host.PlacementCurrentTurn, host.DispositionSteering)
 	var mu sync.Mutex
 	armed := true
-	f.store.onCommitted(func() bool {
+	f.store.onQueueCommitted(func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		lose := armed
