@@ -50,6 +50,12 @@ type Store interface {
 	TrashStore
 	// Goals (goal_model.go).
 	GoalStore
+	// Session leases (ports_ownership.go): the fence of cluster mode.
+	LeaseStore
+	// Claimed outbox reads for relays on several replicas (relay_cluster.go).
+	OutboxClaimer
+	// One retention pass at a time across replicas (purge.go).
+	PurgeLocker
 }
 
 // Tx is the narrow transaction writer the Host composes commands from.
@@ -87,6 +93,8 @@ type Tx interface {
 	ForkTx
 	// Goals (goal_model.go).
 	GoalTx
+	// The lease fence inside a write (ports_ownership.go).
+	LeaseTx
 }
 
 // SessionQuery pages sessions newest first.

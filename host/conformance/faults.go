@@ -346,10 +346,7 @@ func (s *faultStore) callOrder() []string {
 }
 
 func (s *faultStore) is() (host.InteractionStore, error) {
-	if is, ok := s.Store.(host.InteractionStore); ok {
-		return is, nil
-	}
-	return nil, errNoInteractionStore
+	return s.Store, nil
 }
 
 func (s *faultStore) UnsettledTurns(ctx context.Context) ([]host.Turn, []host.Quarantined, error) {
@@ -399,10 +396,7 @@ func (s *faultStore) RequeueRuntimeOperations(ctx context.Context, replica strin
 }
 
 func (tx *faultTx) ix() (host.InteractionTx, error) {
-	if ix, ok := tx.Tx.(host.InteractionTx); ok {
-		return ix, nil
-	}
-	return nil, errNoInteractionStore
+	return tx.Tx, nil
 }
 
 func (tx *faultTx) Interaction(ctx context.Context, ref host.InteractionRef) (host.Interaction, error) {
