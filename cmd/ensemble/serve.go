@@ -152,12 +152,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeBus()
-	h := host.New(host.Config{Store: store, Runtime: runtime, Observer: bus, Logger: log.With("component", "host"),
-		ReplicaID: c.replicaID, WorkspaceRoot: c.workspaceRoot})
-	stopCluster, err := startCluster(ctx, c, bus, h, log)
+	cl, err := openCluster(ctx, c, bus)
 	if err != nil {
 		return err
 	}
+	epoch, clusterCfg := cl.hostConfig()
+	h, err := host.Open(host.Config{Store: store, Runtime: runtime, Observer: bus, Logger: log.With("component", "host"),
+		ReplicaID: c.replicaID, WorkspaceRoot: c.workspaceRoot, Cluster: clusterCfg, Epoch: epoch})
+	if err != nil {
+		if cl != nil {
+			_ = cl.router.Close()
+		}
+		return err
+	}
+	stopCluster := cl.start(ctx, h, log)
 	defer stopCluster()
 	rep, err := h.Recover(ctx)
 	if err != nil {
