@@ -28,9 +28,6 @@ type Config struct {
 	// path missed; RelayDelay how old a fact must be before it does.
 	RelayInterval time.Duration
 	RelayDelay    time.Duration
-	// Responder delivers interaction answers to the runtime; by default the
-	// Runtime itself when it implements InteractionResponder.
-	Responder InteractionResponder
 	// ReplicaID names this replica in runtime-operation leases. At startup
 	// Recover requeues the operations a previous process of the same
 	// replica had leased. Default "local".
@@ -123,7 +120,6 @@ func Open(cfg Config) (*Host, error) {
 		settleCh:  map[string]chan struct{}{},
 		published: map[int64]bool{},
 		ready:     make(chan struct{}),
-		responder: cfg.Responder,
 		replica:   cfg.ReplicaID,
 		opsWake:   make(chan struct{}, 1),
 		work:      newTurnWork(),
@@ -131,8 +127,8 @@ func Open(cfg Config) (*Host, error) {
 		workspaceRoot: cfg.WorkspaceRoot,
 		guard:         cfg.DeletionGuard,
 	}
-	if h.responder == nil {
-		h.responder, _ = cfg.Runtime.(InteractionResponder)
+	if cfg.Runtime != nil { // nil: a read-only Host (hub tests, tools)
+		h.responder = cfg.Runtime
 	}
 	h.istore = cfg.Store
 	h.queue.init()

@@ -57,7 +57,7 @@ func (r *countingRuntime) Dispatch(ctx context.Context, req host.DispatchRequest
 // RespondInteraction counts answers delivered to this runtime.
 func (r *countingRuntime) RespondInteraction(ctx context.Context, d host.InteractionDelivery) (host.DeliveryReport, error) {
 	r.responses.Add(1)
-	return r.Runtime.(host.InteractionResponder).RespondInteraction(ctx, d)
+	return r.Runtime.RespondInteraction(ctx, d)
 }
 
 func newReplica(t *testing.T, store host.Store, fwd *memForwarder, ttl time.Duration) (*host.Host, *countingRuntime) {

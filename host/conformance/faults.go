@@ -330,8 +330,6 @@ func (r *probeRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, s
 
 // ---- interactions: forwarding, call order and delivery seams ----
 
-var errNoInteractionStore = errors.New("conformance: the driver's store does not implement host.InteractionStore")
-
 func (s *faultStore) record(call string) {
 	s.mu.Lock()
 	s.calls = append(s.calls, call)
@@ -486,12 +484,8 @@ func (r *probeRuntime) RespondInteraction(ctx context.Context, d host.Interactio
 			return host.DeliveryReport{}, ctx.Err()
 		}
 	}
-	ir, ok := r.Runtime.(host.InteractionResponder)
-	if !ok {
-		return host.DeliveryReport{}, errors.New("conformance: the driver's runtime does not implement host.InteractionResponder")
-	}
 	r.deliveries.Add(1)
-	rep, err := ir.RespondInteraction(ctx, d)
+	rep, err := r.Runtime.RespondInteraction(ctx, d)
 	if err == nil && loseAck > 0 {
 		// The runtime delivered, but the acknowledgement never arrives.
 		return host.DeliveryReport{}, errors.New("conformance: delivery acknowledgement lost")

@@ -21,29 +21,6 @@ type ForkDriver interface {
 	NewRuntimeForking(t *testing.T, mode host.ForkMode) host.Runtime
 }
 
-// The probe forwards the optional runtime ports to the runtime it wraps.
-func (r *probeRuntime) ForkCapability() (host.ForkMode, string) {
-	if f, ok := r.Runtime.(host.Forker); ok {
-		return f.ForkCapability()
-	}
-	return host.ForkNone, host.ReasonForkUnsupported
-}
-
-func (r *probeRuntime) Fork(ctx context.Context, req host.ForkRequest) (host.ForkResult, error) {
-	f, ok := r.Runtime.(host.Forker)
-	if !ok {
-		return host.ForkResult{}, &host.LocalError{Code: host.ReasonForkUnsupported}
-	}
-	return f.Fork(ctx, req)
-}
-
-func (r *probeRuntime) UpdateSettings(ctx context.Context, ws, sid string, settings map[string]string) error {
-	if u, ok := r.Runtime.(host.SettingsUpdater); ok {
-		return u.UpdateSettings(ctx, ws, sid, settings)
-	}
-	return nil
-}
-
 // forkFixture is a fixture whose runtime attests mode and whose Host
 // bounds working directories by root ("" = unchecked).
 func forkFixture(t *testing.T, d Driver, mode host.ForkMode, root string) *fixture {
