@@ -173,7 +173,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("recovery finished", "settledTurns", len(rep.SettledTurns), "quarantined", len(rep.Quarantined), "epoch", h.Epoch())
 
-	hb := hub.New(hub.Config{Reader: h, Bus: bus, Logger: log.With("component", "hub"),
+	hb := hub.New(hub.Config{Reader: h, Goals: h, Queues: h, Agent: h, Bus: bus, Logger: log.With("component", "hub"),
 		Presence: presenceStore(bus), Replica: c.replicaID})
 	defer hb.Close()
 	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(bus, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server"),
