@@ -27,17 +27,19 @@ type factBus interface {
 const redisStartTimeout = 5 * time.Second
 
 // openBus returns the in-process bus without --redis-url, the Redis bus
-// (cluster mode) with it. close releases it.
-func openBus(ctx context.Context, c serveConfig, log *slog.Logger) (factBus, func(), error) {
+// with it; rb is that Redis bus (nil without: not cluster mode), named
+// apart so cluster wiring never depends on the bus's dynamic type. close
+// releases it.
+func openBus(ctx context.Context, c serveConfig, log *slog.Logger) (bus factBus, rb *redisbus.Bus, close func(), err error) {
 	if c.redisURL == "" {
-		return hub.NewLocalBus(), func() {}, nil
+		return hub.NewLocalBus(), nil, func() {}, nil
 	}
 	b, err := redisbus.Open(ctx, c.redisURL, redisStartTimeout, redisbus.Options{Logger: log.With("component", "redisbus")})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	log.Info("cluster mode: Redis bus", "redis", redactURL(c.redisURL))
-	return b, func() { _ = b.Close() }, nil
+	return b, b, func() { _ = b.Close() }, nil
 }
 
 // replicaCluster is this replica's share of cluster mode: the Host's cluster
@@ -56,9 +58,8 @@ type replicaCluster struct {
 // openCluster prepares session ownership when the bus is Redis: commands
 // for a session owned by another replica are forwarded to it. Without
 // Redis it returns nil and the Host runs alone.
-func openCluster(ctx context.Context, c serveConfig, bus factBus) (*replicaCluster, error) {
-	rb, ok := bus.(*redisbus.Bus)
-	if !ok {
+func openCluster(ctx context.Context, c serveConfig, rb *redisbus.Bus) (*replicaCluster, error) {
+	if rb == nil {
 		return nil, nil
 	}
 	cl := &replicaCluster{epoch: host.RandomID("ep")}
@@ -109,11 +110,10 @@ func (cl *replicaCluster) hostConfig() (epoch string, cfg *host.ClusterConfig) {
 // metricsRegistry is the registry /metrics serves: the process's runtime
 // collectors, and in cluster mode the Redis bus's counters and the session
 // leases this replica holds (the server adds its own metrics to it).
-func metricsRegistry(bus factBus, h *host.Host) *prometheus.Registry {
+func metricsRegistry(rb *redisbus.Bus, h *host.Host) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	rb, ok := bus.(*redisbus.Bus)
-	if !ok {
+	if rb == nil {
 		return reg
 	}
 	counter := func(name, help string, v func(redisbus.Stats) int64) prometheus.Collector {
@@ -139,9 +139,8 @@ func metricsRegistry(bus factBus, h *host.Host) *prometheus.Registry {
 
 // presenceStore is where the hub shares presence: the Redis bus's store
 // in cluster mode, the hub's in-process one otherwise (nil).
-func presenceStore(bus factBus) hub.PresenceStore {
-	rb, ok := bus.(*redisbus.Bus)
-	if !ok {
+func presenceStore(rb *redisbus.Bus) hub.PresenceStore {
+	if rb == nil {
 		return nil
 	}
 	return redisPresence{rb.Presence()}

@@ -147,12 +147,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_ = runtime.Shutdown(sctx)
 	}()
 
-	bus, closeBus, err := openBus(ctx, c, log)
+	bus, rb, closeBus, err := openBus(ctx, c, log)
 	if err != nil {
 		return err
 	}
 	defer closeBus()
-	cl, err := openCluster(ctx, c, bus)
+	cl, err := openCluster(ctx, c, rb)
 	if err != nil {
 		return err
 	}
@@ -174,9 +174,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log.Info("recovery finished", "settledTurns", len(rep.SettledTurns), "quarantined", len(rep.Quarantined), "epoch", h.Epoch())
 
 	hb := hub.New(hub.Config{Reader: h, Goals: h, Queues: h, Agent: h, Bus: bus, Logger: log.With("component", "hub"),
-		Presence: presenceStore(bus), Replica: c.replicaID})
+		Presence: presenceStore(rb), Replica: c.replicaID})
 	defer hb.Close()
-	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(bus, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server"),
+	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(rb, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server"),
 		OriginPatterns: c.security.origins, Limits: c.security.limits, TokenLeeway: c.security.leeway,
 		ReconnectJitter: c.reconnectJitter})
 
