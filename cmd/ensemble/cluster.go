@@ -30,7 +30,7 @@ const redisStartTimeout = 5 * time.Second
 // with it; rb is that Redis bus (nil without: not cluster mode), named
 // apart so cluster wiring never depends on the bus's dynamic type. close
 // releases it.
-func openBus(ctx context.Context, c serveConfig, log *slog.Logger) (bus factBus, rb *redisbus.Bus, close func(), err error) {
+func openBus(ctx context.Context, c serveConfig, log *slog.Logger) (bus factBus, rb *redisbus.Bus, closeBus func(), err error) {
 	if c.redisURL == "" {
 		return hub.NewLocalBus(), nil, func() {}, nil
 	}
