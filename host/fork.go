@@ -35,11 +35,10 @@ func forkRefused(reason, msg string) *Error {
 // ForkCapability is what the runtime attests now, for display (never
 // prepares anything).
 func (h *Host) ForkCapability() (ForkMode, string) {
-	f, ok := h.runtime.(Forker)
-	if !ok {
+	if h.runtime == nil {
 		return ForkNone, ReasonForkUnsupported
 	}
-	return f.ForkCapability()
+	return h.runtime.ForkCapability()
 }
 
 // ForkSession runs the fork saga and returns the new session.
@@ -50,7 +49,7 @@ func (h *Host) ForkSession(ctx context.Context, in ForkSessionInput) (Session, e
 	if err := requireClientID(in.ClientSubmitID); err != nil {
 		return Session{}, err
 	}
-	forker, ok := h.runtime.(Forker)
+	forker, ok := Forker(h.runtime), h.runtime != nil
 	if !ok {
 		return Session{}, &Error{Code: CodeUnsupported, Reason: ReasonForkUnsupported, Message: "this agent cannot fork sessions"}
 	}

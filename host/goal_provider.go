@@ -19,9 +19,9 @@ type GoalReport struct {
 	Summary   string `json:"summary,omitempty"`
 }
 
-// GoalReporter is implemented by the TurnSink the Host hands to a runtime.
-// A runtime that carries goal notifications type-asserts its sink to it;
-// one that does not simply never calls it (the text convention remains).
+// GoalReporter is part of TurnSink. A runtime that carries goal
+// notifications calls it; one that does not simply never calls it (the
+// text convention remains).
 type GoalReporter interface {
 	ReportGoal(ctx context.Context, r GoalReport) error
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -26,9 +28,6 @@ type Config struct {
 	// path missed; RelayDelay how old a fact must be before it does.
 	RelayInterval time.Duration
 	RelayDelay    time.Duration
-	// Responder delivers interaction answers to the runtime; by default the
-	// Runtime itself when it implements InteractionResponder.
-	Responder InteractionResponder
 	// ReplicaID names this replica in runtime-operation leases. At startup
 	// Recover requeues the operations a previous process of the same
 	// replica had leased. Default "local".
@@ -40,6 +39,14 @@ type Config struct {
 	// DeletionGuard, when set, admits each delete's exact closure before
 	// any runtime is closed or tombstone written (delete.go).
 	DeletionGuard SessionDeletionGuard
+	// Cluster turns on session ownership and cross-replica forwarding
+	// (ownership.go). Nil: this Host is the only runtime owner of its
+	// store's sessions.
+	Cluster *ClusterConfig
+	// Epoch identifies this Host process; default a fresh random id. A
+	// cluster transport that must subscribe under the epoch before the
+	// Host exists (the Redis router) passes the one it used.
+	Epoch string
 }
 
 // Host is the application core. One long-lived Host per process.
@@ -86,8 +93,23 @@ type Host struct {
 	once  sync.Once
 }
 
-// New builds a Host. Call Recover before serving, then Run.
+// New is Open for a configuration known to be valid (tests, tools): it
+// panics on one that is not.
 func New(cfg Config) *Host {
+	h, err := Open(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// Open validates cfg and builds a Host. Call Recover before serving, then
+// Run. A cluster configured so that nothing would fence a replica's writes
+// is refused here rather than discovered as a split brain later.
+func Open(cfg Config) (*Host, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	h := &Host{
 		store:     cfg.Store,
 		runtime:   cfg.Runtime,
@@ -98,7 +120,6 @@ func New(cfg Config) *Host {
 		settleCh:  map[string]chan struct{}{},
 		published: map[int64]bool{},
 		ready:     make(chan struct{}),
-		responder: cfg.Responder,
 		replica:   cfg.ReplicaID,
 		opsWake:   make(chan struct{}, 1),
 		work:      newTurnWork(),
@@ -106,8 +127,8 @@ func New(cfg Config) *Host {
 		workspaceRoot: cfg.WorkspaceRoot,
 		guard:         cfg.DeletionGuard,
 	}
-	if h.responder == nil {
-		h.responder, _ = cfg.Runtime.(InteractionResponder)
+	if cfg.Runtime != nil { // nil: a read-only Host (hub tests, tools)
+		h.responder = cfg.Runtime
 	}
 	h.istore = cfg.Store
 	h.queue.init()
@@ -130,8 +151,38 @@ func New(cfg Config) *Host {
 	if h.relay.delay <= 0 {
 		h.relay.delay = 2 * time.Second
 	}
-	h.epoch = RandomID("ep")
-	return h
+	h.epoch = cfg.Epoch
+	if h.epoch == "" {
+		h.epoch = RandomID("ep")
+	}
+	if c := cfg.Cluster; c != nil {
+		h.own.fwd, h.own.ttl = c.Forwarder, c.LeaseTTL
+		if h.own.ttl == 0 {
+			h.own.ttl = DefaultLeaseTTL
+		}
+	}
+	return h, nil
+}
+
+// validate refuses configurations the Host could only run wrongly.
+func (cfg Config) validate() error {
+	if cfg.Store == nil {
+		return errors.New("host: config: a Store is required")
+	}
+	c := cfg.Cluster
+	if c == nil {
+		return nil
+	}
+	// Leases are what fence a replica that lost a session; they are taken
+	// only where commands can reach the owner, so a cluster without a
+	// Forwarder would run every replica as the sole writer.
+	if c.Forwarder == nil {
+		return errors.New("host: config: cluster mode without a Forwarder: session leases would not fence replicas' writes")
+	}
+	if c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < minLeaseTTL) {
+		return fmt.Errorf("host: config: cluster lease TTL %v: want at least %v", c.LeaseTTL, minLeaseTTL)
+	}
+	return nil
 }
 
 // Epoch identifies this Host process; it changes on every start.

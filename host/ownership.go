@@ -12,16 +12,20 @@ import (
 // over. Leases are renewed every third of it.
 const DefaultLeaseTTL = 10 * time.Second
 
-// ClusterConfig turns on session ownership and cross-replica routing.
-// Without a Forwarder (embedded mode, or several Hosts sharing a store with
-// no way to reach each other) the Host takes no leases and behaves as the
-// only runtime owner; races stay decided by the store alone.
+// minLeaseTTL bounds Config.Cluster.LeaseTTL from below: leases are
+// renewed every third of it, and a store round trip must fit in that.
+const minLeaseTTL = 100 * time.Millisecond
+
+// ClusterConfig turns on session ownership and cross-replica routing
+// (Config.Cluster). The Forwarder is required: leases are taken only where
+// commands can reach the owner. LeaseTTL 0 means DefaultLeaseTTL.
 type ClusterConfig struct {
 	Forwarder Forwarder
 	LeaseTTL  time.Duration
 }
 
-// ownership is the Host's view of the session leases it holds.
+// ownership is the Host's view of the session leases it holds. fwd and ttl
+// are fixed at construction; mu guards held.
 type ownership struct {
 	fwd Forwarder
 	ttl time.Duration
@@ -35,28 +39,9 @@ type heldLease struct {
 	gen     int64
 }
 
-// ConfigureCluster sets cross-replica routing. Call it before Recover.
-func (h *Host) ConfigureCluster(c ClusterConfig) {
-	h.own.mu.Lock()
-	defer h.own.mu.Unlock()
-	h.own.fwd = c.Forwarder
-	h.own.ttl = c.LeaseTTL
-}
+func (o *ownership) leaseTTL() time.Duration { return o.ttl }
 
-func (o *ownership) leaseTTL() time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.ttl <= 0 {
-		return DefaultLeaseTTL
-	}
-	return o.ttl
-}
-
-func (o *ownership) forwarder() Forwarder {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.fwd
-}
+func (o *ownership) forwarder() Forwarder { return o.fwd }
 
 func (o *ownership) hold(ws, sid string, gen int64) {
 	o.mu.Lock()
@@ -92,15 +77,13 @@ func (o *ownership) snapshot() []heldLease {
 	return out
 }
 
-// leases returns the store's lease port when ownership is on: in cluster
-// mode (a Forwarder is configured) and with a store that keeps leases.
-// Otherwise nil, and every session is this Host's.
+// leases returns the store's lease port when ownership is on (cluster
+// mode); otherwise nil, and every session is this Host's.
 func (h *Host) leases() LeaseStore {
 	if h.own.forwarder() == nil {
 		return nil
 	}
-	ls, _ := h.store.(LeaseStore)
-	return ls
+	return h.store
 }
 
 // Owner reports which Host epoch owns the session's runtime ("" if none).
@@ -194,14 +177,10 @@ func (h *Host) checkOwner(ctx context.Context, tx Tx, ws, sid string) error {
 	if h.leases() == nil {
 		return nil
 	}
-	lt, ok := tx.(LeaseTx)
-	if !ok {
-		return nil
-	}
 	gen, held := h.own.generation(ws, sid)
 	err := ErrLeaseLost
 	if held {
-		err = lt.CheckLease(ctx, ws, sid, h.epoch, gen)
+		err = tx.CheckLease(ctx, ws, sid, h.epoch, gen)
 	}
 	if err != nil {
 		return &Error{Code: CodeUnavailable, Reason: "stale_owner", Err: err,

@@ -57,7 +57,7 @@ func (r *countingRuntime) Dispatch(ctx context.Context, req host.DispatchRequest
 // RespondInteraction counts answers delivered to this runtime.
 func (r *countingRuntime) RespondInteraction(ctx context.Context, d host.InteractionDelivery) (host.DeliveryReport, error) {
 	r.responses.Add(1)
-	return r.Runtime.(host.InteractionResponder).RespondInteraction(ctx, d)
+	return r.Runtime.RespondInteraction(ctx, d)
 }
 
 func newReplica(t *testing.T, store host.Store, fwd *memForwarder, ttl time.Duration) (*host.Host, *countingRuntime) {
@@ -69,8 +69,7 @@ func newReplica(t *testing.T, store host.Store, fwd *memForwarder, ttl time.Dura
 		_ = rt.Shutdown(ctx)
 	})
 	cr := &countingRuntime{Runtime: rt}
-	h := host.New(host.Config{Store: store, Runtime: cr})
-	h.ConfigureCluster(host.ClusterConfig{Forwarder: fwd, LeaseTTL: ttl})
+	h := host.New(host.Config{Store: store, Runtime: cr, Cluster: &host.ClusterConfig{Forwarder: fwd, LeaseTTL: ttl}})
 	fwd.add(h)
 	if _, err := h.Recover(context.Background()); err != nil {
 		t.Fatal(err)
@@ -339,5 +338,74 @@ func TestInteractionAnswerOnNonOwnerIsDeliveredByOwner(t *testing.T) {
 	}
 	if rtA.responses.Load() != 1 || rtB.responses.Load() != 0 {
 		t.Fatalf("answers delivered: owner %d, other replica %d", rtA.responses.Load(), rtB.responses.Load())
+	}
+}
+
+// A cluster whose replicas would not fence each other's writes is refused
+// at construction, not discovered as a split brain.
+func TestOpenRefusesClusterWithoutLeaseFencing(t *testing.T) {
+	st := openStore(t)
+	for name, c := range map[string]*host.ClusterConfig{
+		"no forwarder":  {LeaseTTL: time.Second},
+		"negative ttl":  {Forwarder: &memForwarder{}, LeaseTTL: -time.Second},
+		"too short ttl": {Forwarder: &memForwarder{}, LeaseTTL: time.Millisecond},
+	} {
+		if h, err := host.Open(host.Config{Store: st, Runtime: describeOnly{}, Cluster: c}); err == nil || h != nil {
+			t.Errorf("%s: Open = %v, %v; want an error", name, h, err)
+		}
+	}
+	if _, err := host.Open(host.Config{Runtime: describeOnly{}}); err == nil {
+		t.Error("Open without a store succeeded")
+	}
+	if _, err := host.Open(host.Config{Store: st, Runtime: describeOnly{},
+		Cluster: &host.ClusterConfig{Forwarder: &memForwarder{}}}); err != nil {
+		t.Errorf("a valid cluster config: %v", err)
+	}
+}
+
+// wrappedStore is a decorator of the kind tests and tools write: it
+// embeds host.Store and wraps each Tx. Before leases were part of Store and
+// Tx, a wrapper like this silently turned lease fencing off.
+type wrappedStore struct{ host.Store }
+
+type wrappedTx struct{ host.Tx }
+
+func (s wrappedStore) Update(ctx context.Context, fn func(host.Tx) error) error {
+	return s.Store.Update(ctx, func(tx host.Tx) error { return fn(wrappedTx{tx}) })
+}
+
+// A replica behind a Store wrapper takes leases and is fenced once another
+// owner took its session over: its agent's later output never lands.
+func TestWrappedStoreStillFencesLeases(t *testing.T) {
+	st := openStore(t)
+	const ttl = 300 * time.Millisecond
+	a, rtA := newReplica(t, wrappedStore{st}, &memForwarder{}, ttl)
+	ctx := context.Background()
+	cr, err := a.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := cr.Session.ID
+	defer rtA.Release(context.Background(), "w", sid)
+	old := submit(t, a, sid, "old", "/sim words=100000 rate=10ms")
+	waitTurn(t, a, "w", sid, old.Turn.ID, func(tr host.Turn) bool { return tr.Phase == host.PhaseDurablyAccepted })
+	l, err := st.GetLease(ctx, "w", sid)
+	if err != nil || l.Owner != a.Epoch() {
+		t.Fatalf("the wrapped replica took no lease: %+v %v", l, err)
+	}
+	// A never renews; once its lease lapses another owner takes over.
+	for l.Live {
+		time.Sleep(20 * time.Millisecond)
+		if l, err = st.GetLease(ctx, "w", sid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, err := st.AcquireLease(ctx, "w", sid, "ep_other", time.Hour); err != nil || l.Owner != "ep_other" {
+		t.Fatalf("take over: %+v %v", l, err)
+	}
+	before := agentText(t, a, sid, old.Turn.ID)
+	time.Sleep(150 * time.Millisecond) // A's sim emits a chunk every 10ms
+	if after := agentText(t, a, sid, old.Turn.ID); after != before {
+		t.Fatalf("the fenced replica's output landed through the wrapper: %d → %d bytes", len(before), len(after))
 	}
 }

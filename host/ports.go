@@ -50,6 +50,12 @@ type Store interface {
 	TrashStore
 	// Goals (goal_model.go).
 	GoalStore
+	// Session leases (ports_ownership.go): the fence of cluster mode.
+	LeaseStore
+	// Claimed outbox reads for relays on several replicas (relay_cluster.go).
+	OutboxClaimer
+	// One retention pass at a time across replicas (purge.go).
+	PurgeLocker
 }
 
 // Tx is the narrow transaction writer the Host composes commands from.
@@ -87,6 +93,8 @@ type Tx interface {
 	ForkTx
 	// Goals (goal_model.go).
 	GoalTx
+	// The lease fence inside a write (ports_ownership.go).
+	LeaseTx
 }
 
 // SessionQuery pages sessions newest first.
@@ -168,7 +176,58 @@ type Runtime interface {
 	Destroy(ctx context.Context, ws, sessionID string) error
 	// Describe names the agent for display; Simulated marks the sim agent.
 	Describe() AgentInfo
+
+	// The capabilities an agent may lack are part of the port, each with
+	// a query or a typed refusal, so a wrapper that embeds Runtime keeps
+	// them; embed NoRuntimeCapabilities in a runtime that has none.
+	//
+	// Delivering interaction answers (ports_interactions.go).
+	InteractionResponder
+	// Forking a provider session: ForkCapability says ForkNone when the
+	// agent cannot (ports_fork.go).
+	Forker
+	// Applying settings to a live provider session (settings.go).
+	SettingsUpdater
+	// Steering a running Turn: SupportsSteering false when the agent
+	// cannot (queue.go).
+	SteeringRuntime
 }
+
+// NoRuntimeCapabilities gives a Runtime that embeds it the answers of an
+// agent with none of the optional capabilities: it cannot fork, takes no
+// steering, applies settings at the next Start and never has an
+// interaction to answer.
+type NoRuntimeCapabilities struct{}
+
+// ReasonInteractionsUnsupported: the runtime never reports interactions,
+// so no provider request waits for an answer.
+const ReasonInteractionsUnsupported = "interactions_not_supported"
+
+// RespondInteraction reports the answer superseded: nobody waits for it.
+func (NoRuntimeCapabilities) RespondInteraction(context.Context, InteractionDelivery) (DeliveryReport, error) {
+	return DeliveryReport{Result: DeliverySuperseded, Reason: ReasonInteractionsUnsupported}, nil
+}
+
+// ForkCapability reports that the agent cannot fork.
+func (NoRuntimeCapabilities) ForkCapability() (ForkMode, string) {
+	return ForkNone, ReasonForkUnsupported
+}
+
+// Fork refuses before anything reached an agent.
+func (NoRuntimeCapabilities) Fork(context.Context, ForkRequest) (ForkResult, error) {
+	return ForkResult{}, &LocalError{Code: ReasonForkUnsupported}
+}
+
+// UpdateSettings accepts: persisted settings apply at the next Start.
+func (NoRuntimeCapabilities) UpdateSettings(context.Context, string, string, map[string]string) error {
+	return nil
+}
+
+// SupportsSteering reports that no session's agent takes steering.
+func (NoRuntimeCapabilities) SupportsSteering(string, string) bool { return false }
+
+// SteeringReady is never called while SupportsSteering is false.
+func (NoRuntimeCapabilities) SteeringReady(context.Context, TurnRef) error { return nil }
 
 // AgentInfo labels the agent behind a runtime.
 type AgentInfo struct {
@@ -258,6 +317,12 @@ type TurnSink interface {
 	// (same tree) with one accepted Turn and returns its identity and the
 	// sink for it.
 	Subagent(ctx context.Context, req SubagentRequest) (TurnRef, TurnSink, error)
+	// Goal reports from the agent (goal_provider.go); a runtime whose
+	// agent sends none never calls it.
+	GoalReporter
+	// Steering pulls for the running Turn (queue.go); only a runtime
+	// that SupportsSteering calls it.
+	SteeringSource
 }
 
 // OutputEvent is one piece of agent output for a Turn.

@@ -6,8 +6,8 @@ import (
 )
 
 // Ports for session fork (fork.go). Every store records forks (ForkTx is
-// part of Tx, so a wrapper cannot drop it silently); a runtime that is not
-// a Forker answers session.fork with unsupported.
+// part of Tx, so a wrapper cannot drop it silently); Forker is part of
+// Runtime, and an agent that cannot fork says so through ForkCapability.
 
 // ForkMode is how far back a runtime can attest a fork.
 type ForkMode string
@@ -38,7 +38,7 @@ const (
 	ReasonForkProviderMismatch = "fork_provider_session_mismatch"
 )
 
-// Forker is the optional runtime port for forking a provider session.
+// Forker is the runtime capability of forking a provider session.
 type Forker interface {
 	// ForkCapability reports what the runtime can attest right now from
 	// what it already observed (the agent's advertised capabilities); it

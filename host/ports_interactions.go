@@ -89,7 +89,7 @@ var errNoInteractions = &Error{Code: CodeUnavailable, Reason: "no_store", Messag
 // itx is tx's interaction writer.
 func itx(tx Tx) (InteractionTx, error) { return tx, nil }
 
-// InteractionResponder is the narrow runtime port that delivers a decided
+// InteractionResponder (part of Runtime) is the narrow port that delivers a decided
 // answer to the provider request waiting for it. runtime/acp implements it
 // by answering the pending ACP session/request_permission call.
 //

@@ -9,9 +9,9 @@ import (
 
 // Session ownership ports. A live session's runtime (its agent process) is
 // owned by one replica, recorded as a lease with a fencing generation.
-// Stores that implement LeaseStore (and whose Tx implements LeaseTx) get
-// ownership; both shipped stores do. The Host uses them through type
-// assertions so store wrappers that predate ownership keep working without it.
+// LeaseStore is part of Store and LeaseTx part of Tx, so every store keeps
+// leases and a wrapper that embeds Store cannot drop the fence unnoticed.
+// The Host uses them in cluster mode only (Config.Cluster).
 
 // ErrLeaseLost means the caller no longer holds the session's lease at the
 // generation it presented: another replica took the session over.

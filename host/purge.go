@@ -30,9 +30,8 @@ type PurgeResult struct {
 	Counts PurgeCounts  `json:"counts"`
 }
 
-// PurgeLocker is implemented by a store several replicas share: retention
-// runs on the replica holding the lock, one at a time. ok false: another
-// replica holds it now.
+// PurgeLocker is part of Store: retention runs on the replica holding the
+// lock, one at a time. ok false: another replica holds it now.
 type PurgeLocker interface {
 	TryPurgeLock(ctx context.Context) (release func(), ok bool, err error)
 }
@@ -229,19 +228,17 @@ func (h *Host) RunRetention(ctx context.Context, retention, interval time.Durati
 }
 
 func (h *Host) retentionPass(ctx context.Context, retention time.Duration) {
-	if l, ok := h.store.(PurgeLocker); ok {
-		release, held, err := l.TryPurgeLock(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				h.log.Warn("trash retention: purge lock", "err", err)
-			}
-			return
+	release, held, err := h.store.TryPurgeLock(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("trash retention: purge lock", "err", err)
 		}
-		if !held {
-			return // another replica runs this pass
-		}
-		defer release()
+		return
 	}
+	if !held {
+		return // another replica runs this pass
+	}
+	defer release()
 	res, err := h.PurgeExpired(ctx, retention)
 	if err != nil && ctx.Err() == nil {
 		h.log.Warn("trash retention", "err", err)

@@ -47,8 +47,8 @@ const (
 	ReasonEntryFinished       = "entry_finished"
 )
 
-// SteeringRuntime is implemented by runtimes whose agent can take user
-// input into a running Turn (an ACP extension; ACP has no standard one).
+// SteeringRuntime (part of Runtime) is how an agent takes user input into
+// a running Turn (an ACP extension; ACP has no standard one).
 type SteeringRuntime interface {
 	// SupportsSteering reports whether the session's agent advertised
 	// the capability.
@@ -60,8 +60,7 @@ type SteeringRuntime interface {
 	SteeringReady(ctx context.Context, ref TurnRef) error
 }
 
-// SteeringSource is implemented by the TurnSink the Host hands a runtime:
-// PullSteering crosses the pull cut for the Turn's waiting steering and
+// SteeringSource is part of TurnSink: PullSteering crosses the pull cut for the Turn's waiting steering and
 // returns it, oldest first. Entries it returns are delivered; a retract
 // can no longer remove them.
 type SteeringSource interface {
@@ -131,8 +130,8 @@ func queueFact(ws, sessionID string, rev int64) Fact {
 }
 
 func (h *Host) steering(ws, sessionID string) (SteeringRuntime, bool) {
-	sr, ok := h.runtime.(SteeringRuntime)
-	return sr, ok && sr.SupportsSteering(ws, sessionID)
+	sr := h.runtime
+	return sr, sr != nil && sr.SupportsSteering(ws, sessionID)
 }
 
 // enqueueIn admits in as a queue entry of busy session s inside tx: the

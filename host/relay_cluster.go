@@ -5,14 +5,12 @@ import (
 	"time"
 )
 
-// OutboxClaimer is implemented by a store that several replicas share (the
-// PostgreSQL store). ClaimFacts is PendingFacts with a claim: the rows it
-// returns are leased to the caller for lease, and a concurrent ClaimFacts
-// on another replica skips them, so relays running on every replica
-// republish each missed fact once rather than once per replica. A row not
-// marked published before its lease ends is returned again (the claimer
-// died or its publish failed). Without it the relay uses PendingFacts,
-// which suits a store only one process writes (SQLite).
+// OutboxClaimer is part of Store. ClaimFacts is PendingFacts with a
+// claim: the rows it returns are leased to the caller for lease, and a
+// concurrent ClaimFacts (another replica's relay) skips them, so relays
+// running on every replica republish each missed fact once rather than once
+// per replica. A row not marked published before its lease ends is returned
+// again (the claimer died or its publish failed).
 type OutboxClaimer interface {
 	ClaimFacts(ctx context.Context, before time.Time, limit int, lease time.Duration) ([]OutboxRow, error)
 }
@@ -21,13 +19,9 @@ type OutboxClaimer interface {
 // one bounded publish and the mark that follows it.
 const relayLease = 30 * time.Second
 
-// pendingFacts fetches rows for the relay, claiming them when the store
-// supports claims.
+// pendingFacts fetches and claims rows for the relay.
 func (h *Host) pendingFacts(ctx context.Context, before time.Time, limit int) ([]OutboxRow, error) {
-	if c, ok := h.store.(OutboxClaimer); ok {
-		return c.ClaimFacts(ctx, before, limit, relayLease)
-	}
-	return h.store.PendingFacts(ctx, before, limit)
+	return h.store.ClaimFacts(ctx, before, limit, relayLease)
 }
 
 // flushPublished marks in the store the rows the post-commit fast path

@@ -25,7 +25,7 @@ const (
 	ReasonSettingsRejected = "runtime_rejected_settings"
 )
 
-// SettingsUpdater is the optional runtime port for changing a live
+// SettingsUpdater is the runtime capability of changing a live
 // session's settings. The runtime applies the change to its live provider
 // session (or arranges that the next Start uses it) and returns nil, or
 // refuses with a *LocalError whose Code is a stable reason. A session the
@@ -132,7 +132,7 @@ func (h *Host) updateSettings(ctx context.Context, in UpdateSessionInput, settin
 		return Session{}, &Error{Code: CodeSessionBusy, Reason: ReasonTurnInProgress,
 			Message: "settings change once the running turn has settled"}
 	}
-	if su, ok := h.runtime.(SettingsUpdater); ok {
+	if su := h.runtime; su != nil {
 		if err := su.UpdateSettings(ctx, in.WorkspaceID, in.SessionID, settings); err != nil {
 			var le *LocalError
 			if errors.As(err, &le) {

@@ -32,8 +32,8 @@ func settingsReplica(t *testing.T, store host.Store, fwd *memForwarder, root str
 		defer cancel()
 		_ = rt.Shutdown(ctx)
 	})
-	h := host.New(host.Config{Store: store, Runtime: rt, WorkspaceRoot: root})
-	h.ConfigureCluster(host.ClusterConfig{Forwarder: fwd, LeaseTTL: time.Minute})
+	h := host.New(host.Config{Store: store, Runtime: rt, WorkspaceRoot: root,
+		Cluster: &host.ClusterConfig{Forwarder: fwd, LeaseTTL: time.Minute}})
 	fwd.add(h)
 	if _, err := h.Recover(context.Background()); err != nil {
 		t.Fatal(err)

@@ -72,7 +72,8 @@ func BenchmarkHubRereadChunk(b *testing.B) {
 	st := openSQLite(b)
 	w := newTranscriptWriter(b, st, 1)
 	bus := NewLocalBus()
-	h := New(Config{Reader: host.New(host.Config{Store: st}), Bus: bus, Workers: 1})
+	reader := host.New(host.Config{Store: st})
+	h := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 1})
 	defer h.Close()
 	s := &stream{w: w, bus: NewLocalBus(), id: "answer"} // deltas go nowhere: the hub must reread
 	s.chunk(b, "Hello")

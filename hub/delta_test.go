@@ -336,7 +336,8 @@ func TestDeltaApplyMatchesReread(t *testing.T) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			w := newTranscriptWriter(t, st, seed)
 			bus := NewLocalBus()
-			h := New(Config{Reader: host.New(host.Config{Store: st}), Bus: bus, Workers: 2})
+			reader := host.New(host.Config{Store: st})
+			h := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2})
 			defer h.Close()
 			w.commit(t) // something before the snapshot
 			cl := watch(t, h, w.ws, w.sid, nil)

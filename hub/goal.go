@@ -11,8 +11,8 @@ import (
 // public goal projection; the payload is the complete host.GoalState.
 const KindGoalState = "goal_state"
 
-// GoalReader is the optional part of the Reader a session topic loads its
-// goal through (*host.Host implements it).
+// GoalReader (Config.Goals) is how a session topic loads its goal
+// (*host.Host implements it).
 type GoalReader interface {
 	GetGoal(ctx context.Context, ws, sessionID string) (host.GoalState, error)
 }
@@ -21,8 +21,8 @@ type GoalReader interface {
 // goal_state fact that arrived meanwhile may already hold a newer state:
 // the higher Seq wins either way.
 func (t *topic) readGoal(ctx context.Context) error {
-	gr, ok := t.h.cfg.Reader.(GoalReader)
-	if !ok {
+	gr := t.h.cfg.Goals
+	if gr == nil {
 		return nil
 	}
 	g, err := gr.GetGoal(ctx, t.ws, t.sid)

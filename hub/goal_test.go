@@ -82,7 +82,7 @@ func (corruptGoalReader) GetGoal(context.Context, string, string) (host.GoalStat
 // loads without a goal (goal.get reports the typed error).
 func TestCorruptGoalRecordKeepsSessionWatchable(t *testing.T) {
 	fr := &fakeReader{sessions: map[string]host.Session{"s1": {WorkspaceID: "w", ID: "s1", RootID: "s1"}}}
-	h := New(Config{Reader: corruptGoalReader{fr}, Bus: NewLocalBus()})
+	h := New(Config{Reader: fr, Goals: corruptGoalReader{fr}, Bus: NewLocalBus()})
 	defer h.Close()
 	tp, err := h.acquire(kindSession, "w", "s1")
 	if err != nil {

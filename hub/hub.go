@@ -35,6 +35,12 @@ type Reader interface {
 type Config struct {
 	Reader Reader
 	Bus    Bus
+	// Goals, Queues and Agent are the Reader's optional parts (the Host
+	// provides all three; cmd/ensemble wires them). Nil: session
+	// snapshots carry no goal, no queue, no agent attestation.
+	Goals  GoalReader
+	Queues QueueReader
+	Agent  AgentReader
 	Logger *slog.Logger
 	// Epoch identifies this hub's event streams; random by default. It
 	// changes on every start, so a resume across restarts never matches.

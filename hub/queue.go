@@ -15,8 +15,7 @@ import (
 // KindQueue is the complete queue of one session.
 const KindQueue = "queue"
 
-// QueueReader is implemented by a Reader whose store keeps the queue
-// (*host.Host does).
+// QueueReader (Config.Queues) reads a session's queue (*host.Host does).
 type QueueReader interface {
 	Queue(ctx context.Context, ws, sessionID string) (host.Queue, error)
 }
@@ -37,8 +36,8 @@ func dirtyQueue() dirtyMark { return dirtyMark{queue: true} }
 // readQueue reads the session's queue; ok is false when the reader keeps
 // none.
 func (t *topic) readQueue(ctx context.Context) (QueueState, bool, error) {
-	qr, ok := t.h.cfg.Reader.(QueueReader)
-	if !ok {
+	qr := t.h.cfg.Queues
+	if qr == nil {
 		return QueueState{}, false, nil
 	}
 	q, err := qr.Queue(ctx, t.ws, t.sid)

@@ -101,7 +101,7 @@ func TestResumeFromPositionOnAnotherHub(t *testing.T) {
 	reader := host.New(host.Config{Store: st})
 	hubs := make([]*Hub, 3)
 	for i := range hubs {
-		hubs[i] = New(Config{Reader: reader, Bus: bus, Workers: 2})
+		hubs[i] = New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2})
 		defer hubs[i].Close()
 	}
 	s := &stream{w: w, bus: bus, id: "answer"}
@@ -158,7 +158,7 @@ func TestResumePositionOldForeignBad(t *testing.T) {
 	w := newTranscriptWriter(t, st, 2)
 	bus := NewLocalBus()
 	reader := host.New(host.Config{Store: st})
-	h := New(Config{Reader: reader, Bus: bus, Workers: 2, MessageWindow: 2, CatchUpMessages: 4})
+	h := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2, MessageWindow: 2, CatchUpMessages: 4})
 	defer h.Close()
 	for i := range 5 {
 		(&stream{w: w, bus: bus, id: fmt.Sprint("m", i)}).chunk(t, "x")

@@ -168,14 +168,18 @@ func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
 		Interactions: nonNil(sv.history), Presence: t.presenceLocked(), Agent: t.h.agent(), Goal: sv.goal, Queue: sv.queue}, nil
 }
 
-// agent is what the Reader's agent attests now, when it says (the Host
+// AgentReader (Config.Agent) says what the agent attests now (the Host
 // does; it reads the runtime's last observation and starts nothing).
+type AgentReader interface {
+	Agent() host.AgentInfo
+}
+
+// agent is what the agent attests now, when Config.Agent is set.
 func (h *Hub) agent() *host.AgentInfo {
-	d, ok := h.cfg.Reader.(interface{ Agent() host.AgentInfo })
-	if !ok {
+	if h.cfg.Agent == nil {
 		return nil
 	}
-	a := d.Agent()
+	a := h.cfg.Agent.Agent()
 	return &a
 }
 

@@ -25,7 +25,7 @@ type probe struct {
 // RespondInteraction counts answers delivered to the provider.
 func (p *probe) RespondInteraction(ctx context.Context, d host.InteractionDelivery) (host.DeliveryReport, error) {
 	p.deliveries.Add(1)
-	return p.Runtime.(host.InteractionResponder).RespondInteraction(ctx, d)
+	return p.Runtime.RespondInteraction(ctx, d)
 }
 
 func (p *probe) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {

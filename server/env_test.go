@@ -78,7 +78,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	runDone := make(chan struct{})
 	go func() { _ = h.Run(runCtx); close(runDone) }()
 	hc := o.hub
-	hc.Reader, hc.Bus, hc.Logger = h, bus, log
+	hc.Reader, hc.Goals, hc.Queues, hc.Agent, hc.Bus, hc.Logger = h, h, h, h, bus, log
 	hb := hub.New(hc)
 	verifier := o.verifier
 	if verifier == nil {

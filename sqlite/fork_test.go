@@ -10,7 +10,7 @@ import (
 	"github.com/ensemble-dev/ensemble/runtime/sim"
 )
 
-// NewRuntimeForking implements conformance.ForkDriver: the sim agent
+// NewRuntimeForking implements conformance.Driver: the sim agent
 // advertising through-turn fork, only ACP session/fork, or no fork.
 func (conformanceDriver) NewRuntimeForking(t *testing.T, mode host.ForkMode) host.Runtime {
 	support := map[host.ForkMode]sim.ForkSupport{host.ForkAnyTurn: sim.ForkThroughTurn,

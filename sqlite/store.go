@@ -43,6 +43,7 @@ type Store struct {
 	// The append statements are prepared once on the writer's only
 	// connection: they run once per message per output batch.
 	appendMessage, insertPart, deleteParts *sql.Stmt
+	relay                                  relayClaims // relay_claims.go
 }
 
 var _ host.Store = (*Store)(nil)

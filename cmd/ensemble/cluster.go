@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,53 +27,93 @@ type factBus interface {
 const redisStartTimeout = 5 * time.Second
 
 // openBus returns the in-process bus without --redis-url, the Redis bus
-// (cluster mode) with it. close releases it.
-func openBus(ctx context.Context, c serveConfig, log *slog.Logger) (factBus, func(), error) {
+// with it; rb is that Redis bus (nil without: not cluster mode), named
+// apart so cluster wiring never depends on the bus's dynamic type. close
+// releases it.
+func openBus(ctx context.Context, c serveConfig, log *slog.Logger) (bus factBus, rb *redisbus.Bus, closeBus func(), err error) {
 	if c.redisURL == "" {
-		return hub.NewLocalBus(), func() {}, nil
+		return hub.NewLocalBus(), nil, func() {}, nil
 	}
 	b, err := redisbus.Open(ctx, c.redisURL, redisStartTimeout, redisbus.Options{Logger: log.With("component", "redisbus")})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	log.Info("cluster mode: Redis bus", "redis", redactURL(c.redisURL))
-	return b, func() { _ = b.Close() }, nil
+	return b, b, func() { _ = b.Close() }, nil
 }
 
-// startCluster turns on session ownership when the bus is Redis: commands
-// for a session owned by another replica are forwarded to it, and leases
-// are renewed (and dead owners' sessions adopted) until the returned stop
-// is called, which also releases this replica's leases. It must run before
-// recovery. Without Redis it does nothing.
-func startCluster(ctx context.Context, c serveConfig, bus factBus, h *host.Host, log *slog.Logger) (stop func(), err error) {
-	rb, ok := bus.(*redisbus.Bus)
-	if !ok {
-		return func() {}, nil
+// replicaCluster is this replica's share of cluster mode: the Host's cluster
+// config, built before the Host because the router subscribes under the
+// Host's epoch, and the router to close after the Host stopped.
+type replicaCluster struct {
+	epoch  string
+	config *host.ClusterConfig
+	router *redisbus.Router
+	// host is set once the Host exists; a request arriving before that is
+	// refused as unavailable (no replica can know this epoch yet anyway:
+	// it is learnt from leases the Host takes later).
+	host atomic.Pointer[host.Host]
+}
+
+// openCluster prepares session ownership when the bus is Redis: commands
+// for a session owned by another replica are forwarded to it. Without
+// Redis it returns nil and the Host runs alone.
+func openCluster(ctx context.Context, c serveConfig, rb *redisbus.Bus) (*replicaCluster, error) {
+	if rb == nil {
+		return nil, nil
 	}
-	router, err := rb.NewRouter(ctx, h.Epoch(), h.ServeForwarded, redisbus.RouterOptions{})
+	cl := &replicaCluster{epoch: host.RandomID("ep")}
+	router, err := rb.NewRouter(ctx, cl.epoch, cl.serve, redisbus.RouterOptions{})
 	if err != nil {
 		return nil, err
 	}
-	h.ConfigureCluster(host.ClusterConfig{Forwarder: router, LeaseTTL: c.sessionLease})
+	cl.router = router
+	cl.config = &host.ClusterConfig{Forwarder: router, LeaseTTL: c.sessionLease}
+	return cl, nil
+}
+
+func (cl *replicaCluster) serve(ctx context.Context, req host.ForwardRequest) host.ForwardReply {
+	h := cl.host.Load()
+	if h == nil {
+		return host.ForwardReply{Error: &host.ForwardError{Code: host.CodeUnavailable, Message: "replica is starting"}}
+	}
+	return h.ServeForwarded(ctx, req)
+}
+
+// start renews (and adopts dead owners') leases until the returned stop is
+// called, which also releases this replica's leases and closes the router.
+// It must run before recovery. A nil cluster does nothing.
+func (cl *replicaCluster) start(ctx context.Context, h *host.Host, log *slog.Logger) (stop func()) {
+	if cl == nil {
+		return func() {}
+	}
+	cl.host.Store(h)
 	octx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); h.RunOwnership(octx) }()
-	log.Info("cluster mode: session ownership", "epoch", h.Epoch(), "lease", c.sessionLease)
+	log.Info("cluster mode: session ownership", "epoch", h.Epoch(), "lease", cl.config.LeaseTTL)
 	return func() {
 		cancel()
 		<-done
-		_ = router.Close()
-	}, nil
+		_ = cl.router.Close()
+	}
+}
+
+// hostConfig returns the Host's cluster settings (nil: single replica).
+func (cl *replicaCluster) hostConfig() (epoch string, cfg *host.ClusterConfig) {
+	if cl == nil {
+		return "", nil
+	}
+	return cl.epoch, cl.config
 }
 
 // metricsRegistry is the registry /metrics serves: the process's runtime
 // collectors, and in cluster mode the Redis bus's counters and the session
 // leases this replica holds (the server adds its own metrics to it).
-func metricsRegistry(bus factBus, h *host.Host) *prometheus.Registry {
+func metricsRegistry(rb *redisbus.Bus, h *host.Host) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	rb, ok := bus.(*redisbus.Bus)
-	if !ok {
+	if rb == nil {
 		return reg
 	}
 	counter := func(name, help string, v func(redisbus.Stats) int64) prometheus.Collector {
@@ -98,9 +139,8 @@ func metricsRegistry(bus factBus, h *host.Host) *prometheus.Registry {
 
 // presenceStore is where the hub shares presence: the Redis bus's store
 // in cluster mode, the hub's in-process one otherwise (nil).
-func presenceStore(bus factBus) hub.PresenceStore {
-	rb, ok := bus.(*redisbus.Bus)
-	if !ok {
+func presenceStore(rb *redisbus.Bus) hub.PresenceStore {
+	if rb == nil {
 		return nil
 	}
 	return redisPresence{rb.Presence()}

@@ -147,17 +147,25 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_ = runtime.Shutdown(sctx)
 	}()
 
-	bus, closeBus, err := openBus(ctx, c, log)
+	bus, rb, closeBus, err := openBus(ctx, c, log)
 	if err != nil {
 		return err
 	}
 	defer closeBus()
-	h := host.New(host.Config{Store: store, Runtime: runtime, Observer: bus, Logger: log.With("component", "host"),
-		ReplicaID: c.replicaID, WorkspaceRoot: c.workspaceRoot})
-	stopCluster, err := startCluster(ctx, c, bus, h, log)
+	cl, err := openCluster(ctx, c, rb)
 	if err != nil {
 		return err
 	}
+	epoch, clusterCfg := cl.hostConfig()
+	h, err := host.Open(host.Config{Store: store, Runtime: runtime, Observer: bus, Logger: log.With("component", "host"),
+		ReplicaID: c.replicaID, WorkspaceRoot: c.workspaceRoot, Cluster: clusterCfg, Epoch: epoch})
+	if err != nil {
+		if cl != nil {
+			_ = cl.router.Close()
+		}
+		return err
+	}
+	stopCluster := cl.start(ctx, h, log)
 	defer stopCluster()
 	rep, err := h.Recover(ctx)
 	if err != nil {
@@ -165,10 +173,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("recovery finished", "settledTurns", len(rep.SettledTurns), "quarantined", len(rep.Quarantined), "epoch", h.Epoch())
 
-	hb := hub.New(hub.Config{Reader: h, Bus: bus, Logger: log.With("component", "hub"),
-		Presence: presenceStore(bus), Replica: c.replicaID})
+	hb := hub.New(hub.Config{Reader: h, Goals: h, Queues: h, Agent: h, Bus: bus, Logger: log.With("component", "hub"),
+		Presence: presenceStore(rb), Replica: c.replicaID})
 	defer hb.Close()
-	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(bus, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server"),
+	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(rb, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server"),
 		OriginPatterns: c.security.origins, Limits: c.security.limits, TokenLeeway: c.security.leeway,
 		ReconnectJitter: c.reconnectJitter})
 

@@ -38,6 +38,10 @@ type Driver interface {
 	// directly, to prove the Host quarantines them instead of acting.
 	CorruptGoal(t *testing.T, s host.Store, ws, sessionID string)
 	CorruptGoalOperation(t *testing.T, s host.Store, ws, clientSubmitID string)
+	// NewRuntimeForking is NewRuntime whose agent attests the given fork
+	// mode (the sim agent with through-turn fork, with only ACP
+	// session/fork, or with none): the fork scenarios need it.
+	NewRuntimeForking(t *testing.T, mode host.ForkMode) host.Runtime
 }
 
 // Scenario is one named behaviour.

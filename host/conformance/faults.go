@@ -361,8 +361,6 @@ func (r *probeRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, s
 
 // ---- interactions: forwarding, call order and delivery seams ----
 
-var errNoInteractionStore = errors.New("conformance: the driver's store does not implement host.InteractionStore")
-
 func (s *faultStore) record(call string) {
 	s.mu.Lock()
 	s.calls = append(s.calls, call)
@@ -377,10 +375,7 @@ func (s *faultStore) callOrder() []string {
 }
 
 func (s *faultStore) is() (host.InteractionStore, error) {
-	if is, ok := s.Store.(host.InteractionStore); ok {
-		return is, nil
-	}
-	return nil, errNoInteractionStore
+	return s.Store, nil
 }
 
 func (s *faultStore) UnsettledTurns(ctx context.Context) ([]host.Turn, []host.Quarantined, error) {
@@ -430,10 +425,7 @@ func (s *faultStore) RequeueRuntimeOperations(ctx context.Context, replica strin
 }
 
 func (tx *faultTx) ix() (host.InteractionTx, error) {
-	if ix, ok := tx.Tx.(host.InteractionTx); ok {
-		return ix, nil
-	}
-	return nil, errNoInteractionStore
+	return tx.Tx, nil
 }
 
 func (tx *faultTx) Interaction(ctx context.Context, ref host.InteractionRef) (host.Interaction, error) {
@@ -523,12 +515,8 @@ func (r *probeRuntime) RespondInteraction(ctx context.Context, d host.Interactio
 			return host.DeliveryReport{}, ctx.Err()
 		}
 	}
-	ir, ok := r.Runtime.(host.InteractionResponder)
-	if !ok {
-		return host.DeliveryReport{}, errors.New("conformance: the driver's runtime does not implement host.InteractionResponder")
-	}
 	r.deliveries.Add(1)
-	rep, err := ir.RespondInteraction(ctx, d)
+	rep, err := r.Runtime.RespondInteraction(ctx, d)
 	if err == nil && loseAck > 0 {
 		// The runtime delivered, but the acknowledgement never arrives.
 		return host.DeliveryReport{}, errors.New("conformance: delivery acknowledgement lost")

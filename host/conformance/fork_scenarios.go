@@ -14,49 +14,16 @@ import (
 	"github.com/ensemble-dev/ensemble/host"
 )
 
-// Session fork and settings (issue 14).
-//
-// ForkDriver is the optional driver extension these scenarios need: a
-// runtime whose agent attests the given fork mode (the sim agent with
-// through-turn fork, with only ACP session/fork, or with none).
-type ForkDriver interface {
-	NewRuntimeForking(t *testing.T, mode host.ForkMode) host.Runtime
-}
-
-// The probe forwards the optional runtime ports to the runtime it wraps.
-func (r *probeRuntime) ForkCapability() (host.ForkMode, string) {
-	if f, ok := r.Runtime.(host.Forker); ok {
-		return f.ForkCapability()
-	}
-	return host.ForkNone, host.ReasonForkUnsupported
-}
-
-func (r *probeRuntime) Fork(ctx context.Context, req host.ForkRequest) (host.ForkResult, error) {
-	f, ok := r.Runtime.(host.Forker)
-	if !ok {
-		return host.ForkResult{}, &host.LocalError{Code: host.ReasonForkUnsupported}
-	}
-	return f.Fork(ctx, req)
-}
-
-func (r *probeRuntime) UpdateSettings(ctx context.Context, ws, sid string, settings map[string]string) error {
-	if u, ok := r.Runtime.(host.SettingsUpdater); ok {
-		return u.UpdateSettings(ctx, ws, sid, settings)
-	}
-	return nil
-}
+// Session fork and settings (issue 14). The fork runtimes come from
+// Driver.NewRuntimeForking.
 
 // forkFixture is a fixture whose runtime attests mode and whose Host
 // bounds working directories by root ("" = unchecked).
 func forkFixture(t *testing.T, d Driver, mode host.ForkMode, root string) *fixture {
 	t.Helper()
-	fd, ok := d.(ForkDriver)
-	if !ok {
-		t.Fatalf("the driver must implement conformance.ForkDriver")
-	}
 	f := newFixture(t, d)
 	f.stopOps()
-	f.runtime = &probeRuntime{Runtime: fd.NewRuntimeForking(t, mode)}
+	f.runtime = &probeRuntime{Runtime: d.NewRuntimeForking(t, mode)}
 	f.obs = &recordingObserver{}
 	f.host = host.New(host.Config{Store: f.store, Runtime: f.runtime, Observer: f.obs, Now: f.clock.Now, WorkspaceRoot: root})
 	if _, err := f.host.Recover(ctx); err != nil {

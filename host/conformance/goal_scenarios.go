@@ -322,7 +322,7 @@ func (k heldGoalSink) ReportGoal(ctx context.Context, r host.GoalReport) error {
 		k.h.once.Do(func() { close(k.h.held) })
 		<-k.h.release
 	}
-	return k.TurnSink.(host.GoalReporter).ReportGoal(ctx, r)
+	return k.TurnSink.ReportGoal(ctx, r)
 }
 
 // holdGoalReports wraps every later dispatch's sink.

@@ -495,7 +495,7 @@ var InteractionOlderTurnNotActionable = Scenario{"interactions/older_turn_pendin
 		Kind: host.InteractionApproval, Title: "old", Options: []host.InteractionOption{{ID: "ok", Name: "OK"}},
 		State: host.InteractionPending, CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()}
 	err := f.store.Update(ctx, func(tx host.Tx) error {
-		return tx.(host.InteractionTx).InsertInteraction(ctx, stale)
+		return tx.InsertInteraction(ctx, stale)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // for every Turn, retrying each sink call the Host calls transient as the
 // ACP adapter does, so scenarios control exactly what the agent sent.
 type scriptRuntime struct {
+	host.NoRuntimeCapabilities
 	events []host.OutputEvent
 	// afterOutput, when set, runs after each Output returned.
 	afterOutput func(ref host.TurnRef, sent []host.OutputEvent)

@@ -47,8 +47,7 @@ func (r *probeRuntime) SupportsSteering(ws, sid string) bool {
 	r.mu.Lock()
 	off := r.noSteering
 	r.mu.Unlock()
-	sr, ok := r.Runtime.(host.SteeringRuntime)
-	return ok && !off && sr.SupportsSteering(ws, sid)
+	return !off && r.Runtime.SupportsSteering(ws, sid)
 }
 
 func (r *probeRuntime) SteeringReady(ctx context.Context, ref host.TurnRef) error {
@@ -63,11 +62,7 @@ func (r *probeRuntime) SteeringReady(ctx context.Context, ref host.TurnRef) erro
 
 // notifySteering delivers a steering notice to the inner runtime.
 func (r *probeRuntime) notifySteering(ctx context.Context, ref host.TurnRef) error {
-	sr, ok := r.Runtime.(host.SteeringRuntime)
-	if !ok {
-		return fmt.Errorf("conformance: runtime has no steering")
-	}
-	return sr.SteeringReady(ctx, ref)
+	return r.Runtime.SteeringReady(ctx, ref)
 }
 
 func (f *fixture) submit(in host.SendInput) (host.SendResult, error) {

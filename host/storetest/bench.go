@@ -132,7 +132,10 @@ func (bo *benchOutput) finish(b *testing.B) {
 }
 
 // sinkRuntime accepts every dispatch and hands its sink to the benchmark.
-type sinkRuntime struct{ sinks chan host.TurnSink }
+type sinkRuntime struct {
+	host.NoRuntimeCapabilities
+	sinks chan host.TurnSink
+}
 
 func (r *sinkRuntime) Start(_ context.Context, req host.StartRequest) (host.StartResult, error) {
 	return host.StartResult{ProviderSessionID: "bench-" + req.SessionID, Created: true, Resumed: true}, nil

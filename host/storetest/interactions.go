@@ -59,19 +59,11 @@ func normOperation(op host.RuntimeOperation) host.RuntimeOperation {
 
 func istore(t *testing.T, st host.Store) host.InteractionStore {
 	t.Helper()
-	is, ok := st.(host.InteractionStore)
-	if !ok {
-		t.Fatalf("%T does not implement host.InteractionStore", st)
-	}
-	return is
+	return st
 }
 
 func itx(tx host.Tx) (host.InteractionTx, error) {
-	ix, ok := tx.(host.InteractionTx)
-	if !ok {
-		return nil, fmt.Errorf("%T does not implement host.InteractionTx", tx)
-	}
-	return ix, nil
+	return tx, nil
 }
 
 // iupdate runs fn with the interaction side of one transaction.

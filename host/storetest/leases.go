@@ -25,9 +25,6 @@ func RunLeases(t *testing.T, open func(t *testing.T) host.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := open(t)
 			t.Cleanup(func() { st.Close() })
-			if _, ok := st.(host.LeaseStore); !ok {
-				t.Fatalf("%T does not implement host.LeaseStore", st)
-			}
 			tc.fn(t, st)
 		})
 	}
@@ -35,7 +32,7 @@ func RunLeases(t *testing.T, open func(t *testing.T) host.Store) {
 
 func testLeaseTakeOver(t *testing.T, st host.Store) {
 	ctx := context.Background()
-	ls := st.(host.LeaseStore)
+	ls := st
 	ws, sid := uid("ws"), uid("ses")
 	if _, err := ls.GetLease(ctx, ws, sid); !errors.Is(err, host.ErrNotFound) {
 		t.Fatalf("no lease yet: %v", err)
@@ -89,15 +86,11 @@ func testLeaseTakeOver(t *testing.T, st host.Store) {
 
 func testLeaseFence(t *testing.T, st host.Store) {
 	ctx := context.Background()
-	ls := st.(host.LeaseStore)
+	ls := st
 	ws, sid := uid("ws"), uid("ses")
 	check := func(owner string, gen int64) error {
 		return st.Update(ctx, func(tx host.Tx) error {
-			lt, ok := tx.(host.LeaseTx)
-			if !ok {
-				t.Fatalf("%T does not implement host.LeaseTx", tx)
-			}
-			return lt.CheckLease(ctx, ws, sid, owner, gen)
+			return tx.CheckLease(ctx, ws, sid, owner, gen)
 		})
 	}
 	if err := check("epA", 1); !errors.Is(err, host.ErrLeaseLost) {
@@ -128,7 +121,7 @@ func testLeaseFence(t *testing.T, st host.Store) {
 
 func testLeaseConcurrent(t *testing.T, st host.Store) {
 	ctx := context.Background()
-	ls := st.(host.LeaseStore)
+	ls := st
 	ws, sid := uid("ws"), uid("ses")
 	const n = 16
 	owners := make([]string, n)

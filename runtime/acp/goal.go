@@ -39,12 +39,9 @@ func (cl *client) goalNotification(params json.RawMessage) (any, error) {
 	return nil, nil
 }
 
-// goal hands a goal report to the Host when its sink takes them.
+// goal hands a goal report to the Host.
 func (p *pumpState) goal(r host.GoalReport) {
-	gr, ok := p.t.sink.(host.GoalReporter)
-	if !ok {
-		return
-	}
+	gr := p.t.sink
 	if err := p.c.report(func(ctx context.Context) error { return gr.ReportGoal(ctx, r) }); err != nil {
 		p.c.rt.log.Warn("goal report not recorded", "turn", p.t.ref.TurnID, "err", err)
 	}

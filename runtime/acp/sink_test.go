@@ -60,6 +60,12 @@ func (s *recSink) Withdraw(_ context.Context, requestID string) error {
 	return nil
 }
 
+// ReportGoal and PullSteering: the sim agent sends neither unless a test
+// asks for it (steerSink overrides PullSteering).
+func (s *recSink) ReportGoal(context.Context, host.GoalReport) error { return nil }
+
+func (s *recSink) PullSteering(context.Context) ([]host.SteeringMessage, error) { return nil, nil }
+
 func (s *recSink) Subagent(_ context.Context, req host.SubagentRequest) (host.TurnRef, host.TurnSink, error) {
 	s.record(call{kind: "subagent", psid: req.ProviderSessionID, turnID: req.ProviderTurnID})
 	child := newSink(s.t)

@@ -82,11 +82,7 @@ func (cl *client) steeringPull(ctx context.Context, params json.RawMessage) (any
 	if t == nil || t.isFinished() {
 		return out, nil // no prompt of ours in flight: nothing to take
 	}
-	src, ok := t.sink.(host.SteeringSource)
-	if !ok {
-		return out, nil
-	}
-	msgs, err := src.PullSteering(ctx)
+	msgs, err := t.sink.PullSteering(ctx)
 	if err != nil {
 		// Nothing was pulled (the Host delivers only what is durably
 		// pulled); the agent can pull again later.
