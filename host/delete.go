@@ -524,6 +524,11 @@ func (h *Host) quiesceForDelete(ctx context.Context, tx Tx, emit func(...Fact), 
 		if err := tx.InsertGoalFence(ctx, f); err != nil && !errors.Is(err, ErrDuplicate) {
 			return err
 		}
+		// The record is unchanged (same Seq) but now held: watchers learn
+		// it from this fact, committed with the fence that holds it.
+		cp := st
+		cp.Held = true
+		emit(Fact{WorkspaceID: ws, Kind: FactGoalState, SessionID: s.ID, Version: st.Seq, Goal: &cp})
 	}
 	return nil
 }
