@@ -119,10 +119,10 @@ func scanSessionSummary(row pgx.Row) (host.Session, error) {
 }
 
 func getSession(ctx context.Context, q querier, query, ws, id string) (host.Session, error) {
-	scan := scanSession
-	if query == selectSessionSummary {
-		scan = scanSessionSummary
-	}
+	return getSessionWith(ctx, q, scanSession, query, ws, id)
+}
+
+func getSessionWith(ctx context.Context, q querier, scan func(pgx.Row) (host.Session, error), query, ws, id string) (host.Session, error) {
 	s, err := scan(q.QueryRow(ctx, query, ws, id))
 	if isNoRows(err) {
 		return host.Session{}, notFound("session " + id)
@@ -136,7 +136,7 @@ func getSession(ctx context.Context, q querier, query, ws, id string) (host.Sess
 // GetSession returns a session in ws, provisional and tombstoned ones too.
 func (s *Store) GetSession(ctx context.Context, ws, id string) (host.Session, error) {
 	return withPool(ctx, s, func(q querier) (host.Session, error) {
-		return getSession(ctx, q, selectSessionSummary, ws, id)
+		return getSessionWith(ctx, q, scanSessionSummary, selectSessionSummary, ws, id)
 	})
 }
 
