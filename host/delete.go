@@ -543,6 +543,11 @@ func (h *Host) quiesceForDelete(ctx context.Context, tx Tx, emit func(...Fact), 
 			return err
 		}
 		qs.held(f)
+		// The record is unchanged (same Seq) but now held: watchers learn
+		// it from this fact, committed with the fence that holds it.
+		cp := st
+		cp.Held = true
+		emit(Fact{WorkspaceID: ws, Kind: FactGoalState, SessionID: s.ID, Version: st.Seq, Goal: &cp})
 	}
 	return nil
 }

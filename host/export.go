@@ -494,6 +494,7 @@ func restoreGoal(ctx context.Context, tx Tx, in RestoreGraphInput, s Session) er
 		}
 	}
 	cp := st
+	cp.Held = st.Goal != nil && st.Goal.Status == GoalActive // fenced just above
 	_, err := tx.AppendFacts(ctx, Fact{WorkspaceID: in.WorkspaceID, Kind: FactGoalState, SessionID: s.ID, Version: st.Seq, Goal: &cp})
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -110,7 +111,9 @@ type GoalState struct {
 	UpdatedAt time.Time        `json:"updatedAt"`
 	// Held is true when an active goal waits for a person's resume: it
 	// was restored from the Trash or imported, and restore starts no
-	// agent. It is derived on read (goal.get, snapshots), never stored.
+	// agent. It is derived on read (goal.get, snapshots), never stored,
+	// and set on the goal_state fact committed with the fence that holds
+	// the goal (delete, import); a later revision is never held.
 	Held bool `json:"held,omitempty"`
 }
 
@@ -274,4 +277,41 @@ func goalDigest(sessionID, action string, spec *GoalSpec) string {
 	}{sessionID, action, spec})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// GoalSummary is the compact goal a session list row shows (a badge).
+type GoalSummary struct {
+	Status GoalStatus `json:"status"`
+	// Objective is cut to GoalSummaryObjectiveMax runes: the row shows a
+	// hint, goal.get has the whole goal.
+	Objective string `json:"objective"`
+	// Held: an active goal waiting for a person's resume (GoalState.Held).
+	Held bool `json:"held,omitempty"`
+}
+
+// GoalSummaryObjectiveMax bounds GoalSummary.Objective, in runes.
+const GoalSummaryObjectiveMax = 80
+
+// SummarizeGoal builds a session's GoalSummary from its stored goal record
+// and the identity "operationId revision" of its newest fence (empty:
+// none), both read by the store in the session read's query. Fences only
+// ever name the current or an older revision, so the current identity is
+// fenced exactly when it is the newest fence. A record that does not
+// decode or has no live goal gives nil: the list stays readable while the
+// goal loop quarantines it.
+func SummarizeGoal(stateJSON []byte, newestFence string) *GoalSummary {
+	if len(stateJSON) == 0 {
+		return nil
+	}
+	var st GoalState
+	if json.Unmarshal(stateJSON, &st) != nil || !st.Goal.Live() {
+		return nil
+	}
+	g := st.Goal
+	obj := g.Objective
+	if r := []rune(obj); len(r) > GoalSummaryObjectiveMax {
+		obj = string(r[:GoalSummaryObjectiveMax-1]) + "…"
+	}
+	return &GoalSummary{Status: g.Status, Objective: obj,
+		Held: g.Status == GoalActive && newestFence == g.OperationID+" "+strconv.FormatInt(g.Revision, 10)}
 }

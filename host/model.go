@@ -36,6 +36,10 @@ type Session struct {
 	CreatedAt   time.Time  `json:"createdAt"`
 	UpdatedAt   time.Time  `json:"updatedAt"`
 	DeletedAt   *time.Time `json:"deletedAt,omitempty"`
+	// Goal is the session's live goal as the session list shows it, read
+	// with the session by the stores' session reads (list, get, changes);
+	// nil when it has no active or paused goal. Never written.
+	Goal *GoalSummary `json:"goal,omitempty"`
 }
 
 // TurnPhase is where a Turn is in its lifecycle. The first five are the

@@ -41,7 +41,7 @@ func (t *topic) readGoal(ctx context.Context) error {
 		return nil // never had a goal
 	}
 	t.mu.Lock()
-	if t.sv.goal == nil || g.Seq > t.sv.goal.Seq {
+	if newerGoal(g, t.sv.goal) {
 		t.sv.goal = &g
 	}
 	t.mu.Unlock()
@@ -60,6 +60,15 @@ func (h *Hub) onGoalFact(f host.Fact) {
 	var t *topic
 	if e := h.workspaces[f.WorkspaceID]; e != nil {
 		t = e.sessions[f.SessionID]
+		// Session summaries carry the goal summary (the list's badge):
+		// the workspace topic, and the session topic's own summary,
+		// reread the session.
+		if e.ws != nil {
+			h.markDirty(e.ws, dirtySession(f.SessionID))
+		}
+		if t != nil {
+			h.markDirty(t, dirtySession(f.SessionID))
+		}
 	}
 	h.mu.Unlock()
 	if t == nil {
@@ -71,11 +80,22 @@ func (h *Hub) onGoalFact(f host.Fact) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.sv.goal != nil && g.Seq <= t.sv.goal.Seq {
+	if !newerGoal(g, t.sv.goal) {
 		return
 	}
 	t.sv.goal = &g
 	if t.loaded {
 		t.emit(KindGoalState, "", g)
 	}
+}
+
+// newerGoal reports whether g supersedes cur. States are ordered by Seq
+// and, at one Seq, a held state follows the unheld one: a delete or an
+// import holds the goal without changing its bytes (so not its Seq), and
+// only a new revision (a higher Seq) ever releases it.
+func newerGoal(g host.GoalState, cur *host.GoalState) bool {
+	if cur == nil || g.Seq > cur.Seq {
+		return true
+	}
+	return g.Seq == cur.Seq && g.Held && !cur.Held
 }

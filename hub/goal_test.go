@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ensemble-dev/ensemble/host"
@@ -99,5 +101,62 @@ func TestCorruptGoalRecordKeepsSessionWatchable(t *testing.T) {
 	defer tp.mu.Unlock()
 	if snap, err := tp.sessionSnapshotLocked(); err != nil || snap.Goal != nil {
 		t.Fatalf("snapshot = %+v, %v", snap.Goal, err)
+	}
+}
+
+// A delete or an import holds a goal without changing its record, so its
+// goal_state fact has the same Seq with held set: watchers get it, and an
+// unheld copy of that Seq (a late relay copy) never takes it back.
+func TestGoalStateHeldAtSameSeq(t *testing.T) {
+	fr := &fakeReader{sessions: map[string]host.Session{"s1": {WorkspaceID: "w", ID: "s1", RootID: "s1"}}}
+	bus := NewLocalBus()
+	h := New(Config{Reader: fr, Bus: bus})
+	defer h.Close()
+	tp, err := h.acquire(kindSession, "w", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.release(tp)
+	tp.readMu.Lock()
+	err = tp.loadLocked(context.Background())
+	tp.readMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fact := func(seq int64, held bool) host.Fact {
+		return host.Fact{WorkspaceID: "w", Kind: host.FactGoalState, SessionID: "s1", Version: seq,
+			Goal: &host.GoalState{WorkspaceID: "w", SessionID: "s1", Revision: seq, Seq: seq, Held: held,
+				Goal: &host.Goal{GoalSpec: host.GoalSpec{Objective: "o"}, Status: host.GoalActive, Revision: seq}}}
+	}
+	tp.mu.Lock()
+	before := tp.seq
+	tp.mu.Unlock()
+	for _, f := range []host.Fact{
+		fact(2, false),
+		fact(2, true),  // held by a delete: pushed
+		fact(2, false), // late unheld copy: dropped
+		fact(2, true),  // duplicate: dropped
+		fact(3, false), // resumed: a new revision, not held
+	} {
+		_ = bus.Publish(context.Background(), []host.Fact{f})
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	var got []string
+	for _, ev := range tp.ring.evs[tp.ring.head:] {
+		if ev.seq <= before {
+			continue
+		}
+		var f struct {
+			Kind    string
+			Payload host.GoalState
+		}
+		_ = json.Unmarshal(ev.data, &f)
+		if f.Kind == KindGoalState {
+			got = append(got, fmt.Sprintf("%d/%v", f.Payload.Seq, f.Payload.Held))
+		}
+	}
+	if want := []string{"2/false", "2/true", "3/false"}; !slices.Equal(got, want) {
+		t.Fatalf("goal_state events %v, want %v", got, want)
 	}
 }

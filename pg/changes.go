@@ -36,7 +36,7 @@ func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.C
 	}
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
-	b.Queue(selectSession, ws, sessionID)
+	b.Queue(selectSessionSummary, ws, sessionID)
 	if !q.NoTurns {
 		b.Queue(`SELECT `+turnCols+` FROM turns WHERE workspace_id = $1 AND session_id = $2
 			ORDER BY seq DESC LIMIT $3`, ws, sessionID, turnLimit+1)
@@ -58,7 +58,7 @@ func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.C
 	if _, err := br.Exec(); err != nil {
 		return host.Changes{}, classify("changes: begin", err)
 	}
-	c.Session, err = scanSession(br.QueryRow())
+	c.Session, err = scanSessionSummary(br.QueryRow())
 	if isNoRows(err) {
 		return host.Changes{}, notFound("session " + sessionID)
 	}

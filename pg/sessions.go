@@ -67,8 +67,63 @@ func decodeSettings(v *string) (map[string]string, error) {
 
 const selectSession = `SELECT ` + sessionCols + ` FROM sessions WHERE workspace_id = $1 AND id = $2`
 
+// sessionSummaryFrom reads sessions (as s) with their goal summary in the
+// same statement: the live goal's record and the identity of the
+// session's newest fence (host.SummarizeGoal). Only the pool reads (get,
+// list, changes) use it; a transaction's locking read stays on sessions.
+var sessionSummaryFrom = prefixCols(sessionCols, "s.") + `, g.state_json,
+	CASE WHEN g.status = 'active' THEN (SELECT f.operation_id || ' ' || f.revision FROM goal_fences f
+		WHERE f.workspace_id = s.workspace_id AND f.session_id = s.id
+		ORDER BY f.revision DESC, f.operation_id DESC LIMIT 1) END
+	FROM sessions s LEFT JOIN goals g ON g.workspace_id = s.workspace_id AND g.session_id = s.id
+		AND g.status IN ('active', 'paused')`
+
+var selectSessionSummary = `SELECT ` + sessionSummaryFrom + ` WHERE s.workspace_id = $1 AND s.id = $2`
+
+// prefixCols qualifies each column of a column list with p.
+func prefixCols(cols, p string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// scanSessionSummary scans a sessionSummaryFrom row.
+func scanSessionSummary(row pgx.Row) (host.Session, error) {
+	var (
+		s        host.Session
+		settings *string
+		goal     *string
+		fence    *string
+	)
+	err := row.Scan(&s.WorkspaceID, &s.ID, &s.ParentID, &s.RootID, &s.Title, &s.TitleExplicit,
+		&s.Agent, &s.Simulated, &settings, &s.Pinned, &s.ProviderSessionID, &s.MessageVersion,
+		&s.TurnCount, &s.ActiveTurnID, &s.Provisional, &s.CreatedBy, &s.CreatedAt, &s.UpdatedAt,
+		&s.DeletedAt, &s.ContextLost, &goal, &fence)
+	if err != nil {
+		return host.Session{}, err
+	}
+	s.CreatedAt, s.UpdatedAt, s.DeletedAt = utc(s.CreatedAt), utc(s.UpdatedAt), utcPtr(s.DeletedAt)
+	if s.Settings, err = decodeSettings(settings); err != nil {
+		return host.Session{}, fmt.Errorf("session %s/%s: %w", s.WorkspaceID, s.ID, err)
+	}
+	if goal != nil {
+		f := ""
+		if fence != nil {
+			f = *fence
+		}
+		s.Goal = host.SummarizeGoal([]byte(*goal), f)
+	}
+	return s, nil
+}
+
 func getSession(ctx context.Context, q querier, query, ws, id string) (host.Session, error) {
-	s, err := scanSession(q.QueryRow(ctx, query, ws, id))
+	return getSessionWith(ctx, q, scanSession, query, ws, id)
+}
+
+func getSessionWith(ctx context.Context, q querier, scan func(pgx.Row) (host.Session, error), query, ws, id string) (host.Session, error) {
+	s, err := scan(q.QueryRow(ctx, query, ws, id))
 	if isNoRows(err) {
 		return host.Session{}, notFound("session " + id)
 	}
@@ -81,7 +136,7 @@ func getSession(ctx context.Context, q querier, query, ws, id string) (host.Sess
 // GetSession returns a session in ws, provisional and tombstoned ones too.
 func (s *Store) GetSession(ctx context.Context, ws, id string) (host.Session, error) {
 	return withPool(ctx, s, func(q querier) (host.Session, error) {
-		return getSession(ctx, q, selectSession, ws, id)
+		return getSessionWith(ctx, q, scanSessionSummary, selectSessionSummary, ws, id)
 	})
 }
 
@@ -222,19 +277,19 @@ func (t *tx) DeleteProvisionalSession(ctx context.Context, ws, id string) error 
 // ListSessions pages visible sessions newest first by (created_at, id).
 func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery) (host.SessionPage, error) {
 	limit := clampLimit(q.Limit, 50, 200)
-	query := `SELECT ` + sessionCols + ` FROM sessions
-		WHERE workspace_id = $1 AND NOT provisional AND deleted_at IS NULL`
+	query := `SELECT ` + sessionSummaryFrom + `
+		WHERE s.workspace_id = $1 AND NOT s.provisional AND s.deleted_at IS NULL`
 	args := []any{ws}
 	if q.Cursor != "" {
 		at, id, err := decodeSessionCursor(q.Cursor)
 		if err != nil {
 			return host.SessionPage{}, err
 		}
-		query += ` AND (created_at, id) < ($2, $3)`
+		query += ` AND (s.created_at, s.id) < ($2, $3)`
 		args = append(args, at, id)
 	}
 	args = append(args, limit+1)
-	query += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
+	query += fmt.Sprintf(` ORDER BY s.created_at DESC, s.id DESC LIMIT $%d`, len(args))
 
 	return withPool(ctx, s, func(db querier) (host.SessionPage, error) {
 		rows, err := db.Query(ctx, query, args...)
@@ -244,7 +299,7 @@ func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery
 		defer rows.Close()
 		page := host.SessionPage{Sessions: []host.Session{}}
 		for rows.Next() {
-			sess, err := scanSession(rows)
+			sess, err := scanSessionSummary(rows)
 			if err != nil {
 				return host.SessionPage{}, classify("list sessions", err)
 			}

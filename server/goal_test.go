@@ -84,3 +84,103 @@ func TestGoalControlFansOutToWatchers(t *testing.T) {
 		t.Fatalf("content and goal: %s", f.raw)
 	}
 }
+
+// A workspace watcher's session list follows the goal live: the snapshot
+// and every session_summary carry the session's goal summary, refreshed
+// when a goal_state commits (set, pause, resume). After a delete and a
+// restore the goal is held: the list says so and the session watcher's
+// goal_state says so too, without a reload.
+func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	m, w := e.dial(e.member, false), e.dial(e.viewer, false)
+	sess := createSession(t, m)
+	var ws struct {
+		Sub      string                 `json:"sub"`
+		Snapshot *hub.WorkspaceSnapshot `json:"snapshot"`
+	}
+	w.must("subscribe", map[string]any{"workspace": testWS, "topic": "workspace"}, &ws)
+	if ws.Snapshot == nil || len(ws.Snapshot.Sessions) != 1 || ws.Snapshot.Sessions[0].Goal != nil {
+		t.Fatalf("workspace snapshot before any goal: %+v", ws.Snapshot)
+	}
+	var last host.Session // the newest summary seen: it may already match
+	waitSession := func(what string, ok func(host.Session) bool) {
+		t.Helper()
+		if last.ID != "" && ok(last) {
+			return
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			f := w.nextEvent(time.Until(deadline))
+			if f.Sub != ws.Sub || f.Kind != hub.KindSessionSummary {
+				continue
+			}
+			var p hub.SessionSummary
+			mustJSON(t, f.Payload, &p)
+			if p.Session.ID != sess.ID {
+				continue
+			}
+			last = p.Session
+			if ok(p.Session) {
+				return
+			}
+		}
+		t.Fatalf("no session_summary with the goal %s", what)
+	}
+	waitSummary := func(what string, ok func(*host.GoalSummary) bool) {
+		t.Helper()
+		waitSession(what, func(s host.Session) bool { return ok(s.Goal) })
+	}
+	control := func(csid, action string, goal map[string]any) {
+		in := map[string]any{"workspace": testWS, "sessionId": sess.ID, "clientSubmitId": csid, "action": action}
+		if goal != nil {
+			in["goal"] = goal
+		}
+		var res host.GoalControlResult
+		m.must("goal.control", in, &res)
+	}
+	const obj = "/sim goal-after=9 goal-hang-from=2\nPolish the README"
+	control("gs-1", "set", map[string]any{"objective": obj})
+	waitSummary("active", func(g *host.GoalSummary) bool {
+		return g != nil && g.Status == host.GoalActive && g.Objective == obj && !g.Held
+	})
+	control("gs-2", "pause", nil)
+	waitSummary("paused", func(g *host.GoalSummary) bool { return g != nil && g.Status == host.GoalPaused })
+	var page host.SessionPage
+	w.must("session.list", map[string]any{"workspace": testWS}, &page)
+	if len(page.Sessions) != 1 || page.Sessions[0].Goal == nil || page.Sessions[0].Goal.Status != host.GoalPaused {
+		t.Fatalf("session.list goal: %+v", page.Sessions)
+	}
+	// Once the paused goal's turn has ended, a clear changes nothing but
+	// the goal: only its goal_state fact can refresh the list.
+	waitSession("paused, its turn ended", func(s host.Session) bool {
+		return s.ActiveTurnID == "" && s.Goal != nil && s.Goal.Status == host.GoalPaused
+	})
+	control("gs-3", "clear", nil)
+	waitSummary("cleared (none)", func(g *host.GoalSummary) bool { return g == nil })
+	control("gs-3b", "set", map[string]any{"objective": obj})
+	waitSummary("set again", func(g *host.GoalSummary) bool { return g != nil && g.Status == host.GoalActive && !g.Held })
+
+	ss := subscribeSession(t, w, sess.ID, nil)
+	var del host.DeleteSessionsResult
+	m.must("session.delete", map[string]any{"workspace": testWS, "sessionIds": []string{sess.ID}}, &del)
+	var rr host.RestoreResult
+	m.must("session.restore", map[string]any{"workspace": testWS, "sessionId": sess.ID}, &rr)
+	// The session watcher learns the goal is held from a goal_state event.
+	deadline := time.Now().Add(10 * time.Second)
+	sawHeld := false
+	for !sawHeld && time.Now().Before(deadline) {
+		f := w.nextEvent(time.Until(deadline))
+		if f.Sub != ss.Sub || f.Kind != hub.KindGoalState {
+			continue
+		}
+		var g host.GoalState
+		mustJSON(t, f.Payload, &g)
+		sawHeld = g.Held && g.Goal != nil && g.Goal.Status == host.GoalActive
+	}
+	if !sawHeld {
+		t.Fatalf("the session watcher got no held goal_state")
+	}
+	waitSummary("held after restore", func(g *host.GoalSummary) bool { return g != nil && g.Status == host.GoalActive && g.Held })
+	control("gs-4", "resume", nil)
+	waitSummary("resumed from held", func(g *host.GoalSummary) bool { return g != nil && g.Status == host.GoalActive && !g.Held })
+}

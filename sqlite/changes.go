@@ -25,7 +25,7 @@ func (s *Store) Changes(ctx context.Context, ws, sessionID string, q host.Change
 	}
 	defer rtx.Rollback() //nolint:errcheck // read-only: nothing to keep
 	var c host.Changes
-	if c.Session, err = getSession(ctx, rtx, ws, sessionID); err != nil {
+	if c.Session, err = getSessionSummary(ctx, rtx, ws, sessionID); err != nil {
 		return host.Changes{}, err
 	}
 	if !q.NoTurns {

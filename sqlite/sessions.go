@@ -67,6 +67,63 @@ func decodeSettings(v sql.NullString) (map[string]string, error) {
 	return m, nil
 }
 
+// sessionSummaryFrom reads sessions (as s) with their goal summary in the
+// same statement: the live goal's record and the identity of the
+// session's newest fence (host.SummarizeGoal). The pool reads (get, list,
+// changes) use it; a transaction's read stays on sessions, as in pg.
+var sessionSummaryFrom = prefixCols(sessionCols, "s.") + `, g.state_json,
+	CASE WHEN g.status = 'active' THEN (SELECT f.operation_id || ' ' || f.revision FROM goal_fences f
+		WHERE f.workspace_id = s.workspace_id AND f.session_id = s.id
+		ORDER BY f.revision DESC, f.operation_id DESC LIMIT 1) END
+	FROM sessions s LEFT JOIN goals g ON g.workspace_id = s.workspace_id AND g.session_id = s.id
+		AND g.status IN ('active', 'paused')`
+
+// prefixCols qualifies each column of a column list with p.
+func prefixCols(cols, p string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// summaryRow splits a sessionSummaryFrom row: scanSession's columns, then
+// the goal record and the newest fence.
+type summaryRow struct {
+	sc          scanner
+	goal, fence *sql.NullString
+}
+
+func (r summaryRow) Scan(dest ...any) error {
+	return r.sc.Scan(append(dest, r.goal, r.fence)...)
+}
+
+// scanSessionSummary scans a sessionSummaryFrom row.
+func scanSessionSummary(sc scanner) (host.Session, error) {
+	var goal, fence sql.NullString
+	s, err := scanSession(summaryRow{sc, &goal, &fence})
+	if err != nil {
+		return s, err
+	}
+	if goal.Valid {
+		s.Goal = host.SummarizeGoal([]byte(goal.String), fence.String)
+	}
+	return s, nil
+}
+
+// getSessionSummary is getSession with the session's goal summary.
+func getSessionSummary(ctx context.Context, q querier, ws, id string) (host.Session, error) {
+	row := q.QueryRowContext(ctx, `SELECT `+sessionSummaryFrom+` WHERE s.workspace_id = ? AND s.id = ?`, ws, id)
+	s, err := scanSessionSummary(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return host.Session{}, notFound("session " + id)
+	}
+	if err != nil {
+		return host.Session{}, classify("get session", err)
+	}
+	return s, nil
+}
+
 func getSession(ctx context.Context, q querier, ws, id string) (host.Session, error) {
 	row := q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE workspace_id = ? AND id = ?`, ws, id)
 	s, err := scanSession(row)
@@ -85,7 +142,7 @@ func (s *Store) GetSession(ctx context.Context, ws, id string) (host.Session, er
 	if err != nil {
 		return host.Session{}, err
 	}
-	return getSession(ctx, r, ws, id)
+	return getSessionSummary(ctx, r, ws, id)
 }
 
 func (t *tx) Session(ctx context.Context, ws, id string) (host.Session, error) {
@@ -177,18 +234,18 @@ func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery
 		return host.SessionPage{}, err
 	}
 	limit := clampLimit(q.Limit, 50, 200)
-	query := `SELECT ` + sessionCols + ` FROM sessions
-		WHERE workspace_id = ? AND provisional = 0 AND deleted_at IS NULL`
+	query := `SELECT ` + sessionSummaryFrom + `
+		WHERE s.workspace_id = ? AND s.provisional = 0 AND s.deleted_at IS NULL`
 	args := []any{ws}
 	if q.Cursor != "" {
 		at, id, err := decodeSessionCursor(q.Cursor)
 		if err != nil {
 			return host.SessionPage{}, err
 		}
-		query += ` AND (created_at, id) < (?, ?)`
+		query += ` AND (s.created_at, s.id) < (?, ?)`
 		args = append(args, at, id)
 	}
-	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	query += ` ORDER BY s.created_at DESC, s.id DESC LIMIT ?`
 	args = append(args, limit+1)
 
 	rows, err := r.QueryContext(ctx, query, args...)
@@ -198,7 +255,7 @@ func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery
 	defer rows.Close()
 	page := host.SessionPage{Sessions: []host.Session{}}
 	for rows.Next() {
-		sess, err := scanSession(rows)
+		sess, err := scanSessionSummary(rows)
 		if err != nil {
 			return host.SessionPage{}, classify("list sessions", err)
 		}

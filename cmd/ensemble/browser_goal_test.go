@@ -50,6 +50,10 @@ func TestBrowserGoalSetPauseSharedBar(t *testing.T) {
 	if got := js[string](t, bob, "Bob's bar", goalBarText); got != "Goal | Polish the README until it reads well | active | rev 1 · 1 of 5 turns | set by Alice" {
 		t.Fatalf("Bob's goal bar: %q", got)
 	}
+	// The session list shows it too, live, to everyone (workspace topic).
+	for name, ctx := range map[string]context.Context{"Alice": alice, "Bob": bob, "Carol": carol} {
+		waitJS(t, ctx, name+" sees the goal badge in the session list", sidebarGoal(sid)+` === 'goal|active|Goal (active): /sim goal-after=9 goal-hang-from=2\nPolish the README until it reads well'`)
+	}
 	screenshot(t, alice, "08-goal-active")
 
 	// Bob pauses it: the running goal turn stops, everyone sees who paused.
@@ -66,9 +70,19 @@ func TestBrowserGoalSetPauseSharedBar(t *testing.T) {
 	}
 	waitJS(t, alice, "the fenced goal turn ended", `!document.querySelector('#session-live') || document.querySelector('#session-live').hidden`)
 	waitJS(t, alice, "Alice sees who stopped the goal turn", `document.querySelector('#transcript').innerText.includes('Stopped by Bob (goal paused)')`)
+	for name, ctx := range map[string]context.Context{"Alice": alice, "Bob": bob, "Carol": carol} {
+		waitJS(t, ctx, name+" sees the paused badge in the session list", sidebarGoal(sid)+`.startsWith('goal paused|paused|')`)
+	}
 	screenshot(t, bob, "09-goal-paused-by-bob")
 	screenshot(t, alice, "10-goal-paused-seen-by-alice")
 	screenshot(t, carol, "11-goal-viewer")
+}
+
+// sidebarGoal is the session list row's goal badge as "text|status|title"
+// ("" when hidden).
+func sidebarGoal(sid string) string {
+	return `(() => { const b = document.querySelector('#session-list [data-session-id="` + sid + `"] .session-goal');
+		return !b || b.hidden ? '' : [b.textContent, b.dataset.status, b.title].join('|'); })()`
 }
 
 func jsString(s string) string {

@@ -246,6 +246,21 @@ var ExportImportGoalHeld = Scenario{Name: "export/goal_round_trips_and_an_import
 	if err != nil || got.Goal == nil || got.Goal.Status != host.GoalActive || got.Revision != want.Revision || got.WorkspaceID != importWS || !got.Held {
 		t.Fatalf("imported goal: %+v %v", got, err)
 	}
+	// The import's goal_state fact (in its outbox, for the relay) says
+	// so: a watcher need not reload.
+	rows, err := f.store.PendingFacts(ctx, time.Now().Add(time.Minute), 10000)
+	if err != nil {
+		t.Fatalf("pending facts: %v", err)
+	}
+	var heldFact bool
+	for _, r := range rows {
+		if fa := r.Fact; fa.Kind == host.FactGoalState && fa.WorkspaceID == importWS && fa.SessionID == src.ID && fa.Goal != nil {
+			heldFact = fa.Goal.Held && fa.Goal.Seq == got.Seq
+		}
+	}
+	if !heldFact {
+		t.Fatalf("the import's goal_state fact is not held")
+	}
 	// Identical re-import is a no-op, with the goal.
 	if r, err := host.RestoreSessionGraph(ctx, f.store, host.RestoreGraphInput{WorkspaceID: importWS, UserID: "carol", Graph: dg}); err != nil || r.Created {
 		t.Fatalf("idempotent re-import: %+v %v", r, err)

@@ -100,6 +100,28 @@ func (f *fixture) goalFacts(sid string) []host.GoalState {
 	return out
 }
 
+// waitGoalFact waits until a committed goal_state fact of (w, sid)
+// satisfies ok and returns it.
+func (f *fixture) waitGoalFact(w, sid, what string, ok func(host.GoalState) bool) host.GoalState {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.obs.mu.Lock()
+		for _, fact := range f.obs.facts {
+			if fact.Kind == host.FactGoalState && fact.WorkspaceID == w && fact.SessionID == sid && fact.Goal != nil && ok(*fact.Goal) {
+				g := *fact.Goal
+				f.obs.mu.Unlock()
+				return g
+			}
+		}
+		f.obs.mu.Unlock()
+		if time.Now().After(deadline) {
+			f.t.Fatalf("no goal_state fact %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // GoalArmContinueAchieved: set → goal_arm → goal_continuation → the agent
 // reports achieved through the _ensemble/goal notification. Each goal turn
 // carries the goal's exact operation and revision; every projection change

@@ -903,6 +903,14 @@ var TrashDeleteHoldsGoalAndQueue = Scenario{"trash/delete_holds_goal_and_withdra
 	if err != nil || g.Goal == nil || g.Goal.Status != host.GoalActive || g.Goal.Revision != 1 || !g.Held {
 		t.Fatalf("restored goal: held %v %+v %v", g.Held, g.Goal, err)
 	}
+	// Watchers learn it too: the delete committed a goal_state fact at the
+	// unchanged Seq with held set, and the session list shows it held.
+	f.waitGoalFact(ws, s.ID, "held at the goal's own seq", func(h host.GoalState) bool {
+		return h.Held && h.Seq == g.Seq && h.Revision == g.Revision
+	})
+	if ls, err := f.host.GetSession(ctx, ws, s.ID); err != nil || ls.Goal == nil || !ls.Goal.Held || ls.Goal.Status != host.GoalActive {
+		t.Fatalf("restored session's goal summary: %+v %v", ls.Goal, err)
+	}
 	// A person resumes it: a new revision, armed afresh.
 	res := f.mustGoal(s.ID, "hg-4", host.GoalActionResume, nil, "carol")
 	if res.Goal == nil || res.Goal.Status != host.GoalActive || res.Goal.Revision != 2 {
@@ -914,6 +922,10 @@ var TrashDeleteHoldsGoalAndQueue = Scenario{"trash/delete_holds_goal_and_withdra
 	}
 	if g, err := f.host.GetGoal(ctx, ws, s.ID); err != nil || g.Held {
 		t.Fatalf("a resumed goal still reads held: %+v %v", g, err)
+	}
+	f.waitGoalFact(ws, s.ID, "of the resume, not held", func(h host.GoalState) bool { return h.Revision == 2 && !h.Held })
+	if ls, err := f.host.GetSession(ctx, ws, s.ID); err != nil || ls.Goal == nil || ls.Goal.Held {
+		t.Fatalf("resumed session's goal summary: %+v %v", ls.Goal, err)
 	}
 	f.mustGoal(s.ID, "hg-5", host.GoalActionClear, nil, "carol")
 	f.waitSettled(next)

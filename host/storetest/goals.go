@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ensemble-dev/ensemble/host"
@@ -188,4 +189,100 @@ func normGoal(g host.GoalState) host.GoalState {
 func normGoalOp(op host.GoalOperation) host.GoalOperation {
 	op.CreatedAt, op.UpdatedAt = normTime(op.CreatedAt), normTime(op.UpdatedAt)
 	return op
+}
+
+// testGoalSummaries: the session reads (list, get, changes) carry each
+// session's live goal summary, read with the session and scoped by
+// workspace: held exactly when the newest fence names the current active
+// identity; terminal and missing goals carry none.
+func testGoalSummaries(t *testing.T, st host.Store) {
+	ws, other := uid("ws"), uid("ws")
+	active, held, oldFence, paused, done, none := uid("s"), uid("s"), uid("s"), uid("s"), uid("s"), uid("s")
+	long := strings.Repeat("é", host.GoalSummaryObjectiveMax+5)
+	seed(t, st, []host.Session{session(ws, active, at(0)), session(ws, held, at(1)), session(ws, oldFence, at(2)),
+		session(ws, paused, at(3)), session(ws, done, at(4)), session(ws, none, at(5)), session(other, active, at(6))}, nil, nil, nil)
+	c := ctx(t)
+	goal := func(w, sid string, status host.GoalStatus, obj, opID string, rev int64) host.GoalState {
+		return host.GoalState{WorkspaceID: w, SessionID: sid, Revision: rev, Seq: rev, UpdatedAt: at(7),
+			Goal: &host.Goal{GoalSpec: host.GoalSpec{Objective: obj}, Status: status, Revision: rev, Generation: 1,
+				OperationID: opID, Source: "user", StartedAt: at(7), UpdatedAt: at(7)}}
+	}
+	fence := func(sid, opID string, rev int64) host.GoalFence {
+		return host.GoalFence{WorkspaceID: ws, SessionID: sid, OperationID: opID, Revision: rev,
+			ByOperation: "x", State: host.GoalFenceDone, CreatedAt: at(7), UpdatedAt: at(7)}
+	}
+	update(t, st, func(tx host.Tx) error {
+		for _, g := range []host.GoalState{
+			goal(ws, active, host.GoalActive, long, "gop-a", 2),
+			goal(ws, held, host.GoalActive, "held one", "gop-h", 3),
+			goal(ws, oldFence, host.GoalActive, "moved on", "gop-n", 5),
+			goal(ws, paused, host.GoalPaused, "paused one", "gop-p", 2),
+			goal(ws, done, host.GoalAchieved, "done", "gop-d", 4),
+			// Another workspace's goal on the same session id never leaks.
+			goal(other, active, host.GoalPaused, "foreign", "gop-f", 9),
+		} {
+			if err := tx.PutGoal(c, g); err != nil {
+				return err
+			}
+		}
+		for _, f := range []host.GoalFence{fence(held, "gop-h", 3), fence(held, "gop-0", 1),
+			fence(oldFence, "gop-m", 4), fence(paused, "gop-p", 2)} {
+			if err := tx.InsertGoalFence(c, f); err != nil {
+				return err
+			}
+		}
+		// A fence of another workspace on the active session's identity.
+		f := fence(active, "gop-a", 2)
+		f.WorkspaceID = other
+		return tx.InsertGoalFence(c, f)
+	})
+	want := map[string]*host.GoalSummary{
+		active:   {Status: host.GoalActive, Objective: strings.Repeat("é", host.GoalSummaryObjectiveMax-1) + "…"},
+		held:     {Status: host.GoalActive, Objective: "held one", Held: true},
+		oldFence: {Status: host.GoalActive, Objective: "moved on"},
+		paused:   {Status: host.GoalPaused, Objective: "paused one"},
+		done:     nil,
+		none:     nil,
+	}
+	check := func(what string, s host.Session) {
+		t.Helper()
+		w, ok := want[s.ID]
+		if !ok {
+			t.Fatalf("%s: unexpected session %s", what, s.ID)
+		}
+		if (w == nil) != (s.Goal == nil) || (w != nil && *w != *s.Goal) {
+			t.Errorf("%s %s: goal = %+v, want %+v", what, s.ID, s.Goal, w)
+		}
+	}
+	page, err := st.ListSessions(c, ws, host.SessionQuery{Limit: 50})
+	noErr(t, "list", err)
+	if len(page.Sessions) != len(want) {
+		t.Fatalf("list: %d sessions, want %d", len(page.Sessions), len(want))
+	}
+	for _, s := range page.Sessions {
+		check("list", s)
+	}
+	// A page boundary keeps each row's own summary.
+	p1, err := st.ListSessions(c, ws, host.SessionQuery{Limit: 2})
+	noErr(t, "list page 1", err)
+	p2, err := st.ListSessions(c, ws, host.SessionQuery{Limit: 2, Cursor: p1.NextCursor})
+	noErr(t, "list page 2", err)
+	for _, s := range append(p1.Sessions, p2.Sessions...) {
+		check("paged list", s)
+	}
+	for id := range want {
+		s, err := st.GetSession(c, ws, id)
+		noErr(t, "get", err)
+		check("get", s)
+	}
+	if cr, ok := st.(host.ChangesStore); ok {
+		ch, err := cr.Changes(c, ws, held, host.ChangesQuery{})
+		noErr(t, "changes", err)
+		check("changes", ch.Session)
+	}
+	s, err := st.GetSession(c, other, active)
+	noErr(t, "foreign get", err)
+	if s.Goal == nil || s.Goal.Objective != "foreign" || s.Goal.Held {
+		t.Errorf("foreign session goal = %+v", s.Goal)
+	}
 }

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"MessageParts", testMessageParts},
 		{"ForkOps", testForkOps},
 		{"Goals", testGoals},
+		{"GoalSummaries", testGoalSummaries},
 		{"QueueRoundTrip", testQueueRoundTrip},
 		{"QueueRevisionRollsBack", testQueueRevisionRollsBack},
 		{"QueueConcurrentInserts", testQueueConcurrentInserts},

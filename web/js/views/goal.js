@@ -2,8 +2,9 @@
 // goal turns used of the budget, who set or paused it) and, for members,
 // set / pause / resume / clear. The goal state comes from the session
 // snapshot's `goal` and from `goal_state` events; a state is applied only
-// when its seq is higher than the one held, so a late or duplicate event
-// never moves the bar backwards.
+// when its seq is higher than the one held (or equal and newly held: a
+// delete or import holds the goal without changing it), so a late or
+// duplicate event never moves the bar backwards.
 
 import { h, setText } from '../dom.js';
 
@@ -16,7 +17,9 @@ const STATUS_LABEL = {
 // reports whether anything changed.
 export function applyGoalState(open, gs) {
   if (!open || !gs || gs.sessionId !== open.id) return false;
-  if (open.goal && (open.goal.seq || 0) >= (gs.seq || 0)) return false;
+  const cur = open.goal;
+  if (cur && (cur.seq || 0) > (gs.seq || 0)) return false;
+  if (cur && (cur.seq || 0) === (gs.seq || 0) && (cur.held || !gs.held)) return false;
   open.goal = gs;
   return true;
 }

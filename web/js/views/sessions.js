@@ -8,7 +8,7 @@ export function createSessionList(root, { onOpen, onLoadMore }) {
   const list = root.querySelector('#session-list');
   const empty = root.querySelector('#session-empty');
   const more = root.querySelector('#session-more');
-  const items = new Map(); // id -> {li, title, time, dot, agent, badge, key}
+  const items = new Map(); // id -> {li, title, time, dot, agent, badge, goal, key}
 
   list.addEventListener('click', (e) => {
     const li = e.target.closest('[data-session-id]');
@@ -27,14 +27,15 @@ export function createSessionList(root, { onOpen, onLoadMore }) {
       const agent = h('span', { class: 'session-agent' });
       const badge = h('span', { class: 'badge badge-sim', text: 'simulated', title: 'The built-in sim agent: scripted output, no model' });
       const sub = h('span', { class: 'badge badge-sub', text: 'sub-agent', title: 'Started by the agent of another session; its approvals show there too' });
+      const goal = h('span', { class: 'badge session-goal' });
       const time = h('time', { class: 'session-time' });
       const pin = h('span', { class: 'session-pin', title: 'Pinned', text: '•' });
       const watching = h('span', { class: 'session-watching' });
       const a = h('a', { class: 'session-link', href: `#session=${encodeURIComponent(s.id)}` },
         h('span', { class: 'session-row' }, dot, title, pin, watching),
-        h('span', { class: 'session-meta' }, agent, badge, sub, time));
+        h('span', { class: 'session-meta' }, agent, badge, sub, goal, time));
       const li = h('li', { class: 'session-item', dataset: { sessionId: s.id } }, a);
-      it = { li, a, title, time, dot, agent, badge, pin, sub, watching };
+      it = { li, a, title, time, dot, agent, badge, pin, sub, goal, watching };
       items.set(s.id, it);
     }
     return it;
@@ -54,6 +55,7 @@ export function createSessionList(root, { onOpen, onLoadMore }) {
       setText(it.agent, s.agent || 'agent');
       it.badge.hidden = !s.simulated;
       it.sub.hidden = !s.parentId;
+      renderGoal(it.goal, s.goal);
       setAttr(it.li, 'data-parent-id', s.parentId || null);
       it.pin.hidden = !s.pinned;
       setText(it.time, relativeTime(s.updatedAt || s.createdAt, state.now));
@@ -81,4 +83,21 @@ export function createSessionList(root, { onOpen, onLoadMore }) {
   }
 
   return { render };
+}
+
+// renderGoal: the row's goal badge, for an active or paused goal only (the
+// summary the session list carries; held: restored or imported, waiting
+// for a person's resume).
+function renderGoal(el, g) {
+  const live = !!(g && (g.status === 'active' || g.status === 'paused'));
+  el.hidden = !live;
+  if (!live) {
+    setAttr(el, 'data-status', null);
+    setAttr(el, 'title', null);
+    return;
+  }
+  const state = g.held ? 'held' : g.status;
+  setText(el, state === 'active' ? 'goal' : `goal ${state}`);
+  setAttr(el, 'data-status', state);
+  setAttr(el, 'title', `Goal (${state}): ${g.objective || ''}`);
 }
