@@ -127,6 +127,8 @@ func TestBrowserDeleteTrashRestore(t *testing.T) {
 	}
 	waitJS(t, bob, "Bob's open session says it was purged, with no Restore",
 		`/purged for good/.test(`+notice+`.textContent) && document.querySelector('#restore-deleted').hidden`)
+	waitJS(t, bob, "Bob's composer no longer offers a restore",
+		`document.querySelector('#composer-input').placeholder === 'This session was purged for good.'`)
 	screenshot(t, bob, "trash-08-purged-live-for-bob")
 	if code := p.call(t, "POST", "/sessions/"+sid+"/restore", map[string]any{}, nil); code != 404 {
 		t.Fatalf("restore after purge: %d, want 404", code)

@@ -245,6 +245,7 @@ function start(token, claimsPrincipal) {
     // A deleted session is read-only for everyone until it is restored:
     // its notice's Restore is the only control that writes.
     const deleted = !!(open && open.deleted);
+    const purged = deleted && !!open.purged; // gone for good: nothing to restore
     transcript.render(state, {
       principal, names, connected,
       canPrompt: !readOnly && connected && !deleted,
@@ -269,12 +270,14 @@ function start(token, claimsPrincipal) {
     }
     composer.render({
       reason: role === 'viewer' ? 'Viewers can watch sessions but not prompt. Ask a workspace admin for a member link.'
+        : purged ? 'This session was purged: start a new one to prompt again.'
         : deleted ? 'This session is deleted: restore it to prompt again.'
         : subagent ? 'A sub-agent session is driven by its parent session’s agent.' : '',
       busy: !!active && !readOnly && !deleted,
       stopping: !!(active && (stopping.has(active.id) || active.cancelRequested)),
       disabled: deleted || !state.workspace || readOnly,
-      placeholder: deleted ? (readOnly ? 'This session is deleted.' : 'This session is deleted. Restore it to prompt again.')
+      placeholder: purged ? 'This session was purged for good.'
+        : deleted ? (readOnly ? 'This session is deleted.' : 'This session is deleted. Restore it to prompt again.')
         : subagent ? 'A sub-agent session is driven by its parent session’s agent; prompt the parent.'
         : readOnly ? 'You are a viewer in this workspace: you can watch, not prompt.' : !open
         ? 'What should the agent do? Enter starts a new session…'
