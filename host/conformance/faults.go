@@ -111,6 +111,13 @@ func (s *faultStore) onCommitted(fn func() bool) {
 	s.loseAck = fn
 }
 
+// firstOnly answers true once, then false: a lost acknowledgement for the
+// next matching commit only.
+func firstOnly() func() bool {
+	var done atomic.Bool
+	return func() bool { return done.CompareAndSwap(false, true) }
+}
+
 // onQueueCommitted is onCommitted for transactions that change a queue
 // entry only, so a scenario can lose exactly a pull's acknowledgement
 // while output commits go on around it.

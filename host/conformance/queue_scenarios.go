@@ -840,15 +840,7 @@ var QueueLostPullAckDeliversOnce = Scenario{"queue/lost_pull_ack_delivers_from_t
 	f.waitTurn(run, "accepted", host.Turn.Accepted)
 	f.waitAgentContains(s.ID, "Now hanging")
 	e := f.mustQueue(s.ID, "lp", "lost ack steer", host.PlacementCurrentTurn, host.DispositionSteering)
-	var mu sync.Mutex
-	armed := true
-	f.store.onCommitted(func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		lose := armed
-		armed = false
-		return lose
-	})
+	f.store.onCommitted(firstOnly())
 	if err := f.runtime.notifySteering(ctx, host.TurnRef{WorkspaceID: ws, SessionID: s.ID, TurnID: run.ID}); err != nil {
 		t.Fatal(err)
 	}
@@ -870,15 +862,7 @@ var QueueLostAdmissionAckAnswersFromStore = Scenario{"queue/lost_admission_ack_a
 	run := f.mustSend(s.ID, "run", "/sim hang")
 	f.waitTurn(run, "accepted", host.Turn.Accepted)
 	f.waitAgentContains(s.ID, "Now hanging")
-	var mu sync.Mutex
-	armed := true
-	f.store.onCommitted(func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		lose := armed
-		armed = false
-		return lose
-	})
+	f.store.onCommitted(firstOnly())
 	r, err := f.submit(host.SendInput{SessionID: s.ID, ClientSubmitID: "la", Content: host.MessageContent{Text: "after the lost ack"}, Placement: host.PlacementNextTurn})
 	if err != nil || r.Entry == nil || r.Disposition != host.DispositionFollowup {
 		t.Fatalf("admission with a lost ack: %+v %v", r, err)
@@ -910,15 +894,7 @@ var QueueUnprovablePullFailStops = Scenario{"queue/unprovable_pull_fail_stops_th
 	f.waitTurn(run, "accepted", host.Turn.Accepted)
 	f.waitAgentContains(s.ID, "Now hanging")
 	e := f.mustQueue(s.ID, "fs", "unprovable steer", host.PlacementCurrentTurn, host.DispositionSteering)
-	var mu sync.Mutex
-	armed := true
-	f.store.onQueueCommitted(func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		lose := armed
-		armed = false
-		return lose
-	})
+	f.store.onQueueCommitted(firstOnly())
 	f.store.failQueueReads.Store(true)
 	if err := f.runtime.notifySteering(ctx, host.TurnRef{WorkspaceID: ws, SessionID: s.ID, TurnID: run.ID}); err != nil {
 		t.Fatal(err)
