@@ -49,8 +49,7 @@ func (h *Host) ForkSession(ctx context.Context, in ForkSessionInput) (Session, e
 	if err := requireClientID(in.ClientSubmitID); err != nil {
 		return Session{}, err
 	}
-	forker, ok := Forker(h.runtime), h.runtime != nil
-	if !ok {
+	if h.runtime == nil { // a read-only Host
 		return Session{}, &Error{Code: CodeUnsupported, Reason: ReasonForkUnsupported, Message: "this agent cannot fork sessions"}
 	}
 	// The agent that holds the source's provider session forks it: a
@@ -83,7 +82,7 @@ func (h *Host) ForkSession(ctx context.Context, in ForkSessionInput) (Session, e
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		return Session{}, storeErr(err, "turn %s", in.TurnID)
 	}
-	op, src, point, done, err := h.prepareFork(ctx, forker, in)
+	op, src, point, done, err := h.prepareFork(ctx, in)
 	if err != nil || done != nil {
 		if done != nil {
 			return *done, nil
@@ -100,7 +99,7 @@ func (h *Host) ForkSession(ctx context.Context, in ForkSessionInput) (Session, e
 			bound = append(bound, t.ProviderTurnID)
 		}
 	}
-	res, err := forker.Fork(ctx, ForkRequest{
+	res, err := h.runtime.Fork(ctx, ForkRequest{
 		WorkspaceID: in.WorkspaceID, SourceSessionID: src.ID, TargetSessionID: op.TargetSessionID,
 		ProviderSessionID: point.ProviderSessionID, ThroughProviderTurnID: point.ProviderTurnID,
 		Latest: isLatest(src, point), ProviderTurnIDs: bound, Settings: src.Settings,
@@ -131,7 +130,7 @@ func isLatest(s Session, t Turn) bool { return s.TurnCount == t.Seq && s.ActiveT
 // prepareFork checks the fork point and the agent's attestation and
 // reserves the target (operation dispatching). done is set when the
 // clientSubmitId already committed.
-func (h *Host) prepareFork(ctx context.Context, forker Forker, in ForkSessionInput) (op ForkOp, src Session, point Turn, done *Session, err error) {
+func (h *Host) prepareFork(ctx context.Context, in ForkSessionInput) (op ForkOp, src Session, point Turn, done *Session, err error) {
 	for attempt := 0; ; attempt++ {
 		err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 			prev, err := tx.ForkOp(ctx, in.WorkspaceID, in.ClientSubmitID)
@@ -155,7 +154,7 @@ func (h *Host) prepareFork(ctx context.Context, forker Forker, in ForkSessionInp
 			if point.ProviderTurnID == "" || point.ProviderSessionID == "" {
 				return forkRefused(ReasonForkUnbound, "the agent never confirmed this turn, so it cannot fork through it")
 			}
-			mode, reason := forker.ForkCapability()
+			mode, reason := h.runtime.ForkCapability()
 			switch {
 			case mode == ForkNone:
 				return forkRefused(reason, "the agent cannot fork this session")

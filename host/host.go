@@ -76,9 +76,7 @@ type Host struct {
 	pubMu     sync.Mutex
 	published map[int64]bool
 
-	responder InteractionResponder
-	istore    InteractionStore // nil: the store keeps no interactions
-	replica   string
+	replica string
 	// opsWake nudges the runtime-operation worker (non-blocking, size 1).
 	opsWake chan struct{}
 	// workspaceRoot bounds session working directories (settings.go).
@@ -127,10 +125,6 @@ func Open(cfg Config) (*Host, error) {
 		workspaceRoot: cfg.WorkspaceRoot,
 		guard:         cfg.DeletionGuard,
 	}
-	if cfg.Runtime != nil { // nil: a read-only Host (hub tests, tools)
-		h.responder = cfg.Runtime
-	}
-	h.istore = cfg.Store
 	h.queue.init()
 	if h.replica == "" {
 		h.replica = "local"

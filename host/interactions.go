@@ -259,11 +259,7 @@ const (
 func treeFact(ctx context.Context, tx Tx, s Session) (Fact, error) {
 	root := rootOf(s)
 	f := Fact{WorkspaceID: s.WorkspaceID, Kind: FactInteractionTreeDirty, SessionID: root}
-	ix, err := itx(tx)
-	if err != nil {
-		return f, nil // no interactions kept: an all-turns wake is still right
-	}
-	t, err := ix.LatestTurn(ctx, s.WorkspaceID, root)
+	t, err := tx.LatestTurn(ctx, s.WorkspaceID, root)
 	switch {
 	case err == nil:
 		f.TurnID = t.ID
@@ -295,23 +291,16 @@ func (h *Host) RespondInteraction(ctx context.Context, in RespondInput) (Respond
 	if err != nil {
 		return RespondResult{}, err
 	}
-	if h.istore == nil {
-		return RespondResult{}, errNoInteractions
-	}
 	var out RespondResult
 	for attempt := 0; ; attempt++ {
 		out = RespondResult{}
 		prepared := false
 		err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-			ix, err := itx(tx)
-			if err != nil {
-				return err
-			}
 			s, err := visibleSession(ctx, tx, ref.WorkspaceID, ref.SessionID)
 			if err != nil {
 				return err
 			}
-			it, err := ix.Interaction(ctx, ref)
+			it, err := tx.Interaction(ctx, ref)
 			if err != nil {
 				return err
 			}
@@ -324,7 +313,7 @@ func (h *Host) RespondInteraction(ctx context.Context, in RespondInput) (Respond
 				if err != nil {
 					return err
 				}
-				latest, err := ix.LatestTurn(ctx, ref.WorkspaceID, ref.SessionID)
+				latest, err := tx.LatestTurn(ctx, ref.WorkspaceID, ref.SessionID)
 				if err != nil {
 					return err
 				}
@@ -332,7 +321,7 @@ func (h *Host) RespondInteraction(ctx context.Context, in RespondInput) (Respond
 				if t.Settled() || latest.ID != t.ID {
 					// An older turn's pending row is never actionable.
 					it.State, it.Resolution, it.UpdatedAt = InteractionSuperseded, ResolutionTurnSettled, now
-					if err := ix.UpdateInteraction(ctx, it, InteractionPending); err != nil {
+					if err := tx.UpdateInteraction(ctx, it, InteractionPending); err != nil {
 						return err
 					}
 					f, err := treeFact(ctx, tx, s)
@@ -347,7 +336,7 @@ func (h *Host) RespondInteraction(ctx context.Context, in RespondInput) (Respond
 				it.State, it.Response, it.UpdatedAt = InteractionAnswered, &resp, now
 				it.AnsweredBy, it.AnsweredByName, it.AnsweredAt = in.RespondedBy, in.RespondedByName, &now
 				it.OperationID = opID
-				if err := ix.UpdateInteraction(ctx, it, InteractionPending); err != nil {
+				if err := tx.UpdateInteraction(ctx, it, InteractionPending); err != nil {
 					return err
 				}
 				op := RuntimeOperation{
@@ -356,7 +345,7 @@ func (h *Host) RespondInteraction(ctx context.Context, in RespondInput) (Respond
 					Response: resp, RespondedBy: in.RespondedBy, RespondedByName: in.RespondedByName,
 					State: OperationPrepared, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now,
 				}
-				if err := ix.InsertRuntimeOperation(ctx, op); err != nil {
+				if err := tx.InsertRuntimeOperation(ctx, op); err != nil {
 					return err
 				}
 				f, err := treeFact(ctx, tx, s)
@@ -442,10 +431,7 @@ func (h *Host) GetInteraction(ctx context.Context, ref InteractionRef) (Interact
 	if err := requireIDs(ref.TurnID, ref.RequestID); err != nil {
 		return Interaction{}, err
 	}
-	if h.istore == nil {
-		return Interaction{}, errNoInteractions
-	}
-	i, err := h.istore.GetInteraction(ctx, ref)
+	i, err := h.store.GetInteraction(ctx, ref)
 	if err != nil {
 		return Interaction{}, storeErr(err, "interaction %s", ref.RequestID)
 	}
@@ -465,10 +451,7 @@ func (h *Host) GetSessionInteractionTreeSnapshot(ctx context.Context, ws, rootSe
 		return InteractionTree{}, &Error{Code: CodeInvalidInput, Reason: "not_root_session",
 			Message: "session " + rootSessionID + " is not the root of its tree; read the tree of " + rootOf(s)}
 	}
-	if h.istore == nil {
-		return InteractionTree{}, errNoInteractions
-	}
-	tree, err := h.istore.InteractionTree(ctx, ws, rootSessionID)
+	tree, err := h.store.InteractionTree(ctx, ws, rootSessionID)
 	if err != nil {
 		return InteractionTree{}, storeErr(err, "interaction tree %s", rootSessionID)
 	}
@@ -515,10 +498,6 @@ func (k *turnSink) Interaction(ctx context.Context, req InteractionRequest) erro
 		return err
 	}
 	return k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		ix, err := itx(tx)
-		if err != nil {
-			return err
-		}
 		t, s, err := k.load(ctx, tx, fenceAccepted)
 		if err != nil {
 			return err
@@ -532,7 +511,7 @@ func (k *turnSink) Interaction(ctx context.Context, req InteractionRequest) erro
 		}
 		// Read before inserting: on PostgreSQL a failed insert would abort
 		// the transaction before the duplicate could be examined.
-		prev, err := ix.Interaction(ctx, it.Ref())
+		prev, err := tx.Interaction(ctx, it.Ref())
 		switch {
 		case err == nil && prev.Kind == it.Kind && prev.Title == it.Title:
 			return nil // a retried report of a request already recorded
@@ -541,7 +520,7 @@ func (k *turnSink) Interaction(ctx context.Context, req InteractionRequest) erro
 		case !errors.Is(err, ErrNotFound):
 			return err
 		}
-		if err := ix.InsertInteraction(ctx, it); err != nil {
+		if err := tx.InsertInteraction(ctx, it); err != nil {
 			return err
 		}
 		f, err := treeFact(ctx, tx, s)
@@ -562,15 +541,11 @@ func (k *turnSink) Withdraw(ctx context.Context, requestID string) error {
 	}
 	ref := InteractionRef{WorkspaceID: k.ref.WorkspaceID, SessionID: k.ref.SessionID, TurnID: k.ref.TurnID, RequestID: requestID}
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		ix, err := itx(tx)
-		if err != nil {
-			return err
-		}
 		_, s, err := k.load(ctx, tx, fenceUnsettled)
 		if err != nil {
 			return err
 		}
-		it, err := ix.Interaction(ctx, ref)
+		it, err := tx.Interaction(ctx, ref)
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
@@ -581,7 +556,7 @@ func (k *turnSink) Withdraw(ctx context.Context, requestID string) error {
 			return nil
 		}
 		it.State, it.Resolution, it.UpdatedAt = InteractionSuperseded, ResolutionWithdrawn, k.h.nowUTC()
-		if err := ix.UpdateInteraction(ctx, it, InteractionPending); err != nil {
+		if err := tx.UpdateInteraction(ctx, it, InteractionPending); err != nil {
 			return err
 		}
 		f, err := treeFact(ctx, tx, s)
@@ -685,11 +660,7 @@ func derivedID(prefix string, parts ...string) string {
 // to their end state inside tx. Answered ones are left to their runtime
 // operation, whose authoritative result decides them.
 func endInteractions(ctx context.Context, tx Tx, t Turn, state InteractionState, resolution string, now time.Time) error {
-	ix, err := itx(tx)
-	if err != nil {
-		return nil // no interactions kept
-	}
-	its, err := ix.TurnInteractions(ctx, t.WorkspaceID, t.SessionID, t.ID)
+	its, err := tx.TurnInteractions(ctx, t.WorkspaceID, t.SessionID, t.ID)
 	if err != nil {
 		return err
 	}
@@ -698,7 +669,7 @@ func endInteractions(ctx context.Context, tx Tx, t Turn, state InteractionState,
 			continue
 		}
 		it.State, it.Resolution, it.UpdatedAt = state, resolution, now
-		if err := ix.UpdateInteraction(ctx, it, InteractionPending); err != nil {
+		if err := tx.UpdateInteraction(ctx, it, InteractionPending); err != nil {
 			return err
 		}
 	}

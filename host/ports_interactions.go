@@ -83,12 +83,6 @@ type InteractionTx interface {
 	UpdateRuntimeOperation(ctx context.Context, op RuntimeOperation) error
 }
 
-// errNoInteractions: the Host was built without a store.
-var errNoInteractions = &Error{Code: CodeUnavailable, Reason: "no_store", Message: "no canonical store"}
-
-// itx is tx's interaction writer.
-func itx(tx Tx) (InteractionTx, error) { return tx, nil }
-
 // InteractionResponder (part of Runtime) is the narrow port that delivers a decided
 // answer to the provider request waiting for it. runtime/acp implements it
 // by answering the pending ACP session/request_permission call.

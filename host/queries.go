@@ -175,10 +175,7 @@ func (h *Host) ListTurnInteractions(ctx context.Context, ws, sessionID string, f
 	if _, err := h.GetSession(ctx, ws, sessionID); err != nil {
 		return nil, err
 	}
-	if h.istore == nil {
-		return []Interaction{}, nil
-	}
-	out, err := h.istore.SessionInteractions(ctx, ws, sessionID, fromSeq, toSeq)
+	out, err := h.store.SessionInteractions(ctx, ws, sessionID, fromSeq, toSeq)
 	if err != nil {
 		return nil, storeErr(err, "interactions of session %s", sessionID)
 	}

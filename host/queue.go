@@ -129,9 +129,10 @@ func queueFact(ws, sessionID string, rev int64) Fact {
 	return Fact{WorkspaceID: ws, Kind: FactQueueChanged, SessionID: sessionID, Version: rev}
 }
 
-func (h *Host) steering(ws, sessionID string) (SteeringRuntime, bool) {
-	sr := h.runtime
-	return sr, sr != nil && sr.SupportsSteering(ws, sessionID)
+// canSteer reports whether the session's agent takes steering into a
+// running turn (a read-only Host has no agent).
+func (h *Host) canSteer(ws, sessionID string) bool {
+	return h.runtime != nil && h.runtime.SupportsSteering(ws, sessionID)
 }
 
 // enqueueIn admits in as a queue entry of busy session s inside tx: the
@@ -144,7 +145,7 @@ func (h *Host) enqueueIn(ctx context.Context, tx Tx, emit func(...Fact), s Sessi
 		if err != nil {
 			return QueueEntry{}, err
 		}
-		_, can := h.steering(s.WorkspaceID, s.ID)
+		can := h.canSteer(s.WorkspaceID, s.ID)
 		switch {
 		case q.FenceTurnID == s.ActiveTurnID && !in.AllowFollowup:
 			return QueueEntry{}, &Error{Code: CodeNotDispatched, Reason: ReasonTurnStopping,
@@ -191,9 +192,9 @@ func (h *Host) queued(ctx context.Context, e QueueEntry, replayed bool) (SendRes
 		}
 	}
 	if !replayed && e.Disposition == DispositionSteering {
-		if sr, ok := h.steering(e.WorkspaceID, e.SessionID); ok {
+		if h.canSteer(e.WorkspaceID, e.SessionID) {
 			ref := TurnRef{WorkspaceID: e.WorkspaceID, SessionID: e.SessionID, TurnID: e.TargetTurnID}
-			if err := sr.SteeringReady(context.WithoutCancel(ctx), ref); err != nil {
+			if err := h.runtime.SteeringReady(context.WithoutCancel(ctx), ref); err != nil {
 				h.log.Warn("steering notice not delivered; the entry runs at the turn's end if never pulled",
 					"turn", ref.TurnID, "entry", e.ID, "err", err)
 			}
@@ -235,7 +236,7 @@ func (h *Host) Queue(ctx context.Context, ws, sessionID string) (Queue, error) {
 	if q.Entries == nil {
 		q.Entries = []QueueEntry{}
 	}
-	_, q.Steering = h.steering(ws, sessionID)
+	q.Steering = h.canSteer(ws, sessionID)
 	return q, nil
 }
 

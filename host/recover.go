@@ -19,13 +19,11 @@ import (
 // still exists. Follow-up prompts wait for the worker (Run).
 func (h *Host) Recover(ctx context.Context) (RecoveryReport, error) {
 	var rep RecoveryReport
-	if h.istore != nil {
-		n, err := h.istore.RequeueRuntimeOperations(ctx, h.replica, h.now())
-		if err != nil {
-			return rep, fmt.Errorf("recovery: requeue runtime operations: %w", err)
-		}
-		rep.RequeuedOperations = n
+	n, err := h.store.RequeueRuntimeOperations(ctx, h.replica, h.now())
+	if err != nil {
+		return rep, fmt.Errorf("recovery: requeue runtime operations: %w", err)
 	}
+	rep.RequeuedOperations = n
 	ran, badOps, err := h.processDue(ctx, false)
 	rep.Quarantined = append(rep.Quarantined, badOps...)
 	if err != nil {

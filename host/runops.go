@@ -51,9 +51,6 @@ func (h *Host) wakeOps() {
 // operation runs in its own goroutine (at most opParallel at once); the
 // worker waits for all of them before it returns.
 func (h *Host) RunOperations(ctx context.Context) {
-	if h.istore == nil {
-		return // the store keeps no runtime operations
-	}
 	var (
 		mu       sync.Mutex
 		inflight = map[string]bool{}
@@ -116,9 +113,6 @@ func (h *Host) ProcessOperations(ctx context.Context) (int, error) {
 // deliveries run (startup recovery: no prompt is submitted before the
 // Host serves).
 func (h *Host) processDue(ctx context.Context, followUps bool) (int, []Quarantined, error) {
-	if h.istore == nil {
-		return 0, nil, nil
-	}
 	ops, bad, err := h.dueOperations(ctx)
 	if err != nil {
 		return 0, bad, err
@@ -138,7 +132,7 @@ func (h *Host) processDue(ctx context.Context, followUps bool) (int, []Quarantin
 // cannot be decoded or whose id disagrees with their identity tuple: that
 // is an invariant failure, so the row is set aside, never rewritten.
 func (h *Host) dueOperations(ctx context.Context) ([]RuntimeOperation, []Quarantined, error) {
-	ops, bad, err := h.istore.DueRuntimeOperations(ctx, h.now(), opBatch)
+	ops, bad, err := h.store.DueRuntimeOperations(ctx, h.now(), opBatch)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -193,11 +187,7 @@ func (h *Host) leaseOperation(ctx context.Context, op RuntimeOperation) (Runtime
 	var out RuntimeOperation
 	ok := false
 	err := h.commit(ctx, func(tx Tx, _ func(...Fact)) error {
-		ix, err := itx(tx)
-		if err != nil {
-			return err
-		}
-		cur, err := ix.RuntimeOperation(ctx, op.WorkspaceID, op.ID)
+		cur, err := tx.RuntimeOperation(ctx, op.WorkspaceID, op.ID)
 		if err != nil {
 			return err
 		}
@@ -211,7 +201,7 @@ func (h *Host) leaseOperation(ctx context.Context, op RuntimeOperation) (Runtime
 		cur.State, cur.LeaseReplica, cur.LeaseEpoch, cur.LeaseExpiresAt = OperationLeased, h.replica, h.epoch, &exp
 		cur.Attempts++
 		cur.UpdatedAt = now
-		if err := ix.UpdateRuntimeOperation(ctx, cur); err != nil {
+		if err := tx.UpdateRuntimeOperation(ctx, cur); err != nil {
 			return err
 		}
 		out, ok = cur, true
@@ -222,7 +212,7 @@ func (h *Host) leaseOperation(ctx context.Context, op RuntimeOperation) (Runtime
 
 // deliver hands the answer to the runtime and checkpoints its result.
 func (h *Host) deliver(ctx context.Context, op RuntimeOperation) {
-	it, err := h.istore.GetInteraction(ctx, op.InteractionRef())
+	it, err := h.store.GetInteraction(ctx, op.InteractionRef())
 	if errors.Is(err, ErrNotFound) {
 		h.failOperation(ctx, op, "the interaction no longer exists", "")
 		return
@@ -237,9 +227,9 @@ func (h *Host) deliver(ctx context.Context, op RuntimeOperation) {
 		return
 	}
 	rep := DeliveryReport{Result: DeliverySuperseded, Reason: "no_responder"}
-	if h.responder != nil {
+	if h.runtime != nil { // nil: a read-only Host delivers nothing
 		dctx, cancel := context.WithTimeout(ctx, respondTimeout)
-		rep, err = h.responder.RespondInteraction(dctx, InteractionDelivery{
+		rep, err = h.runtime.RespondInteraction(dctx, InteractionDelivery{
 			Ref: op.InteractionRef(), OperationID: op.ID, Kind: it.Kind, Title: it.Title,
 			Option: opt, Payload: op.Response.Payload, AnsweredBy: op.RespondedByName,
 		})
@@ -267,7 +257,7 @@ func (h *Host) deliver(ctx context.Context, op RuntimeOperation) {
 		}
 	}
 	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		cur, ix, err := h.fenced(ctx, tx, op)
+		cur, err := h.fenced(ctx, tx, op)
 		if err != nil {
 			return err
 		}
@@ -279,7 +269,7 @@ func (h *Host) deliver(ctx context.Context, op RuntimeOperation) {
 		} else {
 			cur.State = OperationCompleted
 		}
-		if err := ix.UpdateRuntimeOperation(ctx, cur); err != nil {
+		if err := tx.UpdateRuntimeOperation(ctx, cur); err != nil {
 			return err
 		}
 		return h.resolveInteraction(ctx, tx, emit, op, rep)
@@ -297,11 +287,7 @@ func (h *Host) deliver(ctx context.Context, op RuntimeOperation) {
 // interaction. The pre-delivery answered marker never overwrites it: a
 // superseded result moves answered on to superseded.
 func (h *Host) resolveInteraction(ctx context.Context, tx Tx, emit func(...Fact), op RuntimeOperation, rep DeliveryReport) error {
-	ix, err := itx(tx)
-	if err != nil {
-		return err
-	}
-	it, err := ix.Interaction(ctx, op.InteractionRef())
+	it, err := tx.Interaction(ctx, op.InteractionRef())
 	if err != nil {
 		return err
 	}
@@ -317,7 +303,7 @@ func (h *Host) resolveInteraction(ctx context.Context, tx Tx, emit func(...Fact)
 	} else {
 		it.Resolution = ResolutionDelivered
 	}
-	if err := ix.UpdateInteraction(ctx, it, InteractionAnswered); err != nil {
+	if err := tx.UpdateInteraction(ctx, it, InteractionAnswered); err != nil {
 		return err
 	}
 	s, err := tx.Session(ctx, it.WorkspaceID, it.SessionID)
@@ -377,19 +363,15 @@ func (h *Host) submitFollowUp(ctx context.Context, op RuntimeOperation) {
 
 // fenced rereads the operation inside tx and checks this worker still
 // holds its lease.
-func (h *Host) fenced(ctx context.Context, tx Tx, op RuntimeOperation) (RuntimeOperation, InteractionTx, error) {
-	ix, err := itx(tx)
+func (h *Host) fenced(ctx context.Context, tx Tx, op RuntimeOperation) (RuntimeOperation, error) {
+	cur, err := tx.RuntimeOperation(ctx, op.WorkspaceID, op.ID)
 	if err != nil {
-		return op, nil, err
-	}
-	cur, err := ix.RuntimeOperation(ctx, op.WorkspaceID, op.ID)
-	if err != nil {
-		return cur, nil, err
+		return cur, err
 	}
 	if cur.State != OperationLeased || cur.LeaseEpoch != h.epoch || cur.LeaseReplica != h.replica {
-		return cur, nil, errLeaseLost
+		return cur, errLeaseLost
 	}
-	return cur, ix, nil
+	return cur, nil
 }
 
 // retryOperation returns the operation to prepared with a backoff, or
@@ -406,14 +388,14 @@ func (h *Host) retryOperation(ctx context.Context, op RuntimeOperation, cause er
 	backoff := 250 * time.Millisecond << min(op.Attempts-1, 8)
 	backoff = min(backoff, opMaxBackoff)
 	err := h.commit(ctx, func(tx Tx, _ func(...Fact)) error {
-		cur, ix, err := h.fenced(ctx, tx, op)
+		cur, err := h.fenced(ctx, tx, op)
 		if err != nil {
 			return err
 		}
 		now := h.nowUTC()
 		cur.State, cur.NextAttemptAt, cur.LastError = OperationPrepared, now.Add(backoff), truncateErr(cause)
 		cur.LeaseReplica, cur.LeaseEpoch, cur.LeaseExpiresAt, cur.UpdatedAt = "", "", nil, now
-		return ix.UpdateRuntimeOperation(ctx, cur)
+		return tx.UpdateRuntimeOperation(ctx, cur)
 	})
 	if err != nil {
 		h.logOpErr(ctx, op, "reschedule", err)
@@ -426,7 +408,7 @@ func (h *Host) retryOperation(ctx context.Context, op RuntimeOperation, cause er
 // idle session is not a failure).
 func (h *Host) deferOperation(ctx context.Context, op RuntimeOperation, d time.Duration, note string) {
 	err := h.commit(ctx, func(tx Tx, _ func(...Fact)) error {
-		cur, ix, err := h.fenced(ctx, tx, op)
+		cur, err := h.fenced(ctx, tx, op)
 		if err != nil {
 			return err
 		}
@@ -436,7 +418,7 @@ func (h *Host) deferOperation(ctx context.Context, op RuntimeOperation, d time.D
 		if note != "" {
 			cur.LastError = note
 		}
-		return ix.UpdateRuntimeOperation(ctx, cur)
+		return tx.UpdateRuntimeOperation(ctx, cur)
 	})
 	if err != nil {
 		h.logOpErr(ctx, op, "defer", err)
@@ -446,7 +428,7 @@ func (h *Host) deferOperation(ctx context.Context, op RuntimeOperation, d time.D
 // finishOperation completes the operation, recording the follow-up Turn.
 func (h *Host) finishOperation(ctx context.Context, op RuntimeOperation, followUpTurnID string) {
 	err := h.commit(ctx, func(tx Tx, _ func(...Fact)) error {
-		cur, ix, err := h.fenced(ctx, tx, op)
+		cur, err := h.fenced(ctx, tx, op)
 		if err != nil {
 			return err
 		}
@@ -456,7 +438,7 @@ func (h *Host) finishOperation(ctx context.Context, op RuntimeOperation, followU
 			cur.FollowUpTurnID = followUpTurnID
 		}
 		cur.LeaseReplica, cur.LeaseEpoch, cur.LeaseExpiresAt = "", "", nil
-		return ix.UpdateRuntimeOperation(ctx, cur)
+		return tx.UpdateRuntimeOperation(ctx, cur)
 	})
 	if err != nil {
 		h.logOpErr(ctx, op, "complete", err)
@@ -467,14 +449,14 @@ func (h *Host) finishOperation(ctx context.Context, op RuntimeOperation, followU
 // answered interaction it could not deliver becomes superseded.
 func (h *Host) failOperation(ctx context.Context, op RuntimeOperation, why, resolution string) {
 	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		cur, ix, err := h.fenced(ctx, tx, op)
+		cur, err := h.fenced(ctx, tx, op)
 		if err != nil {
 			return err
 		}
 		now := h.nowUTC()
 		cur.State, cur.LastError, cur.UpdatedAt = OperationFailed, why, now
 		cur.LeaseReplica, cur.LeaseEpoch, cur.LeaseExpiresAt = "", "", nil
-		if err := ix.UpdateRuntimeOperation(ctx, cur); err != nil {
+		if err := tx.UpdateRuntimeOperation(ctx, cur); err != nil {
 			return err
 		}
 		if resolution == "" {

@@ -132,8 +132,8 @@ func (h *Host) updateSettings(ctx context.Context, in UpdateSessionInput, settin
 		return Session{}, &Error{Code: CodeSessionBusy, Reason: ReasonTurnInProgress,
 			Message: "settings change once the running turn has settled"}
 	}
-	if su := h.runtime; su != nil {
-		if err := su.UpdateSettings(ctx, in.WorkspaceID, in.SessionID, settings); err != nil {
+	if h.runtime != nil {
+		if err := h.runtime.UpdateSettings(ctx, in.WorkspaceID, in.SessionID, settings); err != nil {
 			var le *LocalError
 			if errors.As(err, &le) {
 				return Session{}, &Error{Code: CodeOperationConflict, Reason: le.Code,

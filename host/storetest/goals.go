@@ -275,11 +275,9 @@ func testGoalSummaries(t *testing.T, st host.Store) {
 		noErr(t, "get", err)
 		check("get", s)
 	}
-	if cr, ok := st.(host.ChangesStore); ok {
-		ch, err := cr.Changes(c, ws, held, host.ChangesQuery{})
-		noErr(t, "changes", err)
-		check("changes", ch.Session)
-	}
+	ch, err := st.Changes(c, ws, held, host.ChangesQuery{})
+	noErr(t, "changes", err)
+	check("changes", ch.Session)
 	s, err := st.GetSession(c, other, active)
 	noErr(t, "foreign get", err)
 	if s.Goal == nil || s.Goal.Objective != "foreign" || s.Goal.Held {
