@@ -52,8 +52,8 @@ func (f *fakeReader) SessionChanges(ctx context.Context, ws, id string, _ host.C
 func (f *fakeReader) ListSessions(context.Context, string, host.SessionQuery) (host.SessionPage, error) {
 	return host.SessionPage{}, nil
 }
-func (f *fakeReader) GetSessionInteractionTreeSnapshot(context.Context, string, string) (host.InteractionTree, error) {
-	return host.InteractionTree{}, host.Errorf(host.CodeUnsupported, "no interactions")
+func (f *fakeReader) GetSessionInteractionTreeSnapshot(_ context.Context, ws, root string) (host.InteractionTree, error) {
+	return host.InteractionTree{WorkspaceID: ws, RootSessionID: root}, nil
 }
 
 func (f *fakeReader) ListTurnInteractions(context.Context, string, string, int64, int64) ([]host.Interaction, error) {

@@ -74,13 +74,13 @@ func (t *topic) loadLocked(ctx context.Context) error {
 	if err := t.readGoal(ctx); err != nil {
 		return err
 	}
-	if tree, ok, err := t.readTree(ctx, rootOf(s)); err != nil {
+	tree, err := t.readTree(ctx, rootOf(s))
+	if err != nil {
 		return err
-	} else if ok {
-		t.mu.Lock()
-		t.sv.tree, t.sv.treeKey = &tree, jsonKey(tree)
-		t.mu.Unlock()
 	}
+	t.mu.Lock()
+	t.sv.tree, t.sv.treeKey = &tree, jsonKey(tree)
+	t.mu.Unlock()
 	if q, ok, err := t.readQueue(ctx); err != nil {
 		return err
 	} else if ok {
@@ -102,23 +102,18 @@ func rootOf(s host.Session) string {
 	return s.ID
 }
 
-// readTree rereads the interaction tree; ok is false when the server keeps
-// no interactions. A root that is gone reads as an empty tree.
-func (t *topic) readTree(ctx context.Context, root string) (InteractionSnapshot, bool, error) {
+// readTree rereads the interaction tree. A root that is gone reads as an
+// empty tree.
+func (t *topic) readTree(ctx context.Context, root string) (InteractionSnapshot, error) {
 	tree, err := t.h.cfg.Reader.GetSessionInteractionTreeSnapshot(ctx, t.ws, root)
 	switch host.CodeOf(err) {
 	case "":
-	case host.CodeUnsupported:
-		return InteractionSnapshot{}, false, nil
 	case host.CodeNotFound:
-		return InteractionSnapshot{RootSessionID: root, Interactions: []host.Interaction{}}, true, nil
+		return InteractionSnapshot{RootSessionID: root, Interactions: []host.Interaction{}}, nil
 	default:
-		return InteractionSnapshot{}, false, err
+		return InteractionSnapshot{}, err
 	}
-	if tree.Interactions == nil {
-		tree.Interactions = []host.Interaction{}
-	}
-	return InteractionSnapshot{RootSessionID: root, TurnID: tree.RootTurnID, Interactions: tree.Interactions}, true, nil
+	return InteractionSnapshot{RootSessionID: root, TurnID: tree.RootTurnID, Interactions: nonNil(tree.Interactions)}, nil
 }
 
 // refreshTree rereads the tree and emits one complete interaction_snapshot
@@ -128,8 +123,8 @@ func (t *topic) refreshTree(ctx context.Context) error {
 	if root == "" {
 		return nil
 	}
-	tree, ok, err := t.readTree(ctx, root)
-	if err != nil || !ok {
+	tree, err := t.readTree(ctx, root)
+	if err != nil {
 		return err
 	}
 	if err := t.readHistory(ctx); err != nil {

@@ -28,8 +28,8 @@ type sessionView struct {
 	// reread that stopped inside a commit), so lastVer is a position.
 	lastVer int64
 	clean   bool
-	// tree is the interaction tree last emitted (nil: none read, or the
-	// store keeps no interactions); treeKey its encoding.
+	// tree is the interaction tree last emitted (nil: none read yet);
+	// treeKey its encoding.
 	tree    *InteractionSnapshot
 	treeKey string
 	// history: every interaction of the window's turns, as last read.
