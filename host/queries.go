@@ -194,3 +194,41 @@ func SeqRange(ts []Turn) (from, to int64) {
 	}
 	return from, to
 }
+
+// GetInteraction reads one interaction by its complete identity.
+func (h *Host) GetInteraction(ctx context.Context, ref InteractionRef) (Interaction, error) {
+	if _, err := h.GetSession(ctx, ref.WorkspaceID, ref.SessionID); err != nil {
+		return Interaction{}, err
+	}
+	if err := requireIDs(ref.TurnID, ref.RequestID); err != nil {
+		return Interaction{}, err
+	}
+	i, err := h.store.GetInteraction(ctx, ref)
+	if err != nil {
+		return Interaction{}, storeErr(err, "interaction %s", ref.RequestID)
+	}
+	return i, nil
+}
+
+// GetSessionInteractionTreeSnapshot reads one execution tree in one read:
+// the root session's latest Turn and the interactions of that Turn and of
+// every descendant session's latest Turn. It accepts only a root session.
+// Older turns' pending rows never appear, so they can never be actionable.
+func (h *Host) GetSessionInteractionTreeSnapshot(ctx context.Context, ws, rootSessionID string) (InteractionTree, error) {
+	s, err := h.GetSession(ctx, ws, rootSessionID)
+	if err != nil {
+		return InteractionTree{}, err
+	}
+	if s.ParentID != "" || rootOf(s) != s.ID {
+		return InteractionTree{}, &Error{Code: CodeInvalidInput, Reason: "not_root_session",
+			Message: "session " + rootSessionID + " is not the root of its tree; read the tree of " + rootOf(s)}
+	}
+	tree, err := h.store.InteractionTree(ctx, ws, rootSessionID)
+	if err != nil {
+		return InteractionTree{}, storeErr(err, "interaction tree %s", rootSessionID)
+	}
+	if tree.Interactions == nil {
+		tree.Interactions = []Interaction{}
+	}
+	return tree, nil
+}
