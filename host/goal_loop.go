@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // goalPoll is how often the goal worker rescans when nothing woke it.
@@ -372,55 +373,6 @@ func (h *Host) endGoal(ctx context.Context, ws, sid, opID string, rev int64, sta
 	})
 }
 
-// recoverGoals is the goal step of startup recovery, after runtime
-// operations and before stale turns: every pending fence first (a
-// matching unsettled turn is settled interrupted locally; no provider is
-// resumed), then the accepted goal operations. Goal records and
-// operations that do not decode are quarantined and returned for the
-// report; only a failure to persist that fails recovery.
-func (h *Host) recoverGoals(ctx context.Context) ([]Quarantined, error) {
-	fences, err := h.store.PendingGoalFences(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("recovery: goal fences: %w", err)
-	}
-	for _, f := range fences {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if _, mine, err := h.ownSession(ctx, f.WorkspaceID, f.SessionID, ""); err != nil || !mine {
-			continue // a live replica owns it and processes its fences
-		}
-		if !h.processFence(ctx, f, true, 0) {
-			h.log.Warn("recovery: a goal fence stays pending; the goal worker retries", "session", f.SessionID, "operation", f.OperationID)
-		}
-	}
-	ops, badOps, err := h.store.PendingGoalOperations(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("recovery: goal operations: %w", err)
-	}
-	quarantined, err := h.quarantineGoalRecords(ctx, badOps)
-	if err != nil {
-		return quarantined, fmt.Errorf("recovery: %w", err)
-	}
-	for _, op := range ops {
-		if _, mine, err := h.ownSession(ctx, op.WorkspaceID, op.SessionID, ""); err == nil && mine {
-			h.finishGoalOp(ctx, op, 0)
-		}
-	}
-	// The live goals are scanned here only to quarantine (and report) the
-	// undecodable ones before the worker starts; the worker arms the rest.
-	_, badGoals, err := h.store.LiveGoals(ctx)
-	if err != nil {
-		return quarantined, fmt.Errorf("recovery: live goals: %w", err)
-	}
-	q, err := h.quarantineGoalRecords(ctx, badGoals)
-	quarantined = append(quarantined, q...)
-	if err != nil {
-		return quarantined, fmt.Errorf("recovery: %w", err)
-	}
-	return quarantined, nil
-}
-
 // goalHeld reports whether an active goal's current identity is fenced
 // without a newer revision replacing it: the deletion coordinator and
 // import fence it so a deleted-then-restored or an imported goal keeps its
@@ -433,4 +385,52 @@ func goalHeld(ctx context.Context, tx Tx, st GoalState) (bool, error) {
 		return false, nil
 	}
 	return tx.GoalFenced(ctx, st.WorkspaceID, st.SessionID, g.OperationID, g.Revision)
+}
+
+// currentProvenance reports whether a goal turn belongs to the goal's
+// current identity, the only one that may advance it.
+func currentProvenance(g *Goal, t Turn) bool {
+	return g != nil && t.Goal != nil && t.Goal.OperationID == g.OperationID && t.Goal.Revision == g.Revision
+}
+
+// goalPrompt is the prompt of a goal turn. A first objective line starting
+// with "/sim" goes first, so the sim agent's directives apply.
+func goalPrompt(g *Goal, p GoalProvenance) MessageContent {
+	obj := g.Objective
+	var lead string
+	if first, rest, _ := strings.Cut(obj, "\n"); strings.HasPrefix(first, "/sim") {
+		lead, obj = first+"\n", strings.TrimSpace(rest)
+		if obj == "" {
+			obj = first
+		}
+	}
+	var b strings.Builder
+	b.WriteString(lead)
+	fmt.Fprintf(&b, "[goal turn %d of %d · revision %d · %s]\n", p.Number, g.turnBudget(), p.Revision, p.Kind)
+	fmt.Fprintf(&b, "Objective: %s\n", obj)
+	if g.Criteria != "" {
+		fmt.Fprintf(&b, "Completion criteria: %s\n", g.Criteria)
+	}
+	if p.Kind == OriginGoalArm {
+		b.WriteString("Work toward this objective.")
+	} else {
+		b.WriteString("Continue working toward this objective.")
+	}
+	b.WriteString(" When it is achieved, send the ACP notification _ensemble/goal with status \"achieved\"" +
+		" (or end your reply with a line \"GOAL: ACHIEVED\"); if it cannot be achieved, status \"failed\"" +
+		" (or \"GOAL: FAILED\").")
+	// The first goal turn's display text also names a fresh session.
+	display := "Goal: " + excerptGoal(obj, 200)
+	if p.Number > 1 {
+		display = fmt.Sprintf("Goal turn %d: %s", p.Number, excerptGoal(obj, 200))
+	}
+	return MessageContent{Text: b.String(), DisplayText: display}
+}
+
+func excerptGoal(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n]) + "…"
 }
