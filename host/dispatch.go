@@ -110,10 +110,7 @@ var errSettledBeforeDispatch = errors.New("turn settled before dispatch")
 // so a dispatched Turn can only be its own commit.
 func (h *Host) markDispatched(ctx context.Context, ref TurnRef, s Session, start StartResult) error {
 	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		if err := h.checkOwner(ctx, tx, ref.WorkspaceID, ref.SessionID); err != nil {
-			return err
-		}
-		cur, err := tx.Turn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+		cur, err := h.fencedTurn(ctx, tx, ref)
 		if err != nil {
 			return err
 		}
@@ -173,10 +170,7 @@ func (h *Host) failBeforeDispatch(ctx context.Context, ref TurnRef, provisional 
 // is only ever called before the runtime was asked to send the prompt.
 func (h *Host) requeue(ctx context.Context, ref TurnRef) error {
 	return h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		if err := h.checkOwner(ctx, tx, ref.WorkspaceID, ref.SessionID); err != nil {
-			return err
-		}
-		cur, err := tx.Turn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+		cur, err := h.fencedTurn(ctx, tx, ref)
 		if err != nil {
 			return err
 		}

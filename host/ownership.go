@@ -189,6 +189,15 @@ func (h *Host) checkOwner(ctx context.Context, tx Tx, ws, sid string) error {
 	return nil
 }
 
+// fencedTurn is the preamble of every write that depends on owning ref's
+// session: inside tx, checkOwner, then the Turn.
+func (h *Host) fencedTurn(ctx context.Context, tx Tx, ref TurnRef) (Turn, error) {
+	if err := h.checkOwner(ctx, tx, ref.WorkspaceID, ref.SessionID); err != nil {
+		return Turn{}, err // fenced: another replica took the session over
+	}
+	return tx.Turn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+}
+
 // ownedElsewhere tells startup recovery to leave a Turn alone: in a
 // cluster, its session is owned by a live replica, or it is so young that
 // its session's owner may be acquiring the lease right now.

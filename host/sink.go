@@ -42,25 +42,28 @@ type fence int
 const (
 	fenceUnsettled fence = iota // any phase before settled
 	fenceAccepted               // durably accepted and not settled
+	fenceBound                  // provider identity bound, settled or not
 )
 
 // load is the one fenced read every sink write starts with, inside tx:
-// this replica still owns the session, the Turn is not settled and, with
-// fenceAccepted, its provider identity is durably bound. It returns the
-// Turn (also with errTurnSettled, so settle can answer with it) and its
-// session, locked on PostgreSQL.
+// this replica still owns the session (fencedTurn), the Turn is not
+// settled and, with fenceAccepted, its provider identity is durably bound;
+// fenceBound asks only the binding. It returns the Turn (also with
+// errTurnSettled, so settle can answer with it) and its session, locked on
+// PostgreSQL.
 func (k *turnSink) load(ctx context.Context, tx Tx, f fence) (Turn, Session, error) {
-	if err := k.h.checkOwner(ctx, tx, k.ref.WorkspaceID, k.ref.SessionID); err != nil {
-		return Turn{}, Session{}, err // fenced: another replica took the session over
-	}
-	t, err := tx.Turn(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
+	t, err := k.h.fencedTurn(ctx, tx, k.ref)
 	if err != nil {
 		return Turn{}, Session{}, err
 	}
-	if t.Settled() {
+	switch {
+	case f == fenceBound:
+		if !t.Accepted() {
+			return t, Session{}, errNotAccepted
+		}
+	case t.Settled():
 		return t, Session{}, errTurnSettled
-	}
-	if f == fenceAccepted && t.Phase != PhaseDurablyAccepted {
+	case f == fenceAccepted && t.Phase != PhaseDurablyAccepted:
 		return t, Session{}, errNotAccepted
 	}
 	s, err := tx.Session(ctx, t.WorkspaceID, t.SessionID)

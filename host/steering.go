@@ -9,16 +9,13 @@ import (
 // waiting steering entries through the Turn's sink; a pull that cannot be
 // proven durable stops the Host driving the session (fail-stop).
 
-// PullSteering implements SteeringSource for the runtime.
+// PullSteering (SteeringSource) crosses the pull cut for the Turn's
+// waiting steering: under the session lock, entries admitted for this Turn
+// move queued → pulled, each with its user message in the transcript.
+// Nothing is pulled into a Turn that is no longer the active one or that
+// an interrupt fenced.
 func (k *turnSink) PullSteering(ctx context.Context) ([]SteeringMessage, error) {
-	return k.h.pullSteering(ctx, k.ref)
-}
-
-// pullSteering crosses the pull cut for ref's waiting steering: under the
-// session lock, entries admitted for this Turn move queued → pulled, each
-// with its user message in the transcript. Nothing is pulled into a Turn
-// that is no longer the active one or that an interrupt fenced.
-func (h *Host) pullSteering(ctx context.Context, ref TurnRef) ([]SteeringMessage, error) {
+	h, ref := k.h, k.ref
 	var pulled []QueueEntry
 	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		pulled = pulled[:0]
