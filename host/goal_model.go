@@ -136,7 +136,7 @@ const (
 	GoalActionPause  = "pause"
 	GoalActionResume = "resume"
 	GoalActionClear  = "clear"
-	// GoalActionAdopt is a provider-authored goal (AdoptProviderGoal).
+	// GoalActionAdopt is a provider-authored goal (TurnSink.ReportGoal).
 	GoalActionAdopt = "adopt"
 )
 

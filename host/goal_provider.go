@@ -10,7 +10,7 @@ import (
 // sim agent sends it as the ACP extension notification _ensemble/goal):
 // Status "achieved", "failed" or "continue" is its verdict on the goal the
 // turn works for; "set" creates or changes the goal itself (Objective
-// required), which the Host adopts through AdoptProviderGoal.
+// required), which the Host adopts (turnSink.adoptGoal).
 type GoalReport struct {
 	Status    string `json:"status"`
 	Objective string `json:"objective,omitempty"`
@@ -26,51 +26,42 @@ type GoalReporter interface {
 	ReportGoal(ctx context.Context, r GoalReport) error
 }
 
-// ReportGoal records an agent's goal report for this sink's Turn.
-func (k *turnSink) ReportGoal(ctx context.Context, r GoalReport) error {
-	return k.h.observeGoal(ctx, k.ref, r)
-}
-
-// observeGoal makes an agent's report canonical when, and only when, it was
-// made against the current goal revision:
+// ReportGoal makes an agent's goal report for this sink's Turn canonical
+// when, and only when, it was made against the current goal revision:
 //   - a verdict counts only from a goal turn carrying the current
 //     provenance (a fenced generation's late verdict is dropped);
-//   - a provider-set goal is adopted (AdoptProviderGoal) only if no goal
+//   - a provider-set goal is adopted (adoptGoal) only if no goal
 //     mutation committed since the reporting turn was admitted, compared
 //     inside the session-locked transaction, so a newer user mutation
 //     always wins.
 //
-// A dropped report is not an error for the Turn.
-func (h *Host) observeGoal(ctx context.Context, ref TurnRef, r GoalReport) error {
+// A dropped report is not an error for the Turn. Like every sink write it
+// is fenced: a replica that lost the session records nothing.
+func (k *turnSink) ReportGoal(ctx context.Context, r GoalReport) error {
 	r.Status = strings.ToLower(strings.TrimSpace(r.Status))
 	switch r.Status {
 	case "achieved", "failed", "continue":
 	case "set":
-		return h.AdoptProviderGoal(ctx, ref, r)
+		return k.adoptGoal(ctx, r)
 	default:
-		h.log.Info("goal: ignoring an agent goal report with an unknown status", "turn", ref.TurnID, "status", r.Status)
+		k.h.log.Info("goal: ignoring an agent goal report with an unknown status", "turn", k.ref.TurnID, "status", r.Status)
 		return nil
 	}
 	woke := false
-	err := h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		t, err := tx.Turn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		// A verdict may trail its Turn's terminal: bound, settled or not.
+		t, _, err := k.load(ctx, tx, fenceBound)
 		if err != nil {
 			return err
 		}
-		if !t.Accepted() {
-			return errNotAccepted // nothing becomes canonical before the barrier
-		}
-		if _, err := tx.Session(ctx, ref.WorkspaceID, ref.SessionID); err != nil {
-			return err
-		}
-		cur, err := loadGoal(ctx, tx, ref.WorkspaceID, ref.SessionID)
+		cur, err := loadGoal(ctx, tx, t.WorkspaceID, t.SessionID)
 		if err != nil {
 			return err
 		}
 		if !currentProvenance(cur.Goal, t) || cur.Goal.Status != GoalActive {
 			return nil // fenced or stale: never canonical
 		}
-		now := h.nowUTC()
+		now := k.h.nowUTC()
 		cur.Observed = &GoalObservation{Status: r.Status, Objective: cur.Goal.Objective,
 			Summary: clip(r.Summary, maxGoalText), TurnID: t.ID, Revision: t.Goal.Revision, At: now}
 		cur.Seq, cur.UpdatedAt = cur.Seq+1, now
@@ -78,19 +69,21 @@ func (h *Host) observeGoal(ctx context.Context, ref TurnRef, r GoalReport) error
 		return putGoal(ctx, tx, emit, cur)
 	})
 	if woke {
-		h.wakeGoals()
+		k.h.wakeGoals()
 	}
 	return err
 }
 
-// AdoptProviderGoal records a goal the agent created or changed during an
-// accepted Turn as a completed, applied goal operation with a new durable
-// revision and converged desired/observed state. It never dispatches
-// anything. The replay identity is the Turn plus the goal's fingerprint,
-// so a repeated report is adopted once. It is refused (dropped, logged)
-// when a goal mutation committed after the Turn was admitted: the revision
-// observed before dispatch is compared inside the transaction.
-func (h *Host) AdoptProviderGoal(ctx context.Context, ref TurnRef, r GoalReport) error {
+// adoptGoal records a goal the agent created or changed during its
+// accepted, unsettled Turn as a completed, applied goal operation with a
+// new durable revision and converged desired/observed state. It never
+// dispatches anything. The replay identity is the Turn plus the goal's
+// fingerprint, so a repeated report is adopted once. It is refused
+// (dropped, logged) when a goal mutation committed after the Turn was
+// admitted: the revision observed before dispatch is compared inside the
+// transaction.
+func (k *turnSink) adoptGoal(ctx context.Context, r GoalReport) error {
+	h, ref := k.h, k.ref
 	spec, err := normalizeGoalSpec(GoalSpec{Objective: r.Objective, Criteria: r.Criteria, MaxTurns: r.MaxTurns})
 	if err != nil {
 		h.log.Info("goal: ignoring an invalid provider goal", "turn", ref.TurnID, "err", err)
@@ -100,14 +93,7 @@ func (h *Host) AdoptProviderGoal(ctx context.Context, ref TurnRef, r GoalReport)
 	csid := "ensemble:adopt:" + ref.TurnID + ":" + digest[:16]
 	adopted := false
 	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		t, err := tx.Turn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
-		if err != nil {
-			return err
-		}
-		if !t.Accepted() || t.Settled() {
-			return errNotAccepted
-		}
-		s, err := tx.Session(ctx, ref.WorkspaceID, ref.SessionID)
+		t, s, err := k.load(ctx, tx, fenceAccepted)
 		if err != nil {
 			return err
 		}

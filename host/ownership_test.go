@@ -409,3 +409,53 @@ func TestWrappedStoreStillFencesLeases(t *testing.T) {
 		t.Fatalf("the fenced replica's output landed through the wrapper: %d → %d bytes", len(before), len(after))
 	}
 }
+
+// An agent's goal report is a write of its Turn like output: a replica
+// whose session was taken over cannot adopt the goal its stale agent sets.
+func TestStaleOwnerGoalReportIsFenced(t *testing.T) {
+	ctx := context.Background()
+	// Control: the owner adopts the goal its agent sets.
+	live, rtLive := newReplica(t, openStore(t), &memForwarder{}, time.Hour)
+	cr, err := live.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rtLive.Release(context.Background(), "w", cr.Session.ID)
+	r := submit(t, live, cr.Session.ID, "set", "/sim words=3 goal-set=owner-goal")
+	waitTurn(t, live, "w", cr.Session.ID, r.Turn.ID, settled)
+	if g, err := live.GetGoal(ctx, "w", cr.Session.ID); err != nil || g.Goal == nil || g.Goal.Objective != "owner goal" {
+		t.Fatalf("the owner's agent goal was not adopted: %+v %v", g.Goal, err)
+	}
+
+	st := openStore(t)
+	const ttl = 300 * time.Millisecond
+	a, rtA := newReplica(t, st, &memForwarder{}, ttl)
+	cr, err = a.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := cr.Session.ID
+	defer rtA.Release(context.Background(), "w", sid)
+	start := time.Now()
+	// The goal is set after 100 words at 20ms each: well after the takeover.
+	old := submit(t, a, sid, "old", "/sim words=100 rate=20ms goal-set=stale-goal")
+	waitTurn(t, a, "w", sid, old.Turn.ID, func(tr host.Turn) bool { return tr.Phase == host.PhaseDurablyAccepted })
+	l, err := st.GetLease(ctx, "w", sid)
+	for err == nil && l.Live {
+		time.Sleep(20 * time.Millisecond)
+		l, err = st.GetLease(ctx, "w", sid)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := st.AcquireLease(ctx, "w", sid, "ep_other", time.Hour); err != nil || l.Owner != "ep_other" {
+		t.Fatalf("take over: %+v %v", l, err)
+	}
+	if time.Since(start) > 1500*time.Millisecond {
+		t.Skip("the takeover came too late to precede the goal report")
+	}
+	time.Sleep(time.Until(start.Add(3 * time.Second))) // the stale agent reports its goal
+	if g, err := a.GetGoal(ctx, "w", sid); err != nil || g.Goal != nil {
+		t.Fatalf("the stale owner's agent goal became canonical after the takeover: %+v %v", g.Goal, err)
+	}
+}
