@@ -74,7 +74,7 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 		return CancelResult{}, storeErr(err, "turn %s", in.TurnID)
 	}
 	if settledNow {
-		h.notifySettled(t.ID)
+		h.settled.notify(t.ID)
 		h.wakeOps()
 	}
 	res := CancelResult{IntentAccepted: t.CancelRequested, Settled: t.Settled(), Turn: t}

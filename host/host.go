@@ -68,9 +68,8 @@ type Host struct {
 	work turnWork
 	// own tracks the session leases this Host holds (ownership.go).
 	own ownership
-	// settled wakes CancelTurn waiters when a turn settles.
-	settleMu sync.Mutex
-	settleCh map[string]chan struct{}
+	// settled wakes CancelTurn waiters when a turn settles (settle.go).
+	settled settleWaiters
 
 	pub       publisher // publish.go
 	pubMu     sync.Mutex
@@ -115,7 +114,6 @@ func Open(cfg Config) (*Host, error) {
 		log:       cfg.Logger,
 		now:       cfg.Now,
 		newID:     cfg.NewID,
-		settleCh:  map[string]chan struct{}{},
 		published: map[int64]bool{},
 		ready:     make(chan struct{}),
 		replica:   cfg.ReplicaID,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -132,7 +133,7 @@ func (h *Host) afterSettle(ref TurnRef, t Turn, err error) {
 	h.takeSuccessor(ref.TurnID, err == nil)
 	if err == nil && t.Settled() {
 		h.work.forget(ref.TurnID)
-		h.notifySettled(ref.TurnID)
+		h.settled.notify(ref.TurnID)
 		h.wakeOps() // a follow-up may wait for this turn to be idle
 		// A goal decides after its turn, or waits for an idle session.
 		h.wakeGoals()
@@ -161,29 +162,40 @@ func (h *Host) streamingKeys(ctx context.Context, ref TurnRef) ([]string, error)
 	}
 }
 
-func (h *Host) settledChan(turnID string) chan struct{} {
-	h.settleMu.Lock()
-	defer h.settleMu.Unlock()
-	ch := h.settleCh[turnID]
+// settleWaiters wakes the callers waiting for a Turn to settle in this
+// process (waitSettled).
+type settleWaiters struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// wait returns the channel closed when turnID settles.
+func (w *settleWaiters) wait(turnID string) chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := w.m[turnID]
 	if ch == nil {
+		if w.m == nil {
+			w.m = map[string]chan struct{}{}
+		}
 		ch = make(chan struct{})
-		h.settleCh[turnID] = ch
+		w.m[turnID] = ch
 	}
 	return ch
 }
 
-func (h *Host) notifySettled(turnID string) {
-	h.settleMu.Lock()
-	defer h.settleMu.Unlock()
-	if ch := h.settleCh[turnID]; ch != nil {
+func (w *settleWaiters) notify(turnID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch := w.m[turnID]; ch != nil {
 		close(ch)
-		delete(h.settleCh, turnID)
+		delete(w.m, turnID)
 	}
 }
 
 // waitSettled waits until the Turn settles in this process or d passes.
 func (h *Host) waitSettled(ctx context.Context, ref TurnRef, d time.Duration) (Turn, error) {
-	ch := h.settledChan(ref.TurnID)
+	ch := h.settled.wait(ref.TurnID)
 	t, err := h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
 	if err != nil || t.Settled() || d <= 0 {
 		return t, err
