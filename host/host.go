@@ -177,6 +177,18 @@ func (cfg Config) validate() error {
 	return nil
 }
 
+// Run runs the Host's background workers as one lifecycle until ctx ends:
+// the outbox relay and the runtime-operation worker. It returns once both
+// stopped.
+func (h *Host) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { h.RunOperations(ctx) })
+	h.RunRelay(ctx)
+	wg.Wait()
+	h.FlushPublish() // the fast path's goroutines end with the Host
+	return nil
+}
+
 // Epoch identifies this Host process; it changes on every start.
 func (h *Host) Epoch() string { return h.epoch }
 

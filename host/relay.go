@@ -2,21 +2,8 @@ package host
 
 import (
 	"context"
-	"sync"
 	"time"
 )
-
-// Run runs the Host's background workers as one lifecycle until ctx ends:
-// the outbox relay and the runtime-operation worker. It returns once both
-// stopped.
-func (h *Host) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Go(func() { h.RunOperations(ctx) })
-	h.RunRelay(ctx)
-	wg.Wait()
-	h.FlushPublish() // the fast path's goroutines end with the Host
-	return nil
-}
 
 // RunRelay republishes committed facts the post-commit fast path missed
 // (observer down, process died between commit and publish) until ctx ends.
