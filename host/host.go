@@ -1,6 +1,3 @@
-// Package host is the Agent Host: it owns every session and turn lifecycle
-// decision. Adapters (stores, runtimes, transports) reach it only through the
-// ports in ports.go and the public methods below; host imports no adapter.
 package host
 
 import (
