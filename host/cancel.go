@@ -46,11 +46,9 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 		if err := endInteractions(ctx, tx, t, InteractionCanceled, ResolutionTurnCanceled, t.UpdatedAt); err != nil {
 			return err
 		}
-		tf, err := treeFact(ctx, tx, s)
-		if err != nil {
+		if err := emitTree(ctx, tx, emit, s); err != nil {
 			return err
 		}
-		emit(tf)
 		if t.Phase == PhaseQueued {
 			// Not dispatched yet: the provider never saw it, so cancel is exact.
 			now := t.UpdatedAt

@@ -252,9 +252,10 @@ const (
 	maxSubagentTitle = 200
 )
 
-// treeFact names the execution tree s belongs to: its immutable root and
-// the root's latest Turn, read inside tx so it sees the tx's own writes.
-func treeFact(ctx context.Context, tx Tx, s Session) (Fact, error) {
+// emitTree emits the fact that wakes the execution tree s belongs to: its
+// immutable root and the root's latest Turn, read inside tx so it sees the
+// tx's own writes.
+func emitTree(ctx context.Context, tx Tx, emit func(...Fact), s Session) error {
 	root := rootOf(s)
 	f := Fact{WorkspaceID: s.WorkspaceID, Kind: FactInteractionTreeDirty, SessionID: root}
 	t, err := tx.LatestTurn(ctx, s.WorkspaceID, root)
@@ -262,9 +263,10 @@ func treeFact(ctx context.Context, tx Tx, s Session) (Fact, error) {
 	case err == nil:
 		f.TurnID = t.ID
 	case !errors.Is(err, ErrNotFound):
-		return f, err
+		return err
 	}
-	return f, nil
+	emit(f)
+	return nil
 }
 
 func rootOf(s Session) string {

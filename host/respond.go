@@ -56,11 +56,9 @@ func (h *Host) RespondInteraction(ctx context.Context, in RespondInput) (Respond
 					if err := tx.UpdateInteraction(ctx, it, InteractionPending); err != nil {
 						return err
 					}
-					f, err := treeFact(ctx, tx, s)
-					if err != nil {
+					if err := emitTree(ctx, tx, emit, s); err != nil {
 						return err
 					}
-					emit(f)
 					out = RespondResult{Disposition: DispositionSuperseded, Interaction: it}
 					return nil
 				}
@@ -80,11 +78,9 @@ func (h *Host) RespondInteraction(ctx context.Context, in RespondInput) (Respond
 				if err := tx.InsertRuntimeOperation(ctx, op); err != nil {
 					return err
 				}
-				f, err := treeFact(ctx, tx, s)
-				if err != nil {
+				if err := emitTree(ctx, tx, emit, s); err != nil {
 					return err
 				}
-				emit(f)
 				prepared = true
 				out = RespondResult{Disposition: DispositionAnswered, Interaction: it}
 			case InteractionAnswered:

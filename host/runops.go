@@ -310,12 +310,7 @@ func (h *Host) resolveInteraction(ctx context.Context, tx Tx, emit func(...Fact)
 	if err != nil {
 		return err
 	}
-	f, err := treeFact(ctx, tx, s)
-	if err != nil {
-		return err
-	}
-	emit(f)
-	return nil
+	return emitTree(ctx, tx, emit, s)
 }
 
 // submitFollowUp submits the checkpointed follow-up once the answered Turn

@@ -172,13 +172,9 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 	if err := tx.UpdateSession(ctx, s); err != nil {
 		return s, turn, claim, err
 	}
-	tf, err := treeFact(ctx, tx, s)
-	if err != nil {
-		return s, turn, claim, err
-	}
 	emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID, TurnID: turn.ID},
-		Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion}, tf)
-	return s, turn, claim, nil
+		Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion})
+	return s, turn, claim, emitTree(ctx, tx, emit, s)
 }
 
 // admitted resolves an admission commit that reported an error: when the

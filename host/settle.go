@@ -68,11 +68,9 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 	if err := endInteractions(ctx, tx, t, ended, resolution, now); err != nil {
 		return t, err
 	}
-	tf, err := treeFact(ctx, tx, s)
-	if err != nil {
+	if err := emitTree(ctx, tx, emit, s); err != nil {
 		return t, err
 	}
-	emit(tf)
 	var closing []MessageAppend
 	for _, key := range slices.Compact(slices.Sorted(slices.Values(openKeys))) {
 		m, err := tx.Message(ctx, t.WorkspaceID, t.SessionID, messageID(t, key))

@@ -74,12 +74,7 @@ func (k *turnSink) Interaction(ctx context.Context, req InteractionRequest) erro
 		if err := tx.InsertInteraction(ctx, it); err != nil {
 			return err
 		}
-		f, err := treeFact(ctx, tx, s)
-		if err != nil {
-			return err
-		}
-		emit(f)
-		return nil
+		return emitTree(ctx, tx, emit, s)
 	})
 }
 
@@ -110,12 +105,7 @@ func (k *turnSink) Withdraw(ctx context.Context, requestID string) error {
 		if err := tx.UpdateInteraction(ctx, it, InteractionPending); err != nil {
 			return err
 		}
-		f, err := treeFact(ctx, tx, s)
-		if err != nil {
-			return err
-		}
-		emit(f)
-		return nil
+		return emitTree(ctx, tx, emit, s)
 	})
 	if errors.Is(err, errTurnSettled) {
 		return nil // settling already ended the Turn's interactions
@@ -182,12 +172,8 @@ func (k *turnSink) Subagent(ctx context.Context, req SubagentRequest) (TurnRef, 
 		if err := tx.InsertTurn(ctx, ct); err != nil {
 			return err
 		}
-		f, err := treeFact(ctx, tx, child)
-		if err != nil {
-			return err
-		}
-		emit(Fact{WorkspaceID: child.WorkspaceID, Kind: FactSessionChanged, SessionID: child.ID, TurnID: ct.ID}, f)
-		return nil
+		emit(Fact{WorkspaceID: child.WorkspaceID, Kind: FactSessionChanged, SessionID: child.ID, TurnID: ct.ID})
+		return emitTree(ctx, tx, emit, child)
 	})
 	if err != nil {
 		k.h.work.release(ref.TurnID)
