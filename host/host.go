@@ -48,14 +48,13 @@ type Config struct {
 
 // Host is the application core. One long-lived Host per process.
 type Host struct {
-	store    Store
-	runtime  Runtime
-	observer Observer
-	log      *slog.Logger
-	now      func() time.Time
-	newID    func(prefix string) string
-	epoch    string
-	relay    struct{ interval, delay time.Duration }
+	store   Store
+	runtime Runtime
+	log     *slog.Logger
+	now     func() time.Time
+	newID   func(prefix string) string
+	epoch   string
+	relay   struct{ interval, delay time.Duration }
 
 	locks sessionLocks
 	// releases are deleted sessions' runtimes still to release
@@ -68,9 +67,7 @@ type Host struct {
 	// settled wakes CancelTurn waiters when a turn settles (settle.go).
 	settled settleWaiters
 
-	pub       publisher // publish.go
-	pubMu     sync.Mutex
-	published map[int64]bool
+	pub publisher // publish.go
 
 	replica string
 	// opsWake nudges the runtime-operation worker (non-blocking, size 1).
@@ -105,17 +102,15 @@ func Open(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{
-		store:     cfg.Store,
-		runtime:   cfg.Runtime,
-		observer:  cfg.Observer,
-		log:       cfg.Logger,
-		now:       cfg.Now,
-		newID:     cfg.NewID,
-		published: map[int64]bool{},
-		ready:     make(chan struct{}),
-		replica:   cfg.ReplicaID,
-		opsWake:   make(chan struct{}, 1),
-		work:      newTurnWork(),
+		store:   cfg.Store,
+		runtime: cfg.Runtime,
+		log:     cfg.Logger,
+		now:     cfg.Now,
+		newID:   cfg.NewID,
+		ready:   make(chan struct{}),
+		replica: cfg.ReplicaID,
+		opsWake: make(chan struct{}, 1),
+		work:    newTurnWork(),
 
 		workspaceRoot: cfg.WorkspaceRoot,
 		guard:         cfg.DeletionGuard,
@@ -133,6 +128,7 @@ func Open(cfg Config) (*Host, error) {
 	if h.newID == nil {
 		h.newID = RandomID
 	}
+	h.pub.observer, h.pub.log, h.pub.delivered = cfg.Observer, h.log, map[int64]bool{}
 	h.relay.interval, h.relay.delay = cfg.RelayInterval, cfg.RelayDelay
 	if h.relay.interval <= 0 {
 		h.relay.interval = time.Second
@@ -245,7 +241,7 @@ func (h *Host) commit(ctx context.Context, fn func(tx Tx, emit func(...Fact)) er
 		return err
 	}
 	if len(facts) > 0 {
-		h.publish(ctx, facts, ids)
+		h.pub.publish(ctx, facts, ids)
 	}
 	return nil
 }

@@ -35,19 +35,13 @@ func (h *Host) RelayOnce(ctx context.Context) error {
 		if err != nil || len(rows) == 0 {
 			return err
 		}
-		var facts []Fact
 		ids := make([]int64, len(rows))
-		h.pubMu.Lock()
 		for i, r := range rows {
 			ids[i] = r.ID
-			if !h.published[r.ID] {
-				facts = append(facts, r.Fact)
-			}
-			delete(h.published, r.ID)
 		}
-		h.pubMu.Unlock()
-		if h.observer != nil && len(facts) > 0 {
-			if err := h.observer.Publish(ctx, dedupeFacts(facts)); err != nil {
+		facts := h.pub.undelivered(rows)
+		if h.pub.observer != nil && len(facts) > 0 {
+			if err := h.pub.observer.Publish(ctx, dedupeFacts(facts)); err != nil {
 				return err
 			}
 		}

@@ -30,23 +30,12 @@ func (h *Host) pendingFacts(ctx context.Context, before time.Time, limit int) ([
 // publish every fact a second time. On failure the ids stay remembered for
 // the next round.
 func (h *Host) flushPublished(ctx context.Context) error {
-	h.pubMu.Lock()
-	if len(h.published) == 0 {
-		h.pubMu.Unlock()
+	ids := h.pub.takeDelivered()
+	if len(ids) == 0 {
 		return nil
 	}
-	ids := make([]int64, 0, len(h.published))
-	for id := range h.published {
-		ids = append(ids, id)
-	}
-	h.published = map[int64]bool{}
-	h.pubMu.Unlock()
 	if err := h.store.MarkPublished(ctx, ids); err != nil {
-		h.pubMu.Lock()
-		for _, id := range ids {
-			h.published[id] = true
-		}
-		h.pubMu.Unlock()
+		h.pub.keepDelivered(ids)
 		return err
 	}
 	return nil
