@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -182,7 +183,7 @@ func (h *Host) DeleteSessions(ctx context.Context, in DeleteSessionsInput) (Dele
 // plan reads the closures of every tree the request touches.
 func (h *Host) planDelete(ctx context.Context, ws string, requested map[string]bool) ([]treePlan, error) {
 	roots := map[string]bool{}
-	for _, id := range slices.Sorted(mapKeys(requested)) {
+	for _, id := range slices.Sorted(maps.Keys(requested)) {
 		s, err := h.store.GetSession(ctx, ws, id)
 		if errors.Is(err, ErrNotFound) || err == nil && s.Provisional {
 			// An id this workspace never had (or another workspace's) is
@@ -198,7 +199,7 @@ func (h *Host) planDelete(ctx context.Context, ws string, requested map[string]b
 		}
 	}
 	var plans []treePlan
-	for _, root := range slices.Sorted(mapKeys(roots)) {
+	for _, root := range slices.Sorted(maps.Keys(roots)) {
 		tree, err := h.store.SessionTree(ctx, ws, root)
 		if err != nil {
 			return nil, storeErr(err, "session tree %s", root)
@@ -342,7 +343,7 @@ func (h *Host) deleteOnce(ctx context.Context, in DeleteSessionsInput, requested
 				}
 			}
 			comps := p.components()
-			for _, top := range slices.Sorted(mapKeys(comps)) {
+			for _, top := range slices.Sorted(maps.Keys(comps)) {
 				members := comps[top]
 				c := DeletedComponent{RootSessionID: top, Generation: h.newID("del"), Restorable: true}
 				for _, ts := range members {
@@ -484,16 +485,6 @@ func (h *Host) serveRelease(ctx context.Context, in releaseInput) (struct{}, err
 	return struct{}{}, h.releaseRuntime(ctx, in.WorkspaceID, in.SessionID)
 }
 
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // Goal and queue handling of the deletion coordinator (seed: "Stable Goal
 // and effective-history state is left byte-for-byte unchanged. A pending
 // Goal operation is failed and detached from the state").
@@ -621,7 +612,7 @@ func (h *Host) rollbackQuiesce(ctx context.Context, ws string, q *quiesced) {
 			revs[e.SessionID] = cur.Revision
 			sessions[e.SessionID] = true
 		}
-		for _, sid := range slices.Sorted(mapKeys(sessions)) {
+		for _, sid := range slices.Sorted(maps.Keys(sessions)) {
 			s, err := tx.Session(ctx, ws, sid)
 			if err != nil {
 				return err
