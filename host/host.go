@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// Config wires a Host. Store and Runtime are required.
+// Config wires a Host. Store is required; Runtime is nil only for a
+// read-only Host (tests and tools that read through the Host's queries).
 type Config struct {
 	Store    Store
 	Runtime  Runtime
