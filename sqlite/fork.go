@@ -8,7 +8,7 @@ import (
 	"github.com/ensemble-dev/ensemble/host"
 )
 
-// Session fork operations and lineage (migrations/00012_lineage.sql).
+// Session fork operations and lineage (migrations/00013_lineage.sql).
 
 var _ host.ForkTx = (*tx)(nil)
 

@@ -16,7 +16,7 @@ const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version,
 
 // partsText is the appended pieces of the messages row in scope, in offset
 // order (empty without any): a streaming message's text is messages.text
-// followed by them (sqlite/migrations/00008_message_parts.sql).
+// followed by them (sqlite/migrations/00009_message_parts.sql).
 const partsText = `coalesce((SELECT group_concat(p.text, '' ORDER BY p.off) FROM message_parts p
 	WHERE p.workspace_id = messages.workspace_id AND p.session_id = messages.session_id
 	  AND p.message_id = messages.id), '')`

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestUpgradeFromFirstMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := newProvider(db)
+	p, err := newProvider(db, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,35 +33,7 @@ func TestUpgradeFromFirstMigration(t *testing.T) {
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	t0 := now.Add(-3 * time.Hour).UnixMilli()
-	// Rows exactly as the first schema's store wrote them: a session with
-	// one settled and one unsettled turn, their claims and messages, and
-	// outbox rows published long ago, published recently and pending.
-	for _, q := range []string{
-		`INSERT INTO sessions (workspace_id, id, root_id, title, agent, simulated, settings_json,
-			message_version, turn_count, active_turn_id, created_by, created_at, updated_at)
-			VALUES ('w', 's', 's', 'old session', 'sim', 1, '{"model":"m"}', 3, 2, 't2', 'alice', ?1, ?1)`,
-		`INSERT INTO turns (workspace_id, session_id, id, seq, origin, phase, outcome,
-			provider_session_id, provider_turn_id, client_submit_id, submitted_by, created_at, updated_at, settled_at)
-			VALUES ('w', 's', 't1', 1, 'user', 'settled', 'completed', 'ps', 'pt1', 'c1', 'alice', ?1, ?1, ?1)`,
-		`INSERT INTO turns (workspace_id, session_id, id, seq, origin, phase, provider_session_id,
-			client_submit_id, submitted_by, created_at, updated_at)
-			VALUES ('w', 's', 't2', 2, 'user', 'dispatched', 'ps', 'c2', 'alice', ?1, ?1)`,
-		`INSERT INTO submit_claims (workspace_id, client_submit_id, session_id, turn_id, digest, content_json, state, created_at, updated_at)
-			VALUES ('w', 'c1', 's', 't1', 'd1', '{"text":"first"}', 'accepted', ?1, ?1),
-			       ('w', 'c2', 's', 't2', 'd2', '{"text":"second"}', 'prepared', ?1, ?1)`,
-		`INSERT INTO messages (workspace_id, session_id, id, turn_id, role, kind, version, ordinal, content_json, author, created_at, updated_at)
-			VALUES ('w', 's', 't1.prompt', 't1', 'user', 'text', 1, 1, '{"text":"first"}', 'alice', ?1, ?1),
-			       ('w', 's', 't1.text-1', 't1', 'agent', 'text', 2, 2, '{"text":"answer"}', '', ?1, ?1),
-			       ('w', 's', 't2.prompt', 't2', 'user', 'text', 3, 3, '{"text":"second"}', 'alice', ?1, ?1)`,
-		`INSERT INTO outbox (workspace_id, fact_json, created_at, published_at)
-			VALUES ('w', '{"workspace":"w","kind":"session/changed","sessionId":"s"}', ?1, ?1),
-			       ('w', '{"workspace":"w","kind":"session/changed","sessionId":"s"}', ?2, ?2),
-			       ('w', '{"workspace":"w","kind":"transcript/advanced","sessionId":"s","version":3}', ?2, NULL)`,
-	} {
-		if _, err := db.ExecContext(ctx, q, t0, now.Add(-time.Minute).UnixMilli()); err != nil {
-			t.Fatalf("write v1 data: %v\n%s", err, q)
-		}
-	}
+	writeV1Rows(t, db, t0, now)
 	db.Close()
 
 	st, err := Open(ctx, path, Options{})
@@ -133,5 +106,40 @@ func TestUpgradeFromFirstMigration(t *testing.T) {
 	}
 	if old != 0 || recent < 2 {
 		t.Fatalf("after marking: %d rows published 3h ago remain (want 0), %d recent published rows (want >= 2)", old, recent)
+	}
+}
+
+// writeV1Rows writes rows exactly as the first schema's store wrote them: a
+// session with one settled and one unsettled turn, their claims and
+// messages, and outbox rows published at t0, published a minute before now
+// and pending. Every later schema accepts them unchanged.
+func writeV1Rows(t *testing.T, db *sql.DB, t0 int64, now time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	for _, q := range []string{
+		`INSERT INTO sessions (workspace_id, id, root_id, title, agent, simulated, settings_json,
+			message_version, turn_count, active_turn_id, created_by, created_at, updated_at)
+			VALUES ('w', 's', 's', 'old session', 'sim', 1, '{"model":"m"}', 3, 2, 't2', 'alice', ?1, ?1)`,
+		`INSERT INTO turns (workspace_id, session_id, id, seq, origin, phase, outcome,
+			provider_session_id, provider_turn_id, client_submit_id, submitted_by, created_at, updated_at, settled_at)
+			VALUES ('w', 's', 't1', 1, 'user', 'settled', 'completed', 'ps', 'pt1', 'c1', 'alice', ?1, ?1, ?1)`,
+		`INSERT INTO turns (workspace_id, session_id, id, seq, origin, phase, provider_session_id,
+			client_submit_id, submitted_by, created_at, updated_at)
+			VALUES ('w', 's', 't2', 2, 'user', 'dispatched', 'ps', 'c2', 'alice', ?1, ?1)`,
+		`INSERT INTO submit_claims (workspace_id, client_submit_id, session_id, turn_id, digest, content_json, state, created_at, updated_at)
+			VALUES ('w', 'c1', 's', 't1', 'd1', '{"text":"first"}', 'accepted', ?1, ?1),
+			       ('w', 'c2', 's', 't2', 'd2', '{"text":"second"}', 'prepared', ?1, ?1)`,
+		`INSERT INTO messages (workspace_id, session_id, id, turn_id, role, kind, version, ordinal, content_json, author, created_at, updated_at)
+			VALUES ('w', 's', 't1.prompt', 't1', 'user', 'text', 1, 1, '{"text":"first"}', 'alice', ?1, ?1),
+			       ('w', 's', 't1.text-1', 't1', 'agent', 'text', 2, 2, '{"text":"answer"}', '', ?1, ?1),
+			       ('w', 's', 't2.prompt', 't2', 'user', 'text', 3, 3, '{"text":"second"}', 'alice', ?1, ?1)`,
+		`INSERT INTO outbox (workspace_id, fact_json, created_at, published_at)
+			VALUES ('w', '{"workspace":"w","kind":"session/changed","sessionId":"s"}', ?1, ?1),
+			       ('w', '{"workspace":"w","kind":"session/changed","sessionId":"s"}', ?2, ?2),
+			       ('w', '{"workspace":"w","kind":"transcript/advanced","sessionId":"s","version":3}', ?2, NULL)`,
+	} {
+		if _, err := db.ExecContext(ctx, q, t0, now.Add(-time.Minute).UnixMilli()); err != nil {
+			t.Fatalf("write v1 data: %v\n%s", err, q)
+		}
 	}
 }
