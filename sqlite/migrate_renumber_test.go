@@ -52,14 +52,7 @@ func TestUpgradeFromOldNumbering(t *testing.T) {
 			}
 			db.Close()
 
-			st, err := Open(ctx, path, Options{})
-			if err != nil {
-				t.Fatalf("Open (upgrade): %v", err)
-			}
-			defer st.Close()
-			if pending, err := hasPending(ctx, st.w); err != nil || pending {
-				t.Fatalf("after the upgrade: pending %v, %v", pending, err)
-			}
+			st := openUpgraded(t, path)
 			if got := appliedVersions(t, st.w); !slices.Equal(got, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}) {
 				t.Fatalf("recorded versions after the upgrade: %v", got)
 			}

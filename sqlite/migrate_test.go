@@ -37,14 +37,7 @@ func TestUpgradeFromFirstMigration(t *testing.T) {
 	writeV1Rows(t, db, t0, now)
 	db.Close()
 
-	st, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatalf("Open (upgrade): %v", err)
-	}
-	defer st.Close()
-	if pending, err := hasPending(ctx, st.w); err != nil || pending {
-		t.Fatalf("after the upgrade: pending %v, %v", pending, err)
-	}
+	st := openUpgraded(t, path)
 
 	pending := sqlstoretest.CheckFirstSchemaRows(t, st, now)
 
@@ -103,4 +96,19 @@ func writeV1Rows(t *testing.T, db *sql.DB, t0 int64, now time.Time) {
 			t.Fatalf("write v1 data: %v\n%s", err, q)
 		}
 	}
+}
+
+// openUpgraded opens the database at path with the current code, which
+// applies every pending migration, and checks nothing is left pending.
+func openUpgraded(t *testing.T, path string) *Store {
+	t.Helper()
+	st, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatalf("Open (upgrade): %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if pending, err := hasPending(t.Context(), st.w); err != nil || pending {
+		t.Fatalf("after the upgrade: pending %v, %v", pending, err)
+	}
+	return st
 }
