@@ -6,11 +6,11 @@ import (
 	"fmt"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
-const claimCols = `workspace_id, client_submit_id, session_id, turn_id, digest, content_json,
-	state, created_at, updated_at`
+const claimCols = sqlcols.Claims
 
 func scanClaim(row sqlstore.Scanner) (host.SubmitClaim, error) {
 	var (

@@ -26,9 +26,7 @@ var (
 	_ host.InteractionTx    = (*tx)(nil)
 )
 
-const interactionCols = `workspace_id, session_id, turn_id, request_id, root_session_id, kind,
-	title, prompt, options_json, tool_json, state, response_json, answered_by, answered_by_name,
-	answered_at, resolution, operation_id, created_at, updated_at`
+const interactionCols = sqlcols.Interactions
 
 func scanInteraction(row sqlstore.Scanner) (host.Interaction, error) {
 	var (
@@ -258,10 +256,7 @@ func interactionTree(ctx context.Context, q querier, ws, rootSessionID string) (
 
 // ---- runtime operations ----
 
-const operationCols = `workspace_id, id, kind, session_id, turn_id, request_id, response_json,
-	responded_by, responded_by_name, state, attempts, next_attempt_at, lease_replica, lease_epoch,
-	lease_expires_at, result, reason, followup_json, followup_turn_id, last_error, created_at,
-	updated_at`
+const operationCols = sqlcols.Operations
 
 // QuarantineKindOperation is the Quarantined.Kind of a runtime operation.
 const QuarantineKindOperation = host.QuarantineKindOperation

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
@@ -22,9 +23,7 @@ var (
 	_ host.QueueTx    = (*tx)(nil)
 )
 
-const queueCols = `workspace_id, session_id, id, position, disposition, state, client_submit_id,
-	author, author_name, content_json, digest, target_turn_id, turn_id, admitted_revision,
-	revision, retracted_by, created_at, updated_at`
+const queueCols = sqlcols.QueueEntries
 
 func scanQueueEntry(row sqlstore.Scanner) (host.QueueEntry, error) {
 	var (

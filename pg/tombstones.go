@@ -17,7 +17,7 @@ import (
 // restore rewrite nothing else: turns, messages, parts and interactions
 // stay byte for byte.
 
-const tombCols = sessionCols + `, deletion_generation, deleted_root_id, deleted_by, deleted_by_name, restorable`
+const tombCols = sqlcols.Tombstones
 
 // extraRow appends the tombstone columns to scanSession's destinations.
 type extraRow struct {

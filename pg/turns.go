@@ -6,15 +6,13 @@ import (
 	"fmt"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // The key columns come first so a row that fails to decode can still be
 // named (and quarantined) by recovery.
-const turnCols = `workspace_id, session_id, id, seq, origin, phase, outcome, failure_reason,
-	stop_reason, provider_session_id, provider_turn_id, client_submit_id,
-	identity_anchor_turn_id, retracted, cancel_requested, submitted_by, created_at,
-	updated_at, settled_at, applied_seq, labels_json`
+const turnCols = sqlcols.Turns
 
 // scanTurn reads one row and validates the values the column types cannot
 // (phase, outcome). An invalid row yields a *sqlstore.DecodeError with the key

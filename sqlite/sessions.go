@@ -10,9 +10,7 @@ import (
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
-const sessionCols = `workspace_id, id, parent_id, root_id, title, title_explicit, agent,
-	simulated, settings_json, pinned, provider_session_id, message_version, turn_count,
-	active_turn_id, provisional, created_by, created_at, updated_at, deleted_at, context_lost`
+const sessionCols = sqlcols.Sessions
 
 func scanSession(sc scanner) (host.Session, error) {
 	var (

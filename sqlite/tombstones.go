@@ -14,7 +14,7 @@ import (
 // behaviour as pg/tombstones.go. SQLite serializes writers at BEGIN, so
 // the tree read inside a transaction is already stable without row locks.
 
-const tombCols = sessionCols + `, deletion_generation, deleted_root_id, deleted_by, deleted_by_name, restorable`
+const tombCols = sqlcols.Tombstones
 
 // extraRow appends the tombstone columns to scanSession's destinations.
 type extraRow struct {

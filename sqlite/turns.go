@@ -7,15 +7,13 @@ import (
 	"strconv"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // The key columns come first so a row that fails to decode can still be
 // named (and quarantined) by recovery.
-const turnCols = `workspace_id, session_id, id, seq, origin, phase, outcome, failure_reason,
-	stop_reason, provider_session_id, provider_turn_id, client_submit_id,
-	identity_anchor_turn_id, retracted, cancel_requested, submitted_by, created_at,
-	updated_at, settled_at, applied_seq, labels_json`
+const turnCols = sqlcols.Turns
 
 const turnNCols = 21
 
