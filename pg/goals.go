@@ -191,25 +191,9 @@ func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, []host.Quarant
 // PendingGoalFences lists fences not yet done, oldest first.
 func (s *Store) PendingGoalFences(ctx context.Context) ([]host.GoalFence, error) {
 	return withPool(ctx, s, func(q querier) ([]host.GoalFence, error) {
-		rows, err := q.Query(ctx, `SELECT workspace_id, session_id, operation_id, revision,
+		return queryRows(ctx, q, "pending goal fences", `SELECT workspace_id, session_id, operation_id, revision,
 			by_operation, state, created_at, updated_at FROM goal_fences WHERE state = $1
-			ORDER BY created_at`, string(host.GoalFencePending))
-		if err != nil {
-			return nil, classify("pending goal fences", err)
-		}
-		defer rows.Close()
-		out := []host.GoalFence{}
-		for rows.Next() {
-			var f host.GoalFence
-			var state string
-			if err := rows.Scan(&f.WorkspaceID, &f.SessionID, &f.OperationID, &f.Revision, &f.ByOperation,
-				&state, &f.CreatedAt, &f.UpdatedAt); err != nil {
-				return nil, classify("pending goal fences", err)
-			}
-			f.State, f.CreatedAt, f.UpdatedAt = host.GoalFenceState(state), utc(f.CreatedAt), utc(f.UpdatedAt)
-			out = append(out, f)
-		}
-		return out, classify("pending goal fences", rows.Err())
+			ORDER BY created_at`, []any{string(host.GoalFencePending)}, sqlstore.All(sqlstore.GoalFence(timestamptz)))
 	})
 }
 

@@ -164,26 +164,9 @@ func (s *Store) PendingGoalFences(ctx context.Context) ([]host.GoalFence, error)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := r.QueryContext(ctx, `SELECT workspace_id, session_id, operation_id, revision,
+	return queryRows(ctx, r, "pending goal fences", `SELECT workspace_id, session_id, operation_id, revision,
 		by_operation, state, created_at, updated_at FROM goal_fences WHERE state = ?
-		ORDER BY created_at`, string(host.GoalFencePending))
-	if err != nil {
-		return nil, classify("pending goal fences", err)
-	}
-	defer rows.Close()
-	out := []host.GoalFence{}
-	for rows.Next() {
-		var f host.GoalFence
-		var state string
-		var created, updated int64
-		if err := rows.Scan(&f.WorkspaceID, &f.SessionID, &f.OperationID, &f.Revision, &f.ByOperation,
-			&state, &created, &updated); err != nil {
-			return nil, classify("pending goal fences", err)
-		}
-		f.State, f.CreatedAt, f.UpdatedAt = host.GoalFenceState(state), fromMS(created), fromMS(updated)
-		out = append(out, f)
-	}
-	return out, classify("pending goal fences", rows.Err())
+		ORDER BY created_at`, []any{string(host.GoalFencePending)}, sqlstore.All(sqlstore.GoalFence(unixMS)))
 }
 
 // PendingGoalOperations lists operations still accepted, oldest first,

@@ -50,3 +50,22 @@ func PurgeCandidate(at TimeColumn) func(Scanner) (host.PurgeCandidate, error) {
 		return c, nil
 	}
 }
+
+// GoalFence is the row codec of (workspace_id, session_id, operation_id,
+// revision, by_operation, state, created_at, updated_at).
+func GoalFence(at TimeColumn) func(Scanner) (host.GoalFence, error) {
+	return func(row Scanner) (host.GoalFence, error) {
+		var (
+			f     host.GoalFence
+			state string
+		)
+		created, readCreated := at()
+		updated, readUpdated := at()
+		if err := row.Scan(&f.WorkspaceID, &f.SessionID, &f.OperationID, &f.Revision, &f.ByOperation,
+			&state, created, updated); err != nil {
+			return host.GoalFence{}, err
+		}
+		f.State, f.CreatedAt, f.UpdatedAt = host.GoalFenceState(state), readCreated(), readUpdated()
+		return f, nil
+	}
+}
