@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 var _ host.ChangesStore = (*Store)(nil)
@@ -28,8 +29,8 @@ type batcher interface {
 }
 
 func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.ChangesQuery) (c host.Changes, err error) {
-	turnLimit := clampLimit(q.Turns, 50, 200)
-	msgLimit := clampLimit(q.Messages, 200, 1000)
+	turnLimit := sqlstore.ClampLimit(q.Turns, 50, 200)
+	msgLimit := sqlstore.ClampLimit(q.Messages, 200, 1000)
 	order := "ASC"
 	if q.Newest {
 		order = "DESC"
@@ -60,7 +61,7 @@ func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.C
 	}
 	c.Session, err = scanSessionSummary(br.QueryRow())
 	if isNoRows(err) {
-		return host.Changes{}, notFound("session " + sessionID)
+		return host.Changes{}, dialect.NotFound("session " + sessionID)
 	}
 	if err != nil {
 		return host.Changes{}, classify("changes: session", err)
@@ -69,9 +70,8 @@ func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.C
 		if c.Turns, err = collect(br, scanTurn, "changes: turns"); err != nil {
 			return host.Changes{}, err
 		}
-		if len(c.Turns) > turnLimit {
-			c.Turns, c.TurnsHasMore = c.Turns[:turnLimit], true
-		}
+		page := sqlstore.TurnPage(c.Turns, turnLimit)
+		c.Turns, c.TurnsHasMore = page.Turns, page.HasMore
 	}
 	for _, id := range q.TurnIDs {
 		t, err := scanTurn(br.QueryRow())
@@ -86,12 +86,8 @@ func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.C
 	if c.Messages, err = collect(br, scanMessage, "changes: messages"); err != nil {
 		return host.Changes{}, err
 	}
-	if len(c.Messages) > msgLimit {
-		c.Messages, c.MessagesHasMore = c.Messages[:msgLimit], true
-	}
-	if q.Newest {
-		slices.Reverse(c.Messages)
-	}
+	page := sqlstore.MessagePage(c.Messages, msgLimit, q.Newest)
+	c.Messages, c.MessagesHasMore = page.Messages, page.HasMore
 	if _, err := br.Exec(); err != nil {
 		return host.Changes{}, classify("changes: commit", err)
 	}
@@ -99,22 +95,12 @@ func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.C
 }
 
 // collect scans every row of the batch's next result.
-func collect[T any](br pgx.BatchResults, scan func(pgx.Row) (T, error), what string) ([]T, error) {
+func collect[T any](br pgx.BatchResults, scan func(sqlstore.Scanner) (T, error), what string) ([]T, error) {
 	rows, err := br.Query()
 	if err != nil {
 		return nil, classify(what, err)
 	}
 	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, classify(what, err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify(what, err)
-	}
-	return out, nil
+	out, err := sqlstore.Collect(rows, scan)
+	return out, classify(what, err)
 }

@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
-const claimCols = `workspace_id, client_submit_id, session_id, turn_id, digest, content_json,
-	state, created_at, updated_at`
+const claimCols = sqlcols.Claims
 
-func scanClaim(row pgx.Row) (host.SubmitClaim, error) {
+func scanClaim(row sqlstore.Scanner) (host.SubmitClaim, error) {
 	var (
 		c              host.SubmitClaim
 		content, state string
@@ -31,15 +30,8 @@ func scanClaim(row pgx.Row) (host.SubmitClaim, error) {
 }
 
 func getClaim(ctx context.Context, q querier, ws, clientSubmitID string) (host.SubmitClaim, error) {
-	c, err := scanClaim(q.QueryRow(ctx, `SELECT `+claimCols+` FROM submit_claims
-		WHERE workspace_id = $1 AND client_submit_id = $2`, ws, clientSubmitID))
-	if isNoRows(err) {
-		return host.SubmitClaim{}, notFound("submit claim " + clientSubmitID)
-	}
-	if err != nil {
-		return host.SubmitClaim{}, classify("get claim", err)
-	}
-	return c, nil
+	return sqlstore.One(dialect, q.QueryRow(ctx, `SELECT `+claimCols+` FROM submit_claims
+		WHERE workspace_id = $1 AND client_submit_id = $2`, ws, clientSubmitID), scanClaim, "submit claim "+clientSubmitID, "get claim")
 }
 
 // GetClaim returns the submit claim for a ClientSubmitID in ws.
@@ -50,14 +42,7 @@ func (s *Store) GetClaim(ctx context.Context, ws, clientSubmitID string) (host.S
 }
 
 func (t *tx) Claim(ctx context.Context, ws, clientSubmitID string) (host.SubmitClaim, error) {
-	if t.failed != nil {
-		return host.SubmitClaim{}, t.failed
-	}
-	c, err := getClaim(ctx, t.tx, ws, clientSubmitID)
-	if err != nil && !isNotFound(err) {
-		return c, t.fail(err)
-	}
-	return c, err
+	return txRead(t, func() (host.SubmitClaim, error) { return getClaim(ctx, t.tx, ws, clientSubmitID) })
 }
 
 // InsertClaim claims a ClientSubmitID. The primary key decides a race
@@ -80,7 +65,7 @@ func (t *tx) InsertClaim(ctx context.Context, c host.SubmitClaim) error {
 		return t.fail(classify("insert claim", err))
 	}
 	if tag.RowsAffected() == 0 {
-		return duplicate("insert claim " + c.ClientSubmitID)
+		return dialect.Duplicate("insert claim " + c.ClientSubmitID)
 	}
 	return nil
 }

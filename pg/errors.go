@@ -110,14 +110,6 @@ func isConnLoss(err error) bool {
 // Close can still see after the closed flag check.
 func isClosedPool(err error) bool { return strings.Contains(err.Error(), "closed pool") }
 
-func notFound(what string) error {
-	return fmt.Errorf("pg: %s: %w", what, host.ErrNotFound)
-}
-
-func duplicate(what string) error {
-	return fmt.Errorf("pg: %s: %w", what, host.ErrDuplicate)
-}
-
 func isNotFound(err error) bool { return errors.Is(err, host.ErrNotFound) }
 
 // isNoRows reports a query that matched nothing.

@@ -27,7 +27,7 @@ func (t *tx) forkOpWhere(ctx context.Context, what, where string, args ...any) (
 		&op.TargetSessionID, &op.LineageID, &op.LineageSeq, &op.BaseTitle, &state, &op.Reason,
 		&op.ProviderSessionID, &op.CreatedBy, &op.CreatedAt, &op.UpdatedAt)
 	if isNoRows(err) {
-		return host.ForkOp{}, notFound(what)
+		return host.ForkOp{}, dialect.NotFound(what)
 	}
 	if err != nil {
 		return host.ForkOp{}, t.fail(classify(what, err))

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // Goals (issue 13): the goal record is one JSON document per session; the
@@ -14,44 +14,9 @@ import (
 // recovery scans. Callers hold the session row lock (Tx.Session), which
 // serializes goal mutations of one session across replicas.
 
-// decodeGoal decodes a goal record; a record that does not form a valid
-// goal wraps host.ErrCorrupt, so the Host quarantines it instead of
-// retrying or acting on it.
-func decodeGoal(ws, sid, raw string) (host.GoalState, error) {
-	var g host.GoalState
-	if err := json.Unmarshal([]byte(raw), &g); err != nil {
-		return g, fmt.Errorf("decode goal %s/%s: %w: %v", ws, sid, host.ErrCorrupt, err)
-	}
-	switch {
-	case g.WorkspaceID != ws || g.SessionID != sid:
-		return g, fmt.Errorf("decode goal %s/%s: %w: it names %s/%s", ws, sid, host.ErrCorrupt, g.WorkspaceID, g.SessionID)
-	case g.Goal != nil && !g.Goal.Status.Valid():
-		return g, fmt.Errorf("decode goal %s/%s: %w: invalid status %q", ws, sid, host.ErrCorrupt, g.Goal.Status)
-	}
-	return g, nil
-}
-
-func decodeGoalOp(ws, csid, raw string) (host.GoalOperation, error) {
-	var op host.GoalOperation
-	if err := json.Unmarshal([]byte(raw), &op); err != nil {
-		return op, fmt.Errorf("decode goal operation %s/%s: %w: %v", ws, csid, host.ErrCorrupt, err)
-	}
-	if op.WorkspaceID != ws || op.ClientSubmitID != csid {
-		return op, fmt.Errorf("decode goal operation %s/%s: %w: it names %s/%s", ws, csid, host.ErrCorrupt, op.WorkspaceID, op.ClientSubmitID)
-	}
-	return op, nil
-}
-
 func getGoal(ctx context.Context, q querier, ws, sid string) (host.GoalState, error) {
-	var raw string
-	err := q.QueryRow(ctx, `SELECT state_json FROM goals WHERE workspace_id = $1 AND session_id = $2`, ws, sid).Scan(&raw)
-	if isNoRows(err) {
-		return host.GoalState{}, notFound("goal of session " + sid)
-	}
-	if err != nil {
-		return host.GoalState{}, classify("get goal", err)
-	}
-	return decodeGoal(ws, sid, raw)
+	return sqlstore.One(dialect, q.QueryRow(ctx, `SELECT state_json FROM goals WHERE workspace_id = $1 AND session_id = $2`, ws, sid),
+		sqlstore.Doc(ws, sid, sqlstore.DecodeGoal), "goal of session "+sid, "get goal")
 }
 
 // GetGoal returns the session's goal record.
@@ -60,21 +25,7 @@ func (s *Store) GetGoal(ctx context.Context, ws, sessionID string) (host.GoalSta
 }
 
 func (t *tx) Goal(ctx context.Context, ws, sessionID string) (host.GoalState, error) {
-	if t.failed != nil {
-		return host.GoalState{}, t.failed
-	}
-	g, err := getGoal(ctx, t.tx, ws, sessionID)
-	if err != nil && !isNotFound(err) {
-		return g, t.fail(err)
-	}
-	return g, err
-}
-
-func goalStatus(g host.GoalState) string {
-	if g.Goal == nil {
-		return ""
-	}
-	return string(g.Goal.Status)
+	return txRead(t, func() (host.GoalState, error) { return getGoal(ctx, t.tx, ws, sessionID) })
 }
 
 // PutGoal inserts or replaces the goal record; it never moves the revision
@@ -93,7 +44,7 @@ func (t *tx) PutGoal(ctx context.Context, g host.GoalState) error {
 			seq = excluded.seq, status = excluded.status, state_json = excluded.state_json,
 			updated_at = excluded.updated_at
 		WHERE goals.revision <= excluded.revision AND goals.seq <= excluded.seq`,
-		g.WorkspaceID, g.SessionID, g.Revision, g.Seq, goalStatus(g), string(raw), g.UpdatedAt)
+		g.WorkspaceID, g.SessionID, g.Revision, g.Seq, sqlstore.GoalStatus(g), string(raw), g.UpdatedAt)
 	if err != nil {
 		return t.fail(classify("put goal", err))
 	}
@@ -104,16 +55,9 @@ func (t *tx) PutGoal(ctx context.Context, g host.GoalState) error {
 }
 
 func getGoalOp(ctx context.Context, q querier, ws, csid string) (host.GoalOperation, error) {
-	var raw string
-	err := q.QueryRow(ctx, `SELECT op_json FROM goal_operations
-		WHERE workspace_id = $1 AND client_submit_id = $2`, ws, csid).Scan(&raw)
-	if isNoRows(err) {
-		return host.GoalOperation{}, notFound("goal operation " + csid)
-	}
-	if err != nil {
-		return host.GoalOperation{}, classify("get goal operation", err)
-	}
-	return decodeGoalOp(ws, csid, raw)
+	return sqlstore.One(dialect, q.QueryRow(ctx, `SELECT op_json FROM goal_operations
+		WHERE workspace_id = $1 AND client_submit_id = $2`, ws, csid),
+		sqlstore.Doc(ws, csid, sqlstore.DecodeGoalOp), "goal operation "+csid, "get goal operation")
 }
 
 // GetGoalOperation returns the goal operation of a clientSubmitId.
@@ -122,14 +66,7 @@ func (s *Store) GetGoalOperation(ctx context.Context, ws, clientSubmitID string)
 }
 
 func (t *tx) GoalOperation(ctx context.Context, ws, clientSubmitID string) (host.GoalOperation, error) {
-	if t.failed != nil {
-		return host.GoalOperation{}, t.failed
-	}
-	op, err := getGoalOp(ctx, t.tx, ws, clientSubmitID)
-	if err != nil && !isNotFound(err) {
-		return op, t.fail(err)
-	}
-	return op, err
+	return txRead(t, func() (host.GoalOperation, error) { return getGoalOp(ctx, t.tx, ws, clientSubmitID) })
 }
 
 // InsertGoalOperation records a goal operation; the primary key decides a
@@ -151,7 +88,7 @@ func (t *tx) InsertGoalOperation(ctx context.Context, op host.GoalOperation) err
 		return t.fail(classify("insert goal operation", err))
 	}
 	if tag.RowsAffected() == 0 {
-		return duplicate("insert goal operation " + op.ClientSubmitID)
+		return dialect.Duplicate("insert goal operation " + op.ClientSubmitID)
 	}
 	return nil
 }
@@ -187,7 +124,7 @@ func (t *tx) InsertGoalFence(ctx context.Context, f host.GoalFence) error {
 		return t.fail(classify("insert goal fence", err))
 	}
 	if tag.RowsAffected() == 0 {
-		return duplicate("insert goal fence " + f.OperationID)
+		return dialect.Duplicate("insert goal fence " + f.OperationID)
 	}
 	return nil
 }
@@ -239,62 +176,24 @@ type goalScan[T any] struct {
 // except quarantined ones; an undecodable record comes back as
 // a quarantine candidate so one poisoned record never stalls the rest.
 func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, []host.Quarantined, error) {
-	r, err := withPool(ctx, s, func(q querier) (goalScan[host.GoalState], error) {
-		var r goalScan[host.GoalState]
-		rows, err := q.Query(ctx, `SELECT g.workspace_id, g.session_id, g.state_json FROM goals g
+	d, err := withPool(ctx, s, func(q querier) (sqlstore.Decoded[host.GoalState], error) {
+		return queryRows(ctx, q, "live goals", `SELECT g.workspace_id, g.session_id, g.state_json FROM goals g
 			JOIN sessions s ON s.workspace_id = g.workspace_id AND s.id = g.session_id
 			WHERE g.status = $1 AND s.deleted_at IS NULL
 			AND NOT EXISTS (SELECT 1 FROM quarantine q
 				WHERE q.kind = $2 AND q.key = g.workspace_id || '/' || g.session_id)
-			ORDER BY g.updated_at`, string(host.GoalActive), host.QuarantineKindGoal)
-		if err != nil {
-			return r, classify("live goals", err)
-		}
-		defer rows.Close()
-		r.out = []host.GoalState{}
-		for rows.Next() {
-			var ws, sid, raw string
-			if err := rows.Scan(&ws, &sid, &raw); err != nil {
-				return r, classify("live goals", err)
-			}
-			g, err := decodeGoal(ws, sid, raw)
-			if err != nil {
-				r.bad = append(r.bad, host.Quarantined{WorkspaceID: ws, Kind: host.QuarantineKindGoal,
-					Key: ws + "/" + sid, Reason: err.Error(), At: time.Now().UTC()})
-				continue
-			}
-			r.out = append(r.out, g)
-		}
-		return r, classify("live goals", rows.Err())
+			ORDER BY g.updated_at`, []any{string(host.GoalActive), host.QuarantineKindGoal},
+			sqlstore.JSONRecords(host.QuarantineKindGoal, sqlstore.DecodeGoal))
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return r.out, r.bad, nil
+	return d.Records, d.Bad, err
 }
 
 // PendingGoalFences lists fences not yet done, oldest first.
 func (s *Store) PendingGoalFences(ctx context.Context) ([]host.GoalFence, error) {
 	return withPool(ctx, s, func(q querier) ([]host.GoalFence, error) {
-		rows, err := q.Query(ctx, `SELECT workspace_id, session_id, operation_id, revision,
+		return queryRows(ctx, q, "pending goal fences", `SELECT workspace_id, session_id, operation_id, revision,
 			by_operation, state, created_at, updated_at FROM goal_fences WHERE state = $1
-			ORDER BY created_at`, string(host.GoalFencePending))
-		if err != nil {
-			return nil, classify("pending goal fences", err)
-		}
-		defer rows.Close()
-		out := []host.GoalFence{}
-		for rows.Next() {
-			var f host.GoalFence
-			var state string
-			if err := rows.Scan(&f.WorkspaceID, &f.SessionID, &f.OperationID, &f.Revision, &f.ByOperation,
-				&state, &f.CreatedAt, &f.UpdatedAt); err != nil {
-				return nil, classify("pending goal fences", err)
-			}
-			f.State, f.CreatedAt, f.UpdatedAt = host.GoalFenceState(state), utc(f.CreatedAt), utc(f.UpdatedAt)
-			out = append(out, f)
-		}
-		return out, classify("pending goal fences", rows.Err())
+			ORDER BY created_at`, []any{string(host.GoalFencePending)}, sqlstore.All(sqlstore.GoalFence(timestamptz)))
 	})
 }
 
@@ -302,37 +201,15 @@ func (s *Store) PendingGoalFences(ctx context.Context) ([]host.GoalFence, error)
 // except quarantined ones; an undecodable one comes back as a quarantine
 // candidate.
 func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation, []host.Quarantined, error) {
-	r, err := withPool(ctx, s, func(q querier) (goalScan[host.GoalOperation], error) {
-		var r goalScan[host.GoalOperation]
-		rows, err := q.Query(ctx, `SELECT o.workspace_id, o.client_submit_id, o.op_json FROM goal_operations o
+	d, err := withPool(ctx, s, func(q querier) (sqlstore.Decoded[host.GoalOperation], error) {
+		return queryRows(ctx, q, "pending goal operations", `SELECT o.workspace_id, o.client_submit_id, o.op_json FROM goal_operations o
 			WHERE o.state = $1
 			AND NOT EXISTS (SELECT 1 FROM quarantine q
 				WHERE q.kind = $2 AND q.key = o.workspace_id || '/' || o.client_submit_id)
-			ORDER BY o.created_at`, string(host.GoalOpAccepted), host.QuarantineKindGoalOperation)
-		if err != nil {
-			return r, classify("pending goal operations", err)
-		}
-		defer rows.Close()
-		r.out = []host.GoalOperation{}
-		for rows.Next() {
-			var ws, csid, raw string
-			if err := rows.Scan(&ws, &csid, &raw); err != nil {
-				return r, classify("pending goal operations", err)
-			}
-			op, err := decodeGoalOp(ws, csid, raw)
-			if err != nil {
-				r.bad = append(r.bad, host.Quarantined{WorkspaceID: ws, Kind: host.QuarantineKindGoalOperation,
-					Key: ws + "/" + csid, Reason: err.Error(), At: time.Now().UTC()})
-				continue
-			}
-			r.out = append(r.out, op)
-		}
-		return r, classify("pending goal operations", rows.Err())
+			ORDER BY o.created_at`, []any{string(host.GoalOpAccepted), host.QuarantineKindGoalOperation},
+			sqlstore.JSONRecords(host.QuarantineKindGoalOperation, sqlstore.DecodeGoalOp))
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return r.out, r.bad, nil
+	return d.Records, d.Bad, err
 }
 
 // GoalFenced is tx.GoalFenced outside a transaction (goal.get's held).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // Interactions and durable runtime operations (host/ports_interactions.go
@@ -25,11 +26,9 @@ var (
 	_ host.InteractionTx    = (*tx)(nil)
 )
 
-const interactionCols = `workspace_id, session_id, turn_id, request_id, root_session_id, kind,
-	title, prompt, options_json, tool_json, state, response_json, answered_by, answered_by_name,
-	answered_at, resolution, operation_id, created_at, updated_at`
+const interactionCols = sqlcols.Interactions
 
-func scanInteraction(row pgx.Row) (host.Interaction, error) {
+func scanInteraction(row sqlstore.Scanner) (host.Interaction, error) {
 	var (
 		i                    host.Interaction
 		kind, state, options string
@@ -45,48 +44,27 @@ func scanInteraction(row pgx.Row) (host.Interaction, error) {
 	i.AnsweredAt, i.CreatedAt, i.UpdatedAt = utcPtr(i.AnsweredAt), utc(i.CreatedAt), utc(i.UpdatedAt)
 	what := "interaction " + i.WorkspaceID + "/" + i.SessionID + "/" + i.TurnID + "/" + i.RequestID
 	if err := json.Unmarshal([]byte(options), &i.Options); err != nil {
-		return i, &decodeError{what: what, err: fmt.Errorf("options: %w", err)}
+		return i, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("options: %w", err)}
 	}
 	if tool != nil {
 		i.Tool = new(host.ToolCall)
 		if err := json.Unmarshal([]byte(*tool), i.Tool); err != nil {
-			return i, &decodeError{what: what, err: fmt.Errorf("tool: %w", err)}
+			return i, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("tool: %w", err)}
 		}
 	}
 	if response != nil {
 		i.Response = new(host.InteractionResponse)
 		if err := json.Unmarshal([]byte(*response), i.Response); err != nil {
-			return i, &decodeError{what: what, err: fmt.Errorf("response: %w", err)}
+			return i, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("response: %w", err)}
 		}
 	}
 	return i, nil
 }
 
-func encodeJSON(v any) (string, error) {
-	b, err := json.Marshal(v)
-	return string(b), err
-}
-
-// nullJSON encodes v, or NULL for a nil pointer.
-func nullJSON[T any](v *T) (*string, error) {
-	if v == nil {
-		return nil, nil
-	}
-	s, err := encodeJSON(v)
-	return &s, err
-}
-
 func getInteraction(ctx context.Context, q querier, ref host.InteractionRef) (host.Interaction, error) {
-	i, err := scanInteraction(q.QueryRow(ctx, `SELECT `+interactionCols+` FROM interactions
+	return sqlstore.One(dialect, q.QueryRow(ctx, `SELECT `+interactionCols+` FROM interactions
 		WHERE workspace_id = $1 AND session_id = $2 AND turn_id = $3 AND request_id = $4`,
-		ref.WorkspaceID, ref.SessionID, ref.TurnID, ref.RequestID))
-	if isNoRows(err) {
-		return host.Interaction{}, notFound("interaction " + ref.RequestID)
-	}
-	if err != nil {
-		return host.Interaction{}, classify("get interaction", err)
-	}
-	return i, nil
+		ref.WorkspaceID, ref.SessionID, ref.TurnID, ref.RequestID), scanInteraction, "interaction "+ref.RequestID, "get interaction")
 }
 
 // GetInteraction reads one interaction by its complete identity.
@@ -117,15 +95,15 @@ func (t *tx) InsertInteraction(ctx context.Context, i host.Interaction) error {
 	if t.failed != nil {
 		return t.failed
 	}
-	options, err := encodeJSON(i.Options)
+	options, err := sqlstore.EncodeJSON(i.Options)
 	if err != nil {
 		return fmt.Errorf("pg: insert interaction: %w", err)
 	}
-	tool, err := nullJSON(i.Tool)
+	tool, err := sqlstore.NullJSON(i.Tool)
 	if err != nil {
 		return fmt.Errorf("pg: insert interaction: %w", err)
 	}
-	response, err := nullJSON(i.Response)
+	response, err := sqlstore.NullJSON(i.Response)
 	if err != nil {
 		return fmt.Errorf("pg: insert interaction: %w", err)
 	}
@@ -139,7 +117,7 @@ func (t *tx) InsertInteraction(ctx context.Context, i host.Interaction) error {
 		return t.fail(classify("insert interaction", err))
 	}
 	if tag.RowsAffected() == 0 {
-		return duplicate("insert interaction " + i.RequestID)
+		return dialect.Duplicate("insert interaction " + i.RequestID)
 	}
 	return nil
 }
@@ -152,7 +130,7 @@ func (t *tx) UpdateInteraction(ctx context.Context, i host.Interaction, from hos
 	if t.failed != nil {
 		return t.failed
 	}
-	response, err := nullJSON(i.Response)
+	response, err := sqlstore.NullJSON(i.Response)
 	if err != nil {
 		return fmt.Errorf("pg: update interaction: %w", err)
 	}
@@ -199,23 +177,7 @@ func (s *Store) SessionInteractions(ctx context.Context, ws, sessionID string, f
 }
 
 func queryInteractions(ctx context.Context, q querier, query string, args ...any) ([]host.Interaction, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, classify("list interactions", err)
-	}
-	defer rows.Close()
-	out := []host.Interaction{}
-	for rows.Next() {
-		i, err := scanInteraction(rows)
-		if err != nil {
-			return nil, classify("list interactions", err)
-		}
-		out = append(out, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify("list interactions", err)
-	}
-	return out, nil
+	return queryRows(ctx, q, "list interactions", query, args, sqlstore.All(scanInteraction))
 }
 
 // LatestTurn is the session's Turn with the highest seq.
@@ -231,15 +193,8 @@ func (t *tx) LatestTurn(ctx context.Context, ws, sessionID string) (host.Turn, e
 }
 
 func latestTurn(ctx context.Context, q querier, ws, sessionID string) (host.Turn, error) {
-	tu, err := scanTurn(q.QueryRow(ctx, `SELECT `+turnCols+` FROM turns
-		WHERE workspace_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT 1`, ws, sessionID))
-	if isNoRows(err) {
-		return host.Turn{}, notFound("latest turn of " + sessionID)
-	}
-	if err != nil {
-		return host.Turn{}, classify("latest turn", err)
-	}
-	return tu, nil
+	return sqlstore.One(dialect, q.QueryRow(ctx, `SELECT `+turnCols+` FROM turns
+		WHERE workspace_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT 1`, ws, sessionID), scanTurn, "latest turn of "+sessionID, "latest turn")
 }
 
 // InteractionTree reads the root, its latest Turn and the latest-Turn
@@ -272,7 +227,7 @@ func interactionTree(ctx context.Context, q querier, ws, rootSessionID string) (
 		return host.InteractionTree{}, err
 	}
 	if root.Provisional || root.DeletedAt != nil {
-		return host.InteractionTree{}, notFound("session " + rootSessionID)
+		return host.InteractionTree{}, dialect.NotFound("session " + rootSessionID)
 	}
 	tree := host.InteractionTree{WorkspaceID: ws, RootSessionID: rootSessionID, Interactions: []host.Interaction{}}
 	if t, err := latestTurn(ctx, q, ws, rootSessionID); err == nil {
@@ -301,15 +256,12 @@ func interactionTree(ctx context.Context, q querier, ws, rootSessionID string) (
 
 // ---- runtime operations ----
 
-const operationCols = `workspace_id, id, kind, session_id, turn_id, request_id, response_json,
-	responded_by, responded_by_name, state, attempts, next_attempt_at, lease_replica, lease_epoch,
-	lease_expires_at, result, reason, followup_json, followup_turn_id, last_error, created_at,
-	updated_at`
+const operationCols = sqlcols.Operations
 
 // QuarantineKindOperation is the Quarantined.Kind of a runtime operation.
 const QuarantineKindOperation = host.QuarantineKindOperation
 
-func scanOperation(row pgx.Row) (host.RuntimeOperation, error) {
+func scanOperation(row sqlstore.Scanner) (host.RuntimeOperation, error) {
 	var (
 		op                      host.RuntimeOperation
 		response, state, result string
@@ -327,32 +279,25 @@ func scanOperation(row pgx.Row) (host.RuntimeOperation, error) {
 	op.CreatedAt, op.UpdatedAt = utc(op.CreatedAt), utc(op.UpdatedAt)
 	what := "runtime operation " + op.WorkspaceID + "/" + op.ID
 	if err := json.Unmarshal([]byte(response), &op.Response); err != nil {
-		return op, &decodeError{what: what, err: fmt.Errorf("response: %w", err)}
+		return op, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("response: %w", err)}
 	}
 	if followUp != nil {
 		op.FollowUp = new(host.MessageContent)
 		if err := json.Unmarshal([]byte(*followUp), op.FollowUp); err != nil {
-			return op, &decodeError{what: what, err: fmt.Errorf("follow-up: %w", err)}
+			return op, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("follow-up: %w", err)}
 		}
 	}
 	switch op.State {
 	case host.OperationPrepared, host.OperationLeased, host.OperationCompleted, host.OperationFailed:
 	default:
-		return op, &decodeError{what: what, err: fmt.Errorf("invalid state %q", op.State)}
+		return op, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("invalid state %q", op.State)}
 	}
 	return op, nil
 }
 
 func getOperation(ctx context.Context, q querier, ws, id string) (host.RuntimeOperation, error) {
-	op, err := scanOperation(q.QueryRow(ctx, `SELECT `+operationCols+` FROM runtime_operations
-		WHERE workspace_id = $1 AND id = $2`, ws, id))
-	if isNoRows(err) {
-		return host.RuntimeOperation{}, notFound("runtime operation " + id)
-	}
-	if err != nil {
-		return host.RuntimeOperation{}, classify("get runtime operation", err)
-	}
-	return op, nil
+	return sqlstore.One(dialect, q.QueryRow(ctx, `SELECT `+operationCols+` FROM runtime_operations
+		WHERE workspace_id = $1 AND id = $2`, ws, id), scanOperation, "runtime operation "+id, "get runtime operation")
 }
 
 // GetRuntimeOperation reads one operation.
@@ -369,7 +314,7 @@ func (t *tx) RuntimeOperation(ctx context.Context, ws, id string) (host.RuntimeO
 	var sid string
 	err := t.tx.QueryRow(ctx, `SELECT session_id FROM runtime_operations WHERE workspace_id = $1 AND id = $2`, ws, id).Scan(&sid)
 	if isNoRows(err) {
-		return host.RuntimeOperation{}, notFound("runtime operation " + id)
+		return host.RuntimeOperation{}, dialect.NotFound("runtime operation " + id)
 	}
 	if err != nil {
 		return host.RuntimeOperation{}, t.fail(classify("get runtime operation", err))
@@ -381,21 +326,11 @@ func (t *tx) RuntimeOperation(ctx context.Context, ws, id string) (host.RuntimeO
 	return op, t.result(err)
 }
 
-func operationArgs(op host.RuntimeOperation) (response string, followUp *string, err error) {
-	if response, err = encodeJSON(op.Response); err != nil {
-		return "", nil, fmt.Errorf("pg: runtime operation %s: %w", op.ID, err)
-	}
-	if followUp, err = nullJSON(op.FollowUp); err != nil {
-		return "", nil, fmt.Errorf("pg: runtime operation %s: %w", op.ID, err)
-	}
-	return response, followUp, nil
-}
-
 func (t *tx) InsertRuntimeOperation(ctx context.Context, op host.RuntimeOperation) error {
 	if t.failed != nil {
 		return t.failed
 	}
-	response, followUp, err := operationArgs(op)
+	response, followUp, err := sqlstore.OperationArgs("pg", op)
 	if err != nil {
 		return err
 	}
@@ -410,7 +345,7 @@ func (t *tx) InsertRuntimeOperation(ctx context.Context, op host.RuntimeOperatio
 		return t.fail(classify("insert runtime operation", err))
 	}
 	if tag.RowsAffected() == 0 {
-		return duplicate("insert runtime operation " + op.ID)
+		return dialect.Duplicate("insert runtime operation " + op.ID)
 	}
 	return nil
 }
@@ -421,7 +356,7 @@ func (t *tx) UpdateRuntimeOperation(ctx context.Context, op host.RuntimeOperatio
 	if t.failed != nil {
 		return t.failed
 	}
-	_, followUp, err := operationArgs(op)
+	_, followUp, err := sqlstore.OperationArgs("pg", op)
 	if err != nil {
 		return err
 	}
@@ -438,43 +373,17 @@ func (t *tx) UpdateRuntimeOperation(ctx context.Context, op host.RuntimeOperatio
 // DueRuntimeOperations returns prepared operations whose next attempt is
 // due and leased ones whose lease expired, in every workspace.
 func (s *Store) DueRuntimeOperations(ctx context.Context, now time.Time, limit int) ([]host.RuntimeOperation, []host.Quarantined, error) {
-	limit = clampLimit(limit, 64, 1000)
-	type result struct {
-		ops []host.RuntimeOperation
-		bad []host.Quarantined
-	}
-	r, err := withPool(ctx, s, func(q querier) (result, error) {
-		rows, err := q.Query(ctx, `SELECT `+operationCols+` FROM runtime_operations o
+	limit = sqlstore.ClampLimit(limit, 64, 1000)
+	d, err := withPool(ctx, s, func(q querier) (sqlstore.Decoded[host.RuntimeOperation], error) {
+		return queryRows(ctx, q, "due runtime operations", `SELECT `+operationCols+` FROM runtime_operations o
 			WHERE ((o.state = 'prepared' AND o.next_attempt_at <= $1)
 				OR (o.state = 'leased' AND o.lease_expires_at <= $1))
 			AND NOT EXISTS (SELECT 1 FROM quarantine q
 				WHERE q.kind = $2 AND q.key = o.workspace_id || '/' || o.id)
 			ORDER BY o.next_attempt_at, o.workspace_id, o.id LIMIT $3`,
-			now, QuarantineKindOperation, limit)
-		if err != nil {
-			return result{}, classify("due runtime operations", err)
-		}
-		defer rows.Close()
-		var out result
-		for rows.Next() {
-			op, err := scanOperation(rows)
-			var de *decodeError
-			if errors.As(err, &de) {
-				out.bad = append(out.bad, host.Quarantined{WorkspaceID: op.WorkspaceID, Kind: QuarantineKindOperation,
-					Key: op.WorkspaceID + "/" + op.ID, Reason: err.Error(), At: time.Now().UTC()})
-				continue
-			}
-			if err != nil {
-				return result{}, classify("due runtime operations", err)
-			}
-			out.ops = append(out.ops, op)
-		}
-		if err := rows.Err(); err != nil {
-			return result{}, classify("due runtime operations", err)
-		}
-		return out, nil
+			[]any{now, QuarantineKindOperation, limit}, operationRecords)
 	})
-	return r.ops, r.bad, err
+	return d.Records, d.Bad, err
 }
 
 // RequeueRuntimeOperations returns to prepared every leased operation of
@@ -491,3 +400,8 @@ func (s *Store) RequeueRuntimeOperations(ctx context.Context, replica string, no
 		return int(tag.RowsAffected()), nil
 	})
 }
+
+// operationRecords collects due operations, an undecodable one as a
+// quarantine candidate.
+var operationRecords = sqlstore.Decodable(scanOperation, QuarantineKindOperation,
+	func(op host.RuntimeOperation) (string, string) { return op.WorkspaceID, op.WorkspaceID + "/" + op.ID })

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 var (
@@ -18,7 +19,7 @@ var (
 
 const leaseCols = `owner, generation, expires_at, expires_at > now()`
 
-func scanLease(row pgx.Row, ws, sid string) (host.SessionLease, bool, error) {
+func scanLease(row sqlstore.Scanner, ws, sid string) (host.SessionLease, bool, error) {
 	l := host.SessionLease{WorkspaceID: ws, SessionID: sid}
 	err := row.Scan(&l.Owner, &l.Generation, &l.ExpiresAt, &l.Live)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
@@ -28,7 +26,7 @@ const messageRead = `workspace_id, session_id, id, turn_id, role, kind, version,
 	content_json, tool_json, streaming, author, created_at, updated_at,
 	CASE WHEN streaming THEN text || ` + partsText + ` ELSE text END, author_name`
 
-func scanMessage(row pgx.Row) (host.Message, error) {
+func scanMessage(row sqlstore.Scanner) (host.Message, error) {
 	var (
 		m          host.Message
 		role, kind string
@@ -63,7 +61,7 @@ func (t *tx) Message(ctx context.Context, ws, sessionID, messageID string) (host
 	m, err := scanMessage(t.tx.QueryRow(ctx, `SELECT `+messageRead+` FROM messages
 		WHERE workspace_id = $1 AND session_id = $2 AND id = $3`, ws, sessionID, messageID))
 	if isNoRows(err) {
-		return host.Message{}, notFound("message " + messageID)
+		return host.Message{}, dialect.NotFound("message " + messageID)
 	}
 	if err != nil {
 		return host.Message{}, t.fail(classify("get message", err))
@@ -84,7 +82,7 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 	if err != nil {
 		return fmt.Errorf("pg: put message %s: encode content: %w", m.ID, err)
 	}
-	tool, err := encodeTool(m.ID, m.Tool)
+	tool, err := sqlstore.EncodeTool("pg", m.ID, m.Tool)
 	if err != nil {
 		return err
 	}
@@ -110,18 +108,6 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 	return nil
 }
 
-func encodeTool(id string, tc *host.ToolCall) (*string, error) {
-	if tc == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(tc)
-	if err != nil {
-		return nil, fmt.Errorf("pg: message %s: encode tool: %w", id, err)
-	}
-	s := string(b)
-	return &s, nil
-}
-
 // AppendMessage implements host.OutputTx in one statement. It creates the
 // message (its first piece in messages.text) or records an append: while the
 // message stays open the row only gets its new length, version and tool
@@ -134,7 +120,7 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 	if t.failed != nil {
 		return host.AppendResult{}, t.failed
 	}
-	tool, err := encodeTool(a.ID, a.Tool)
+	tool, err := sqlstore.EncodeTool("pg", a.ID, a.Tool)
 	if err != nil {
 		return host.AppendResult{}, err
 	}
@@ -179,7 +165,7 @@ SELECT text_len, ordinal FROM m`
 // AfterVersion (or neither bound) pages forward from the oldest change;
 // BeforeVersion alone pages backward from the newest change below it.
 func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.MessageQuery) (host.MessagePage, error) {
-	limit := clampLimit(q.Limit, 200, 1000)
+	limit := sqlstore.ClampLimit(q.Limit, 200, 1000)
 	query := `SELECT ` + messageRead + ` FROM messages WHERE workspace_id = $1 AND session_id = $2`
 	args := []any{ws, sessionID}
 	arg := func(v any) string {
@@ -203,29 +189,7 @@ func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.M
 	}
 
 	return withPool(ctx, s, func(db querier) (host.MessagePage, error) {
-		rows, err := db.Query(ctx, query, args...)
-		if err != nil {
-			return host.MessagePage{}, classify("list messages", err)
-		}
-		defer rows.Close()
-		page := host.MessagePage{Messages: []host.Message{}}
-		for rows.Next() {
-			m, err := scanMessage(rows)
-			if err != nil {
-				return host.MessagePage{}, classify("list messages", err)
-			}
-			page.Messages = append(page.Messages, m)
-		}
-		if err := rows.Err(); err != nil {
-			return host.MessagePage{}, classify("list messages", err)
-		}
-		if len(page.Messages) > limit {
-			page.Messages = page.Messages[:limit]
-			page.HasMore = true
-		}
-		if backward {
-			slices.Reverse(page.Messages)
-		}
-		return page, nil
+		msgs, err := queryRows(ctx, db, "list messages", query, args, sqlstore.All(scanMessage))
+		return sqlstore.MessagePage(msgs, limit, backward), err
 	})
 }

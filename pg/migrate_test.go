@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore/sqlstoretest"
 )
 
 // A database created by the first migration set, holding data written
@@ -78,45 +79,14 @@ func TestUpgradeFromFirstMigration(t *testing.T) {
 		t.Fatalf("after the upgrade: pending %v, %v", pending, err)
 	}
 
-	s, err := st.GetSession(ctx, "w", "s")
-	if err != nil || s.Title != "old session" || s.Settings["model"] != "m" || s.TurnCount != 2 || s.ActiveTurnID != "t2" {
-		t.Fatalf("session after upgrade: %+v %v", s, err)
-	}
-	c, err := st.GetClaim(ctx, "w", "c1")
-	if err != nil || c.Content.Text != "first" || c.State != host.ClaimAccepted {
-		t.Fatalf("claim after upgrade: %+v %v", c, err)
-	}
-	msgs, err := st.ListMessages(ctx, "w", "s", host.MessageQuery{})
-	if err != nil || len(msgs.Messages) != 3 || msgs.Messages[1].Content.Text != "answer" {
-		t.Fatalf("messages after upgrade: %+v %v", msgs, err)
-	}
-	pending, err := st.PendingFacts(ctx, now, 100)
-	if err != nil || len(pending) != 1 || pending[0].Fact.Version != 3 {
-		t.Fatalf("pending facts after upgrade: %+v %v", pending, err)
-	}
+	pending := sqlstoretest.CheckFirstSchemaRows(t, st, now)
 
 	// The Host recovers the old unsettled turn and serves the old session.
-	h := host.New(host.Config{Store: st, Runtime: newSimRuntime(t, -1), Logger: quietLogger()})
-	rep, err := h.Recover(ctx)
-	if err != nil || len(rep.SettledTurns) != 1 || rep.SettledTurns[0].TurnID != "t2" {
-		t.Fatalf("recovery on the upgraded database: %+v %v", rep, err)
-	}
-	r, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "w", SessionID: "s", ClientSubmitID: "c3",
-		Content: host.MessageContent{Text: "third"}, SubmittedBy: "alice"})
-	if err != nil || r.Turn.Seq != 3 {
-		t.Fatalf("submit on the upgraded session: %+v %v", r, err)
-	}
-	if tu := waitSettled(t, h, *r.Turn); tu.Outcome != host.OutcomeCompleted {
-		t.Fatalf("turn on the upgraded session: %+v", tu)
-	}
-	if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "w", SessionID: "s", ClientSubmitID: "c1",
-		Content: host.MessageContent{Text: "first"}}); host.CodeOf(err) != host.CodeOperationConflict {
-		t.Fatalf("a v1 claim no longer guards its ClientSubmitID: %v", err)
-	}
+	sqlstoretest.CheckHostServesFirstSchema(t, host.New(host.Config{Store: st, Runtime: newSimRuntime(t, -1), Logger: quietLogger()}))
 
 	// Marking the pending row published prunes the row published three
 	// hours ago and keeps the recent one.
-	if err := st.MarkPublished(ctx, []int64{pending[0].ID}); err != nil {
+	if err := st.MarkPublished(ctx, []int64{pending.ID}); err != nil {
 		t.Fatal(err)
 	}
 	var old, recent int

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // AppendFacts writes facts to the outbox inside the caller's transaction, so
@@ -57,36 +58,25 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 // first. A row whose JSON cannot be decoded is logged and skipped so it can
 // never stall the relay behind it.
 func (s *Store) PendingFacts(ctx context.Context, before time.Time, limit int) ([]host.OutboxRow, error) {
-	limit = clampLimit(limit, 100, 1000)
+	limit = sqlstore.ClampLimit(limit, 100, 1000)
 	return withPool(ctx, s, func(db querier) ([]host.OutboxRow, error) {
-		rows, err := db.Query(ctx, `SELECT id, fact_json, created_at FROM outbox
+		return queryRows(ctx, db, "pending facts", `SELECT id, fact_json, created_at FROM outbox
 			WHERE published_at IS NULL AND created_at <= $1
-			ORDER BY created_at, id LIMIT $2`, before, limit)
-		if err != nil {
-			return nil, classify("pending facts", err)
-		}
-		defer rows.Close()
-		out := []host.OutboxRow{}
-		for rows.Next() {
-			var (
-				row     host.OutboxRow
-				payload string
-			)
-			if err := rows.Scan(&row.ID, &payload, &row.At); err != nil {
-				return nil, classify("pending facts", err)
-			}
-			if err := json.Unmarshal([]byte(payload), &row.Fact); err != nil {
-				s.log.WarnContext(ctx, "pg: skipping undecodable outbox row", "id", row.ID, "err", err)
-				continue
-			}
-			row.At = utc(row.At)
-			out = append(out, row)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, classify("pending facts", err)
-		}
-		return out, nil
+			ORDER BY created_at, id LIMIT $2`, []any{before, limit}, s.facts(ctx, limit))
 	})
+}
+
+// facts collects outbox rows, logging and skipping undecodable ones.
+func (s *Store) facts(ctx context.Context, limit int) func(sqlstore.Rows) ([]host.OutboxRow, error) {
+	return sqlstore.Facts(limit, timestamptz, func(id int64, err error) {
+		s.log.WarnContext(ctx, "pg: skipping undecodable outbox row", "id", id, "err", err)
+	})
+}
+
+// timestamptz is the codec of a timestamptz column, read back in UTC.
+func timestamptz() (any, func() time.Time) {
+	var t time.Time
+	return &t, func() time.Time { return t.UTC() }
 }
 
 // MarkPublished records that the relay delivered these outbox rows.

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // The session message queue (host/ports_queue.go; sqlite/queue.go is the
@@ -21,11 +23,9 @@ var (
 	_ host.QueueTx    = (*tx)(nil)
 )
 
-const queueCols = `workspace_id, session_id, id, position, disposition, state, client_submit_id,
-	author, author_name, content_json, digest, target_turn_id, turn_id, admitted_revision,
-	revision, retracted_by, created_at, updated_at`
+const queueCols = sqlcols.QueueEntries
 
-func scanQueueEntry(row pgx.Row) (host.QueueEntry, error) {
+func scanQueueEntry(row sqlstore.Scanner) (host.QueueEntry, error) {
 	var (
 		e                           host.QueueEntry
 		disposition, state, content string
@@ -48,31 +48,11 @@ func scanQueueEntry(row pgx.Row) (host.QueueEntry, error) {
 }
 
 func getQueueEntry(ctx context.Context, q querier, where string, args ...any) (host.QueueEntry, error) {
-	e, err := scanQueueEntry(q.QueryRow(ctx, `SELECT `+queueCols+` FROM queue_entries WHERE `+where, args...))
-	if isNoRows(err) {
-		return host.QueueEntry{}, notFound("queue entry")
-	}
-	if err != nil {
-		return host.QueueEntry{}, classify("get queue entry", err)
-	}
-	return e, nil
+	return sqlstore.One(dialect, q.QueryRow(ctx, `SELECT `+queueCols+` FROM queue_entries WHERE `+where, args...), scanQueueEntry, "queue entry", "get queue entry")
 }
 
 func listQueueEntries(ctx context.Context, q querier, where string, args ...any) ([]host.QueueEntry, error) {
-	rows, err := q.Query(ctx, `SELECT `+queueCols+` FROM queue_entries WHERE `+where+` ORDER BY position`, args...)
-	if err != nil {
-		return nil, classify("list queue entries", err)
-	}
-	defer rows.Close()
-	var out []host.QueueEntry
-	for rows.Next() {
-		e, err := scanQueueEntry(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, classify("list queue entries", rows.Err())
+	return queryRows(ctx, q, "list queue entries", `SELECT `+queueCols+` FROM queue_entries WHERE `+where+` ORDER BY position`, args, sqlstore.All(scanQueueEntry))
 }
 
 func getQueue(ctx context.Context, q querier, ws, sessionID string) (host.Queue, error) {
@@ -212,7 +192,7 @@ func (t *tx) InsertQueueEntry(ctx context.Context, e host.QueueEntry) (host.Queu
 		return e, t.fail(classify("insert queue entry "+e.ID, err))
 	}
 	if tag.RowsAffected() == 0 {
-		return e, duplicate("insert queue entry " + e.ID)
+		return e, dialect.Duplicate("insert queue entry " + e.ID)
 	}
 	return e, nil
 }

@@ -2,10 +2,10 @@ package pg
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // QuarantineKindTurn is the Quarantined.Kind of a Turn; its key is
@@ -16,47 +16,19 @@ const QuarantineKindTurn = "turn"
 // quarantined ones. A row that cannot be decoded is returned as a
 // quarantine candidate so one poisoned record never fails recovery.
 func (s *Store) UnsettledTurns(ctx context.Context) ([]host.Turn, []host.Quarantined, error) {
-	type result struct {
-		turns []host.Turn
-		bad   []host.Quarantined
-	}
-	r, err := withPool(ctx, s, func(db querier) (result, error) {
-		rows, err := db.Query(ctx, `SELECT `+turnCols+` FROM turns t
+	d, err := withPool(ctx, s, func(db querier) (sqlstore.Decoded[host.Turn], error) {
+		return queryRows(ctx, db, "unsettled turns", `SELECT `+turnCols+` FROM turns t
 			WHERE t.phase <> 'settled'
 			AND NOT EXISTS (SELECT 1 FROM quarantine q
 				WHERE q.kind = $1 AND q.key = t.workspace_id || '/' || t.session_id || '/' || t.id)
-			ORDER BY t.workspace_id, t.session_id, t.seq`, QuarantineKindTurn)
-		if err != nil {
-			return result{}, classify("unsettled turns", err)
-		}
-		defer rows.Close()
-		var out result
-		now := time.Now().UTC()
-		for rows.Next() {
-			t, err := scanTurn(rows)
-			var de *decodeError
-			if errors.As(err, &de) {
-				out.bad = append(out.bad, host.Quarantined{
-					WorkspaceID: t.WorkspaceID,
-					Kind:        QuarantineKindTurn,
-					Key:         turnRef(t).Key(),
-					Reason:      err.Error(),
-					At:          now,
-				})
-				continue
-			}
-			if err != nil {
-				return result{}, classify("unsettled turns", err)
-			}
-			out.turns = append(out.turns, t)
-		}
-		if err := rows.Err(); err != nil {
-			return result{}, classify("unsettled turns", err)
-		}
-		return out, nil
+			ORDER BY t.workspace_id, t.session_id, t.seq`, []any{QuarantineKindTurn}, turnRecords)
 	})
-	return r.turns, r.bad, err
+	return d.Records, d.Bad, err
 }
+
+// turnRecords collects turns, an undecodable one as a quarantine candidate.
+var turnRecords = sqlstore.Decodable(scanTurn, QuarantineKindTurn,
+	func(t host.Turn) (string, string) { return t.WorkspaceID, sqlstore.TurnRef(t).Key() })
 
 // Quarantine records q so later scans skip it. Repeating it is harmless:
 // the latest reason and time win.

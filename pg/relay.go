@@ -3,11 +3,11 @@ package pg
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"slices"
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 var _ host.OutboxClaimer = (*Store)(nil)
@@ -20,9 +20,9 @@ var _ host.OutboxClaimer = (*Store)(nil)
 // JSON cannot be decoded is logged and skipped (it stays claimed until its
 // lease ends, then is skipped again), so it never stalls the relay.
 func (s *Store) ClaimFacts(ctx context.Context, before time.Time, limit int, lease time.Duration) ([]host.OutboxRow, error) {
-	limit = clampLimit(limit, 100, 1000)
+	limit = sqlstore.ClampLimit(limit, 100, 1000)
 	return withPool(ctx, s, func(db querier) ([]host.OutboxRow, error) {
-		rows, err := db.Query(ctx, `UPDATE outbox o
+		out, err := queryRows(ctx, db, "claim facts", `UPDATE outbox o
 			SET claimed_until = now() + make_interval(secs => $3)
 			FROM (SELECT id FROM outbox
 				WHERE published_at IS NULL AND created_at <= $1
@@ -30,30 +30,8 @@ func (s *Store) ClaimFacts(ctx context.Context, before time.Time, limit int, lea
 				ORDER BY created_at, id LIMIT $2
 				FOR UPDATE SKIP LOCKED) c
 			WHERE o.id = c.id
-			RETURNING o.id, o.fact_json, o.created_at`, before, limit, lease.Seconds())
-		if err != nil {
-			return nil, classify("claim facts", err)
-		}
-		defer rows.Close()
-		out := []host.OutboxRow{}
-		for rows.Next() {
-			var (
-				row     host.OutboxRow
-				payload string
-			)
-			if err := rows.Scan(&row.ID, &payload, &row.At); err != nil {
-				return nil, classify("claim facts", err)
-			}
-			if err := json.Unmarshal([]byte(payload), &row.Fact); err != nil {
-				s.log.WarnContext(ctx, "pg: skipping undecodable outbox row", "id", row.ID, "err", err)
-				continue
-			}
-			row.At = utc(row.At)
-			out = append(out, row)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, classify("claim facts", err)
-		}
+			RETURNING o.id, o.fact_json, o.created_at`,
+			[]any{before, limit, lease.Seconds()}, s.facts(ctx, limit))
 		// RETURNING has no order; the relay publishes oldest first.
 		slices.SortFunc(out, func(a, b host.OutboxRow) int {
 			if c := a.At.Compare(b.At); c != 0 {
@@ -61,6 +39,6 @@ func (s *Store) ClaimFacts(ctx context.Context, before time.Time, limit int, lea
 			}
 			return cmp.Compare(a.ID, b.ID)
 		})
-		return out, nil
+		return out, err
 	})
 }

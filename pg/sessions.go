@@ -2,24 +2,19 @@ package pg
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
-const sessionCols = `workspace_id, id, parent_id, root_id, title, title_explicit, agent,
-	simulated, settings_json, pinned, provider_session_id, message_version, turn_count,
-	active_turn_id, provisional, created_by, created_at, updated_at, deleted_at, context_lost`
+const sessionCols = sqlcols.Sessions
 
-func scanSession(row pgx.Row) (host.Session, error) {
+func scanSession(row sqlstore.Scanner) (host.Session, error) {
 	var (
 		s        host.Session
 		settings *string
@@ -32,37 +27,10 @@ func scanSession(row pgx.Row) (host.Session, error) {
 		return host.Session{}, err
 	}
 	s.CreatedAt, s.UpdatedAt, s.DeletedAt = utc(s.CreatedAt), utc(s.UpdatedAt), utcPtr(s.DeletedAt)
-	if s.Settings, err = decodeSettings(settings); err != nil {
+	if s.Settings, err = sqlstore.DecodeSettings(settings); err != nil {
 		return host.Session{}, fmt.Errorf("session %s/%s: %w", s.WorkspaceID, s.ID, err)
 	}
 	return s, nil
-}
-
-// encodeSettings stores an empty map as NULL so nil and {} read back alike.
-func encodeSettings(m map[string]string) (*string, error) {
-	if len(m) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode settings: %w", err)
-	}
-	s := string(b)
-	return &s, nil
-}
-
-func decodeSettings(v *string) (map[string]string, error) {
-	if v == nil || *v == "" {
-		return nil, nil
-	}
-	var m map[string]string
-	if err := json.Unmarshal([]byte(*v), &m); err != nil {
-		return nil, fmt.Errorf("decode settings: %w", err)
-	}
-	if len(m) == 0 {
-		return nil, nil
-	}
-	return m, nil
 }
 
 const selectSession = `SELECT ` + sessionCols + ` FROM sessions WHERE workspace_id = $1 AND id = $2`
@@ -71,7 +39,7 @@ const selectSession = `SELECT ` + sessionCols + ` FROM sessions WHERE workspace_
 // same statement: the live goal's record and the identity of the
 // session's newest fence (host.SummarizeGoal). Only the pool reads (get,
 // list, changes) use it; a transaction's locking read stays on sessions.
-var sessionSummaryFrom = prefixCols(sessionCols, "s.") + `, g.state_json,
+var sessionSummaryFrom = sqlcols.Prefixed("s.", sessionCols) + `, g.state_json,
 	CASE WHEN g.status = 'active' THEN (SELECT f.operation_id || ' ' || f.revision FROM goal_fences f
 		WHERE f.workspace_id = s.workspace_id AND f.session_id = s.id
 		ORDER BY f.revision DESC, f.operation_id DESC LIMIT 1) END
@@ -80,17 +48,8 @@ var sessionSummaryFrom = prefixCols(sessionCols, "s.") + `, g.state_json,
 
 var selectSessionSummary = `SELECT ` + sessionSummaryFrom + ` WHERE s.workspace_id = $1 AND s.id = $2`
 
-// prefixCols qualifies each column of a column list with p.
-func prefixCols(cols, p string) string {
-	parts := strings.Split(cols, ",")
-	for i, c := range parts {
-		parts[i] = p + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
-}
-
 // scanSessionSummary scans a sessionSummaryFrom row.
-func scanSessionSummary(row pgx.Row) (host.Session, error) {
+func scanSessionSummary(row sqlstore.Scanner) (host.Session, error) {
 	var (
 		s        host.Session
 		settings *string
@@ -105,7 +64,7 @@ func scanSessionSummary(row pgx.Row) (host.Session, error) {
 		return host.Session{}, err
 	}
 	s.CreatedAt, s.UpdatedAt, s.DeletedAt = utc(s.CreatedAt), utc(s.UpdatedAt), utcPtr(s.DeletedAt)
-	if s.Settings, err = decodeSettings(settings); err != nil {
+	if s.Settings, err = sqlstore.DecodeSettings(settings); err != nil {
 		return host.Session{}, fmt.Errorf("session %s/%s: %w", s.WorkspaceID, s.ID, err)
 	}
 	if goal != nil {
@@ -122,10 +81,10 @@ func getSession(ctx context.Context, q querier, query, ws, id string) (host.Sess
 	return getSessionWith(ctx, q, scanSession, query, ws, id)
 }
 
-func getSessionWith(ctx context.Context, q querier, scan func(pgx.Row) (host.Session, error), query, ws, id string) (host.Session, error) {
+func getSessionWith(ctx context.Context, q querier, scan func(sqlstore.Scanner) (host.Session, error), query, ws, id string) (host.Session, error) {
 	s, err := scan(q.QueryRow(ctx, query, ws, id))
 	if isNoRows(err) {
-		return host.Session{}, notFound("session " + id)
+		return host.Session{}, dialect.NotFound("session " + id)
 	}
 	if err != nil {
 		return host.Session{}, classify("get session", err)
@@ -184,7 +143,7 @@ func (t *tx) InsertSession(ctx context.Context, s host.Session) error {
 	if t.failed != nil {
 		return t.failed
 	}
-	settings, err := encodeSettings(s.Settings)
+	settings, err := sqlstore.EncodeSettings(s.Settings)
 	if err != nil {
 		return err
 	}
@@ -202,7 +161,7 @@ func (t *tx) InsertSession(ctx context.Context, s host.Session) error {
 		return t.fail(classify("insert session", err))
 	}
 	if tag.RowsAffected() == 0 {
-		return duplicate("insert session " + s.ID)
+		return dialect.Duplicate("insert session " + s.ID)
 	}
 	// A row this transaction inserted is as good as locked: no other
 	// transaction can see it before commit.
@@ -216,7 +175,7 @@ func (t *tx) UpdateSession(ctx context.Context, s host.Session) error {
 	if t.failed != nil {
 		return t.failed
 	}
-	settings, err := encodeSettings(s.Settings)
+	settings, err := sqlstore.EncodeSettings(s.Settings)
 	if err != nil {
 		return err
 	}
@@ -237,7 +196,7 @@ func (t *tx) affectedOne(op string, tag pgconn.CommandTag, err error) error {
 		return t.fail(classify(op, err))
 	}
 	if tag.RowsAffected() == 0 {
-		return notFound(op)
+		return dialect.NotFound(op)
 	}
 	return nil
 }
@@ -276,67 +235,23 @@ func (t *tx) DeleteProvisionalSession(ctx context.Context, ws, id string) error 
 
 // ListSessions pages visible sessions newest first by (created_at, id).
 func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery) (host.SessionPage, error) {
-	limit := clampLimit(q.Limit, 50, 200)
+	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
 	query := `SELECT ` + sessionSummaryFrom + `
 		WHERE s.workspace_id = $1 AND NOT s.provisional AND s.deleted_at IS NULL`
 	args := []any{ws}
 	if q.Cursor != "" {
-		at, id, err := decodeSessionCursor(q.Cursor)
+		n, id, err := sqlstore.DecodeCursor(q.Cursor)
 		if err != nil {
 			return host.SessionPage{}, err
 		}
 		query += ` AND (s.created_at, s.id) < ($2, $3)`
-		args = append(args, at, id)
+		args = append(args, time.UnixMicro(n).UTC(), id)
 	}
 	args = append(args, limit+1)
 	query += fmt.Sprintf(` ORDER BY s.created_at DESC, s.id DESC LIMIT $%d`, len(args))
 
 	return withPool(ctx, s, func(db querier) (host.SessionPage, error) {
-		rows, err := db.Query(ctx, query, args...)
-		if err != nil {
-			return host.SessionPage{}, classify("list sessions", err)
-		}
-		defer rows.Close()
-		page := host.SessionPage{Sessions: []host.Session{}}
-		for rows.Next() {
-			sess, err := scanSessionSummary(rows)
-			if err != nil {
-				return host.SessionPage{}, classify("list sessions", err)
-			}
-			page.Sessions = append(page.Sessions, sess)
-		}
-		if err := rows.Err(); err != nil {
-			return host.SessionPage{}, classify("list sessions", err)
-		}
-		if len(page.Sessions) > limit {
-			page.Sessions = page.Sessions[:limit]
-			last := page.Sessions[limit-1]
-			page.NextCursor = encodeSessionCursor(last.CreatedAt, last.ID)
-		}
-		return page, nil
+		sessions, err := queryRows(ctx, db, "list sessions", query, args, sqlstore.All(scanSessionSummary))
+		return sqlstore.SessionPage(sessions, limit, func(s host.Session) int64 { return s.CreatedAt.UnixMicro() }), err
 	})
-}
-
-// The session cursor is the (created_at, id) of the last row returned, with
-// the time in unix microseconds (the column's precision), base64url so
-// clients treat it as opaque.
-func encodeSessionCursor(at time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + ":" + id))
-}
-
-func decodeSessionCursor(c string) (time.Time, string, error) {
-	bad := host.Errorf(host.CodeInvalidInput, "invalid session cursor")
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return time.Time{}, "", bad
-	}
-	at, id, ok := strings.Cut(string(b), ":")
-	if !ok {
-		return time.Time{}, "", bad
-	}
-	n, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
-		return time.Time{}, "", bad
-	}
-	return time.UnixMicro(n).UTC(), id, nil
 }

@@ -292,11 +292,3 @@ func utcPtr(t *time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
-
-// clampLimit applies a default for <= 0 and a hard cap.
-func clampLimit(n, def, cap int) int {
-	if n <= 0 {
-		return def
-	}
-	return min(n, cap)
-}

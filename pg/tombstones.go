@@ -3,12 +3,13 @@ package pg
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // Recoverable tombstones (host.TrashStore, host.TrashTx). The tombstone is
@@ -16,7 +17,7 @@ import (
 // restore rewrite nothing else: turns, messages, parts and interactions
 // stay byte for byte.
 
-const tombCols = sessionCols + `, deletion_generation, deleted_root_id, deleted_by, deleted_by_name, restorable`
+const tombCols = sqlcols.Tombstones
 
 // extraRow appends the tombstone columns to scanSession's destinations.
 type extraRow struct {
@@ -26,7 +27,7 @@ type extraRow struct {
 
 func (r extraRow) Scan(dest ...any) error { return r.row.Scan(append(dest, r.extra...)...) }
 
-func scanTreeSession(row pgx.Row) (host.TreeSession, error) {
+func scanTreeSession(row sqlstore.Scanner) (host.TreeSession, error) {
 	var (
 		gen, root, by, byName string
 		restorable            bool
@@ -44,24 +45,8 @@ func scanTreeSession(row pgx.Row) (host.TreeSession, error) {
 }
 
 func sessionTree(ctx context.Context, q querier, ws, rootID, suffix string) ([]host.TreeSession, error) {
-	rows, err := q.Query(ctx, `SELECT `+tombCols+` FROM sessions
-		WHERE workspace_id = $1 AND (root_id = $2 OR id = $2) ORDER BY id`+suffix, ws, rootID)
-	if err != nil {
-		return nil, classify("session tree", err)
-	}
-	defer rows.Close()
-	out := []host.TreeSession{}
-	for rows.Next() {
-		ts, err := scanTreeSession(rows)
-		if err != nil {
-			return nil, classify("session tree", err)
-		}
-		out = append(out, ts)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify("session tree", err)
-	}
-	return out, nil
+	return queryRows(ctx, q, "session tree", `SELECT `+tombCols+` FROM sessions
+		WHERE workspace_id = $1 AND (root_id = $2 OR id = $2) ORDER BY id`+suffix, []any{ws, rootID}, sqlstore.All(scanTreeSession))
 }
 
 // SessionTree reads one execution tree outside a transaction.
@@ -158,48 +143,28 @@ const topmostTomb = `s.deleted_at IS NOT NULL AND NOT s.provisional AND NOT EXIS
 
 // ListDeleted pages topmost tombstones newest first by (deleted_at, id).
 func (s *Store) ListDeleted(ctx context.Context, ws string, q host.DeletedQuery) (host.DeletedPage, error) {
-	limit := clampLimit(q.Limit, 50, 200)
-	query := `SELECT ` + prefixed("s.", tombCols) + ` FROM sessions s WHERE s.workspace_id = $1 AND ` + topmostTomb
+	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
+	query := `SELECT ` + sqlcols.Prefixed("s.", tombCols) + ` FROM sessions s WHERE s.workspace_id = $1 AND ` + topmostTomb
 	args := []any{ws}
 	if q.Cursor != "" {
-		at, id, err := decodeSessionCursor(q.Cursor)
+		n, id, err := sqlstore.DecodeCursor(q.Cursor)
 		if err != nil {
 			return host.DeletedPage{}, err
 		}
 		query += ` AND (s.deleted_at, s.id) < ($2, $3)`
-		args = append(args, at, id)
+		args = append(args, time.UnixMicro(n).UTC(), id)
 	}
 	args = append(args, limit+1)
 	query += fmt.Sprintf(` ORDER BY s.deleted_at DESC, s.id DESC LIMIT $%d`, len(args))
 	return withPool(ctx, s, func(db querier) (host.DeletedPage, error) {
-		rows, err := db.Query(ctx, query, args...)
-		if err != nil {
-			return host.DeletedPage{}, classify("list deleted", err)
-		}
-		defer rows.Close()
-		page := host.DeletedPage{Sessions: []host.DeletedSession{}}
-		for rows.Next() {
-			ts, err := scanTreeSession(rows)
-			if err != nil {
-				return host.DeletedPage{}, classify("list deleted", err)
-			}
-			page.Sessions = append(page.Sessions, host.DeletedSession{Session: ts.Session, Tombstone: *ts.Tombstone})
-		}
-		if err := rows.Err(); err != nil {
-			return host.DeletedPage{}, classify("list deleted", err)
-		}
-		if len(page.Sessions) > limit {
-			page.Sessions = page.Sessions[:limit]
-			last := page.Sessions[limit-1]
-			page.NextCursor = encodeSessionCursor(last.Tombstone.DeletedAt, last.Session.ID)
-		}
-		return page, nil
+		trees, err := queryRows(ctx, db, "list deleted", query, args, sqlstore.All(scanTreeSession))
+		return sqlstore.DeletedPage(trees, limit, func(t host.Tombstone) int64 { return t.DeletedAt.UnixMicro() }), err
 	})
 }
 
 // PurgeCandidates lists old topmost tombstones of every workspace.
 func (s *Store) PurgeCandidates(ctx context.Context, cutoff time.Time, after host.PurgeCandidate, limit int) ([]host.PurgeCandidate, error) {
-	limit = clampLimit(limit, 100, 1000)
+	limit = sqlstore.ClampLimit(limit, 100, 1000)
 	query := `SELECT s.workspace_id, s.id, s.deleted_at FROM sessions s
 		WHERE s.deleted_at <= $1 AND ` + topmostTomb
 	args := []any{cutoff}
@@ -210,31 +175,8 @@ func (s *Store) PurgeCandidates(ctx context.Context, cutoff time.Time, after hos
 	args = append(args, limit)
 	query += fmt.Sprintf(` ORDER BY s.deleted_at, s.workspace_id, s.id LIMIT $%d`, len(args))
 	return withPool(ctx, s, func(db querier) ([]host.PurgeCandidate, error) {
-		rows, err := db.Query(ctx, query, args...)
-		if err != nil {
-			return nil, classify("purge candidates", err)
-		}
-		defer rows.Close()
-		var out []host.PurgeCandidate
-		for rows.Next() {
-			var c host.PurgeCandidate
-			if err := rows.Scan(&c.WorkspaceID, &c.SessionID, &c.DeletedAt); err != nil {
-				return nil, classify("purge candidates", err)
-			}
-			c.DeletedAt = c.DeletedAt.UTC()
-			out = append(out, c)
-		}
-		return out, classify("purge candidates", rows.Err())
+		return queryRows(ctx, db, "purge candidates", query, args, sqlstore.All(sqlstore.PurgeCandidate(timestamptz)))
 	})
-}
-
-// prefixed qualifies a column list with a table alias.
-func prefixed(alias, cols string) string {
-	parts := strings.Split(cols, ",")
-	for i, p := range parts {
-		parts[i] = alias + strings.TrimSpace(p)
-	}
-	return strings.Join(parts, ", ")
 }
 
 var (

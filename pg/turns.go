@@ -5,22 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // The key columns come first so a row that fails to decode can still be
 // named (and quarantined) by recovery.
-const turnCols = `workspace_id, session_id, id, seq, origin, phase, outcome, failure_reason,
-	stop_reason, provider_session_id, provider_turn_id, client_submit_id,
-	identity_anchor_turn_id, retracted, cancel_requested, submitted_by, created_at,
-	updated_at, settled_at, applied_seq, labels_json`
+const turnCols = sqlcols.Turns
 
 // scanTurn reads one row and validates the values the column types cannot
-// (phase, outcome). An invalid row yields a *decodeError with the key
+// (phase, outcome). An invalid row yields a *sqlstore.DecodeError with the key
 // filled in, so recovery can quarantine it instead of failing.
-func scanTurn(row pgx.Row) (host.Turn, error) {
+func scanTurn(row sqlstore.Scanner) (host.Turn, error) {
 	var (
 		t              host.Turn
 		phase, outcome string
@@ -33,42 +30,16 @@ func scanTurn(row pgx.Row) (host.Turn, error) {
 	if err != nil {
 		return host.Turn{}, err
 	}
-	if err := json.Unmarshal([]byte(labels), &t.TurnLabels); err != nil {
-		return t, &decodeError{what: "turn " + turnRef(t).Key(), err: fmt.Errorf("labels: %w", err)}
-	}
 	t.Phase, t.Outcome = host.TurnPhase(phase), host.TurnOutcome(outcome)
 	t.CreatedAt, t.UpdatedAt, t.SettledAt = utc(t.CreatedAt), utc(t.UpdatedAt), utcPtr(t.SettledAt)
-	switch {
-	case !t.Phase.Valid():
-		return t, &decodeError{what: "turn " + turnRef(t).Key(), err: fmt.Errorf("invalid phase %q", phase)}
-	case !t.Outcome.Valid():
-		return t, &decodeError{what: "turn " + turnRef(t).Key(), err: fmt.Errorf("invalid outcome %q", outcome)}
-	}
-	return t, nil
+	return t, sqlstore.CheckTurn(&t, labels)
 }
-
-// decodeError is a stored row whose values do not form a valid record, as
-// opposed to a failure to read it.
-type decodeError struct {
-	what string
-	err  error
-}
-
-func (e *decodeError) Error() string { return e.what + ": " + e.err.Error() }
-func (e *decodeError) Unwrap() error { return e.err }
 
 const selectTurn = `SELECT ` + turnCols + ` FROM turns
 	WHERE workspace_id = $1 AND session_id = $2 AND id = $3`
 
 func getTurn(ctx context.Context, q querier, ws, sessionID, turnID string) (host.Turn, error) {
-	t, err := scanTurn(q.QueryRow(ctx, selectTurn, ws, sessionID, turnID))
-	if isNoRows(err) {
-		return host.Turn{}, notFound("turn " + turnID)
-	}
-	if err != nil {
-		return host.Turn{}, classify("get turn", err)
-	}
-	return t, nil
+	return sqlstore.One(dialect, q.QueryRow(ctx, selectTurn, ws, sessionID, turnID), scanTurn, "turn "+turnID, "get turn")
 }
 
 // GetTurn returns one Turn of a session in ws.
@@ -116,7 +87,7 @@ func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
 		return t.fail(classify("insert turn", err))
 	}
 	if tag.RowsAffected() == 0 {
-		return duplicate("insert turn " + tu.ID)
+		return dialect.Duplicate("insert turn " + tu.ID)
 	}
 	return nil
 }
@@ -146,7 +117,7 @@ func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
 
 // ListTurns pages a session's turns newest first by seq.
 func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error) {
-	limit := clampLimit(q.Limit, 50, 200)
+	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
 	query := `SELECT ` + turnCols + ` FROM turns WHERE workspace_id = $1 AND session_id = $2`
 	args := []any{ws, sessionID}
 	if q.Before > 0 {
@@ -157,32 +128,7 @@ func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.Turn
 	query += fmt.Sprintf(` ORDER BY seq DESC LIMIT $%d`, len(args))
 
 	return withPool(ctx, s, func(db querier) (host.TurnPage, error) {
-		rows, err := db.Query(ctx, query, args...)
-		if err != nil {
-			return host.TurnPage{}, classify("list turns", err)
-		}
-		defer rows.Close()
-		page := host.TurnPage{Turns: []host.Turn{}}
-		for rows.Next() {
-			t, err := scanTurn(rows)
-			if err != nil {
-				return host.TurnPage{}, classify("list turns", err)
-			}
-			page.Turns = append(page.Turns, t)
-		}
-		if err := rows.Err(); err != nil {
-			return host.TurnPage{}, classify("list turns", err)
-		}
-		if len(page.Turns) > limit {
-			page.Turns = page.Turns[:limit]
-			page.HasMore = true
-			page.NextCursor = page.Turns[limit-1].Seq
-		}
-		return page, nil
+		turns, err := queryRows(ctx, db, "list turns", query, args, sqlstore.All(scanTurn))
+		return sqlstore.TurnPage(turns, limit), err
 	})
-}
-
-// turnRef names a decoded turn, for keys and messages.
-func turnRef(t host.Turn) host.TurnRef {
-	return host.TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 var _ host.ChangesStore = (*Store)(nil)
@@ -29,7 +30,7 @@ func (s *Store) Changes(ctx context.Context, ws, sessionID string, q host.Change
 		return host.Changes{}, err
 	}
 	if !q.NoTurns {
-		if c.Turns, c.TurnsHasMore, err = changedTurns(ctx, rtx, ws, sessionID, clampLimit(q.Turns, 50, 200)); err != nil {
+		if c.Turns, c.TurnsHasMore, err = changedTurns(ctx, rtx, ws, sessionID, sqlstore.ClampLimit(q.Turns, 50, 200)); err != nil {
 			return host.Changes{}, err
 		}
 	}
@@ -54,61 +55,23 @@ func (s *Store) Changes(ctx context.Context, ws, sessionID string, q host.Change
 }
 
 func changedTurns(ctx context.Context, q querier, ws, sessionID string, limit int) ([]host.Turn, bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+turnCols+` FROM turns
-		WHERE workspace_id = ? AND session_id = ? ORDER BY seq DESC LIMIT ?`, ws, sessionID, limit+1)
-	if err != nil {
-		return nil, false, classify("changes: turns", err)
-	}
-	defer rows.Close()
-	out := []host.Turn{}
-	for rows.Next() {
-		t, err := scanTurn(rows)
-		if err != nil {
-			return nil, false, classify("changes: turns", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, classify("changes: turns", err)
-	}
-	if len(out) > limit {
-		return out[:limit], true, nil
-	}
-	return out, false, nil
+	turns, err := queryRows(ctx, q, "changes: turns", `SELECT `+turnCols+` FROM turns
+		WHERE workspace_id = ? AND session_id = ? ORDER BY seq DESC LIMIT ?`, []any{ws, sessionID, limit + 1}, sqlstore.All(scanTurn))
+	page := sqlstore.TurnPage(turns, limit)
+	return page.Turns, page.HasMore, err
 }
 
 func changedMessages(ctx context.Context, q querier, ws, sessionID string, cq host.ChangesQuery) ([]host.Message, bool, error) {
-	limit := clampLimit(cq.Messages, 200, 1000)
+	limit := sqlstore.ClampLimit(cq.Messages, 200, 1000)
 	order := "ASC"
 	if cq.Newest {
 		order = "DESC"
 	}
-	rows, err := q.QueryContext(ctx, `SELECT `+messageRead+` FROM messages
+	msgs, err := queryRows(ctx, q, "changes: messages", `SELECT `+messageRead+` FROM messages
 		WHERE workspace_id = ? AND session_id = ? AND version > ?
-		ORDER BY version `+order+` LIMIT ?`, ws, sessionID, cq.AfterVersion, limit+1)
-	if err != nil {
-		return nil, false, classify("changes: messages", err)
-	}
-	defer rows.Close()
-	out := []host.Message{}
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, false, classify("changes: messages", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, classify("changes: messages", err)
-	}
-	more := len(out) > limit
-	if more {
-		out = out[:limit]
-	}
-	if cq.Newest {
-		slices.Reverse(out)
-	}
-	return out, more, nil
+		ORDER BY version `+order+` LIMIT ?`, []any{ws, sessionID, cq.AfterVersion, limit + 1}, sqlstore.All(scanMessage))
+	page := sqlstore.MessagePage(msgs, limit, cq.Newest)
+	return page.Messages, page.HasMore, err
 }
 
 // querier is satisfied by *sql.Tx too.

@@ -2,16 +2,15 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
-const claimCols = `workspace_id, client_submit_id, session_id, turn_id, digest, content_json,
-	state, created_at, updated_at`
+const claimCols = sqlcols.Claims
 
 func scanClaim(sc scanner) (host.SubmitClaim, error) {
 	var (
@@ -32,16 +31,8 @@ func scanClaim(sc scanner) (host.SubmitClaim, error) {
 }
 
 func getClaim(ctx context.Context, q querier, ws, clientSubmitID string) (host.SubmitClaim, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+claimCols+` FROM submit_claims
-		WHERE workspace_id = ? AND client_submit_id = ?`, ws, clientSubmitID)
-	c, err := scanClaim(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.SubmitClaim{}, notFound("submit claim " + clientSubmitID)
-	}
-	if err != nil {
-		return host.SubmitClaim{}, classify("get claim", err)
-	}
-	return c, nil
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+claimCols+` FROM submit_claims
+		WHERE workspace_id = ? AND client_submit_id = ?`, ws, clientSubmitID), scanClaim, "submit claim "+clientSubmitID, "get claim")
 }
 
 // GetClaim returns the submit claim for a ClientSubmitID in ws.

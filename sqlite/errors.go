@@ -53,9 +53,5 @@ func isClosedDB(err error) bool {
 	return strings.Contains(err.Error(), "sql: database is closed")
 }
 
-func notFound(what string) error {
-	return fmt.Errorf("sqlite: %s: %w", what, host.ErrNotFound)
-}
-
 // errClosed is returned by every call after Close.
 var errClosed = fmt.Errorf("sqlite: store closed: %w", host.ErrUnavailable)

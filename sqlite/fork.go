@@ -8,7 +8,7 @@ import (
 	"github.com/ensemble-dev/ensemble/host"
 )
 
-// Session fork operations and lineage (migrations/00012_lineage.sql).
+// Session fork operations and lineage (migrations/00013_lineage.sql).
 
 var _ host.ForkTx = (*tx)(nil)
 
@@ -32,7 +32,7 @@ func scanForkOp(sc scanner) (host.ForkOp, error) {
 func (t *tx) forkOpWhere(ctx context.Context, what, where string, args ...any) (host.ForkOp, error) {
 	op, err := scanForkOp(t.tx.QueryRowContext(ctx, `SELECT `+forkCols+` FROM session_forks WHERE `+where, args...))
 	if errors.Is(err, sql.ErrNoRows) {
-		return host.ForkOp{}, notFound(what)
+		return host.ForkOp{}, dialect.NotFound(what)
 	}
 	return op, classify(what, err)
 }

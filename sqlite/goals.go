@@ -2,57 +2,20 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // Goals (issue 13): the goal record is one JSON document per session; the
 // revision, seq and status columns serve the compare-and-set and the
 // recovery scans.
 
-// decodeGoal decodes a goal record; a record that does not form a valid
-// goal wraps host.ErrCorrupt, so the Host quarantines it instead of
-// retrying or acting on it.
-func decodeGoal(ws, sid, raw string) (host.GoalState, error) {
-	var g host.GoalState
-	if err := json.Unmarshal([]byte(raw), &g); err != nil {
-		return g, fmt.Errorf("decode goal %s/%s: %w: %v", ws, sid, host.ErrCorrupt, err)
-	}
-	switch {
-	case g.WorkspaceID != ws || g.SessionID != sid:
-		return g, fmt.Errorf("decode goal %s/%s: %w: it names %s/%s", ws, sid, host.ErrCorrupt, g.WorkspaceID, g.SessionID)
-	case g.Goal != nil && !g.Goal.Status.Valid():
-		return g, fmt.Errorf("decode goal %s/%s: %w: invalid status %q", ws, sid, host.ErrCorrupt, g.Goal.Status)
-	}
-	return g, nil
-}
-
-func decodeGoalOp(ws, csid, raw string) (host.GoalOperation, error) {
-	var op host.GoalOperation
-	if err := json.Unmarshal([]byte(raw), &op); err != nil {
-		return op, fmt.Errorf("decode goal operation %s/%s: %w: %v", ws, csid, host.ErrCorrupt, err)
-	}
-	if op.WorkspaceID != ws || op.ClientSubmitID != csid {
-		return op, fmt.Errorf("decode goal operation %s/%s: %w: it names %s/%s", ws, csid, host.ErrCorrupt, op.WorkspaceID, op.ClientSubmitID)
-	}
-	return op, nil
-}
-
 func getGoal(ctx context.Context, q querier, ws, sid string) (host.GoalState, error) {
-	var raw string
-	err := q.QueryRowContext(ctx, `SELECT state_json FROM goals WHERE workspace_id = ? AND session_id = ?`, ws, sid).Scan(&raw)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.GoalState{}, notFound("goal of session " + sid)
-	}
-	if err != nil {
-		return host.GoalState{}, classify("get goal", err)
-	}
-	return decodeGoal(ws, sid, raw)
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT state_json FROM goals WHERE workspace_id = ? AND session_id = ?`, ws, sid),
+		sqlstore.Doc(ws, sid, sqlstore.DecodeGoal), "goal of session "+sid, "get goal")
 }
 
 // GetGoal returns the session's goal record.
@@ -68,13 +31,6 @@ func (t *tx) Goal(ctx context.Context, ws, sessionID string) (host.GoalState, er
 	return getGoal(ctx, t.tx, ws, sessionID)
 }
 
-func goalStatus(g host.GoalState) string {
-	if g.Goal == nil {
-		return ""
-	}
-	return string(g.Goal.Status)
-}
-
 // PutGoal inserts or replaces the goal record; it never moves the revision
 // or seq backwards (host.ErrConflict).
 func (t *tx) PutGoal(ctx context.Context, g host.GoalState) error {
@@ -88,7 +44,7 @@ func (t *tx) PutGoal(ctx context.Context, g host.GoalState) error {
 			seq = excluded.seq, status = excluded.status, state_json = excluded.state_json,
 			updated_at = excluded.updated_at
 		WHERE goals.revision <= excluded.revision AND goals.seq <= excluded.seq`,
-		g.WorkspaceID, g.SessionID, g.Revision, g.Seq, goalStatus(g), string(raw), ms(g.UpdatedAt))
+		g.WorkspaceID, g.SessionID, g.Revision, g.Seq, sqlstore.GoalStatus(g), string(raw), ms(g.UpdatedAt))
 	if err != nil {
 		return classify("put goal", err)
 	}
@@ -101,16 +57,9 @@ func (t *tx) PutGoal(ctx context.Context, g host.GoalState) error {
 }
 
 func getGoalOp(ctx context.Context, q querier, ws, csid string) (host.GoalOperation, error) {
-	var raw string
-	err := q.QueryRowContext(ctx, `SELECT op_json FROM goal_operations
-		WHERE workspace_id = ? AND client_submit_id = ?`, ws, csid).Scan(&raw)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.GoalOperation{}, notFound("goal operation " + csid)
-	}
-	if err != nil {
-		return host.GoalOperation{}, classify("get goal operation", err)
-	}
-	return decodeGoalOp(ws, csid, raw)
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT op_json FROM goal_operations
+		WHERE workspace_id = ? AND client_submit_id = ?`, ws, csid),
+		sqlstore.Doc(ws, csid, sqlstore.DecodeGoalOp), "goal operation "+csid, "get goal operation")
 }
 
 // GetGoalOperation returns the goal operation of a clientSubmitId.
@@ -199,35 +148,14 @@ func (s *Store) LiveGoals(ctx context.Context) ([]host.GoalState, []host.Quarant
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := r.QueryContext(ctx, `SELECT g.workspace_id, g.session_id, g.state_json FROM goals g
+	d, err := queryRows(ctx, r, "live goals", `SELECT g.workspace_id, g.session_id, g.state_json FROM goals g
 		JOIN sessions s ON s.workspace_id = g.workspace_id AND s.id = g.session_id
 		WHERE g.status = ? AND s.deleted_at IS NULL
 		AND NOT EXISTS (SELECT 1 FROM quarantine q
 			WHERE q.kind = ? AND q.key = g.workspace_id || '/' || g.session_id)
-		ORDER BY g.updated_at`, string(host.GoalActive), host.QuarantineKindGoal)
-	if err != nil {
-		return nil, nil, classify("live goals", err)
-	}
-	defer rows.Close()
-	out := []host.GoalState{}
-	var bad []host.Quarantined
-	for rows.Next() {
-		var ws, sid, raw string
-		if err := rows.Scan(&ws, &sid, &raw); err != nil {
-			return nil, nil, classify("live goals", err)
-		}
-		g, err := decodeGoal(ws, sid, raw)
-		if err != nil {
-			bad = append(bad, host.Quarantined{WorkspaceID: ws, Kind: host.QuarantineKindGoal,
-				Key: ws + "/" + sid, Reason: err.Error(), At: time.Now().UTC()})
-			continue
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, classify("live goals", err)
-	}
-	return out, bad, nil
+		ORDER BY g.updated_at`, []any{string(host.GoalActive), host.QuarantineKindGoal},
+		sqlstore.JSONRecords(host.QuarantineKindGoal, sqlstore.DecodeGoal))
+	return d.Records, d.Bad, err
 }
 
 // PendingGoalFences lists fences not yet done, oldest first.
@@ -236,26 +164,9 @@ func (s *Store) PendingGoalFences(ctx context.Context) ([]host.GoalFence, error)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := r.QueryContext(ctx, `SELECT workspace_id, session_id, operation_id, revision,
+	return queryRows(ctx, r, "pending goal fences", `SELECT workspace_id, session_id, operation_id, revision,
 		by_operation, state, created_at, updated_at FROM goal_fences WHERE state = ?
-		ORDER BY created_at`, string(host.GoalFencePending))
-	if err != nil {
-		return nil, classify("pending goal fences", err)
-	}
-	defer rows.Close()
-	out := []host.GoalFence{}
-	for rows.Next() {
-		var f host.GoalFence
-		var state string
-		var created, updated int64
-		if err := rows.Scan(&f.WorkspaceID, &f.SessionID, &f.OperationID, &f.Revision, &f.ByOperation,
-			&state, &created, &updated); err != nil {
-			return nil, classify("pending goal fences", err)
-		}
-		f.State, f.CreatedAt, f.UpdatedAt = host.GoalFenceState(state), fromMS(created), fromMS(updated)
-		out = append(out, f)
-	}
-	return out, classify("pending goal fences", rows.Err())
+		ORDER BY created_at`, []any{string(host.GoalFencePending)}, sqlstore.All(sqlstore.GoalFence(unixMS)))
 }
 
 // PendingGoalOperations lists operations still accepted, oldest first,
@@ -266,34 +177,13 @@ func (s *Store) PendingGoalOperations(ctx context.Context) ([]host.GoalOperation
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := r.QueryContext(ctx, `SELECT o.workspace_id, o.client_submit_id, o.op_json FROM goal_operations o
+	d, err := queryRows(ctx, r, "pending goal operations", `SELECT o.workspace_id, o.client_submit_id, o.op_json FROM goal_operations o
 		WHERE o.state = ?
 		AND NOT EXISTS (SELECT 1 FROM quarantine q
 			WHERE q.kind = ? AND q.key = o.workspace_id || '/' || o.client_submit_id)
-		ORDER BY o.created_at`, string(host.GoalOpAccepted), host.QuarantineKindGoalOperation)
-	if err != nil {
-		return nil, nil, classify("pending goal operations", err)
-	}
-	defer rows.Close()
-	out := []host.GoalOperation{}
-	var bad []host.Quarantined
-	for rows.Next() {
-		var ws, csid, raw string
-		if err := rows.Scan(&ws, &csid, &raw); err != nil {
-			return nil, nil, classify("pending goal operations", err)
-		}
-		op, err := decodeGoalOp(ws, csid, raw)
-		if err != nil {
-			bad = append(bad, host.Quarantined{WorkspaceID: ws, Kind: host.QuarantineKindGoalOperation,
-				Key: ws + "/" + csid, Reason: err.Error(), At: time.Now().UTC()})
-			continue
-		}
-		out = append(out, op)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, classify("pending goal operations", err)
-	}
-	return out, bad, nil
+		ORDER BY o.created_at`, []any{string(host.GoalOpAccepted), host.QuarantineKindGoalOperation},
+		sqlstore.JSONRecords(host.QuarantineKindGoalOperation, sqlstore.DecodeGoalOp))
+	return d.Records, d.Bad, err
 }
 
 // GoalFenced is tx.GoalFenced outside a transaction (goal.get's held).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // Interactions and durable runtime operations (host/ports_interactions.go
@@ -20,9 +21,7 @@ var (
 	_ host.InteractionTx    = (*tx)(nil)
 )
 
-const interactionCols = `workspace_id, session_id, turn_id, request_id, root_session_id, kind,
-	title, prompt, options_json, tool_json, state, response_json, answered_by, answered_by_name,
-	answered_at, resolution, operation_id, created_at, updated_at`
+const interactionCols = sqlcols.Interactions
 
 func scanInteraction(sc scanner) (host.Interaction, error) {
 	var (
@@ -42,48 +41,27 @@ func scanInteraction(sc scanner) (host.Interaction, error) {
 	i.AnsweredAt, i.CreatedAt, i.UpdatedAt = fromMSPtr(answeredAt), fromMS(created), fromMS(updated)
 	what := "interaction " + i.WorkspaceID + "/" + i.SessionID + "/" + i.TurnID + "/" + i.RequestID
 	if err := json.Unmarshal([]byte(options), &i.Options); err != nil {
-		return i, &decodeError{what: what, err: fmt.Errorf("options: %w", err)}
+		return i, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("options: %w", err)}
 	}
 	if tool.Valid {
 		i.Tool = new(host.ToolCall)
 		if err := json.Unmarshal([]byte(tool.String), i.Tool); err != nil {
-			return i, &decodeError{what: what, err: fmt.Errorf("tool: %w", err)}
+			return i, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("tool: %w", err)}
 		}
 	}
 	if response.Valid {
 		i.Response = new(host.InteractionResponse)
 		if err := json.Unmarshal([]byte(response.String), i.Response); err != nil {
-			return i, &decodeError{what: what, err: fmt.Errorf("response: %w", err)}
+			return i, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("response: %w", err)}
 		}
 	}
 	return i, nil
 }
 
-func encodeJSON(v any) (string, error) {
-	b, err := json.Marshal(v)
-	return string(b), err
-}
-
-// nullJSON encodes v, or NULL for a nil pointer.
-func nullJSON[T any](v *T) (any, error) {
-	if v == nil {
-		return nil, nil
-	}
-	return encodeJSON(v)
-}
-
 func getInteraction(ctx context.Context, q querier, ref host.InteractionRef) (host.Interaction, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+interactionCols+` FROM interactions
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+interactionCols+` FROM interactions
 		WHERE workspace_id = ? AND session_id = ? AND turn_id = ? AND request_id = ?`,
-		ref.WorkspaceID, ref.SessionID, ref.TurnID, ref.RequestID)
-	i, err := scanInteraction(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.Interaction{}, notFound("interaction " + ref.RequestID)
-	}
-	if err != nil {
-		return host.Interaction{}, classify("get interaction", err)
-	}
-	return i, nil
+		ref.WorkspaceID, ref.SessionID, ref.TurnID, ref.RequestID), scanInteraction, "interaction "+ref.RequestID, "get interaction")
 }
 
 // GetInteraction reads one interaction by its complete identity.
@@ -100,15 +78,15 @@ func (t *tx) Interaction(ctx context.Context, ref host.InteractionRef) (host.Int
 }
 
 func (t *tx) InsertInteraction(ctx context.Context, i host.Interaction) error {
-	options, err := encodeJSON(i.Options)
+	options, err := sqlstore.EncodeJSON(i.Options)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert interaction: %w", err)
 	}
-	tool, err := nullJSON(i.Tool)
+	tool, err := sqlstore.NullJSON(i.Tool)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert interaction: %w", err)
 	}
-	response, err := nullJSON(i.Response)
+	response, err := sqlstore.NullJSON(i.Response)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert interaction: %w", err)
 	}
@@ -122,7 +100,7 @@ func (t *tx) InsertInteraction(ctx context.Context, i host.Interaction) error {
 
 // UpdateInteraction is a compare-and-set on the stored state.
 func (t *tx) UpdateInteraction(ctx context.Context, i host.Interaction, from host.InteractionState) error {
-	response, err := nullJSON(i.Response)
+	response, err := sqlstore.NullJSON(i.Response)
 	if err != nil {
 		return fmt.Errorf("sqlite: update interaction: %w", err)
 	}
@@ -168,23 +146,7 @@ func (s *Store) SessionInteractions(ctx context.Context, ws, sessionID string, f
 }
 
 func queryInteractions(ctx context.Context, q querier, query string, args ...any) ([]host.Interaction, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, classify("list interactions", err)
-	}
-	defer rows.Close()
-	out := []host.Interaction{}
-	for rows.Next() {
-		i, err := scanInteraction(rows)
-		if err != nil {
-			return nil, classify("list interactions", err)
-		}
-		out = append(out, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify("list interactions", err)
-	}
-	return out, nil
+	return queryRows(ctx, q, "list interactions", query, args, sqlstore.All(scanInteraction))
 }
 
 // LatestTurn is the session's Turn with the highest seq.
@@ -193,16 +155,8 @@ func (t *tx) LatestTurn(ctx context.Context, ws, sessionID string) (host.Turn, e
 }
 
 func latestTurn(ctx context.Context, q querier, ws, sessionID string) (host.Turn, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+turnCols+` FROM turns
-		WHERE workspace_id = ? AND session_id = ? ORDER BY seq DESC LIMIT 1`, ws, sessionID)
-	tu, err := scanTurn(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.Turn{}, notFound("latest turn of " + sessionID)
-	}
-	if err != nil {
-		return host.Turn{}, classify("latest turn", err)
-	}
-	return tu, nil
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+turnCols+` FROM turns
+		WHERE workspace_id = ? AND session_id = ? ORDER BY seq DESC LIMIT 1`, ws, sessionID), scanTurn, "latest turn of "+sessionID, "latest turn")
 }
 
 // InteractionTree reads the root, its latest Turn and the latest-Turn
@@ -223,7 +177,7 @@ func (s *Store) InteractionTree(ctx context.Context, ws, rootSessionID string) (
 		return host.InteractionTree{}, err
 	}
 	if root.Provisional || root.DeletedAt != nil {
-		return host.InteractionTree{}, notFound("session " + rootSessionID)
+		return host.InteractionTree{}, dialect.NotFound("session " + rootSessionID)
 	}
 	tree := host.InteractionTree{WorkspaceID: ws, RootSessionID: rootSessionID, Interactions: []host.Interaction{}}
 	if t, err := latestTurn(ctx, rtx, ws, rootSessionID); err == nil {
@@ -257,10 +211,7 @@ func (s *Store) InteractionTree(ctx context.Context, ws, rootSessionID string) (
 
 // ---- runtime operations ----
 
-const operationCols = `workspace_id, id, kind, session_id, turn_id, request_id, response_json,
-	responded_by, responded_by_name, state, attempts, next_attempt_at, lease_replica, lease_epoch,
-	lease_expires_at, result, reason, followup_json, followup_turn_id, last_error, created_at,
-	updated_at`
+const operationCols = sqlcols.Operations
 
 // QuarantineKindOperation is the Quarantined.Kind of a runtime operation.
 const QuarantineKindOperation = host.QuarantineKindOperation
@@ -285,33 +236,25 @@ func scanOperation(sc scanner) (host.RuntimeOperation, error) {
 	op.CreatedAt, op.UpdatedAt = fromMS(created), fromMS(updated)
 	what := "runtime operation " + op.WorkspaceID + "/" + op.ID
 	if err := json.Unmarshal([]byte(response), &op.Response); err != nil {
-		return op, &decodeError{what: what, err: fmt.Errorf("response: %w", err)}
+		return op, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("response: %w", err)}
 	}
 	if followUp.Valid {
 		op.FollowUp = new(host.MessageContent)
 		if err := json.Unmarshal([]byte(followUp.String), op.FollowUp); err != nil {
-			return op, &decodeError{what: what, err: fmt.Errorf("follow-up: %w", err)}
+			return op, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("follow-up: %w", err)}
 		}
 	}
 	switch op.State {
 	case host.OperationPrepared, host.OperationLeased, host.OperationCompleted, host.OperationFailed:
 	default:
-		return op, &decodeError{what: what, err: fmt.Errorf("invalid state %q", op.State)}
+		return op, &sqlstore.DecodeError{What: what, Err: fmt.Errorf("invalid state %q", op.State)}
 	}
 	return op, nil
 }
 
 func getOperation(ctx context.Context, q querier, ws, id string) (host.RuntimeOperation, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+operationCols+` FROM runtime_operations
-		WHERE workspace_id = ? AND id = ?`, ws, id)
-	op, err := scanOperation(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.RuntimeOperation{}, notFound("runtime operation " + id)
-	}
-	if err != nil {
-		return host.RuntimeOperation{}, classify("get runtime operation", err)
-	}
-	return op, nil
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+operationCols+` FROM runtime_operations
+		WHERE workspace_id = ? AND id = ?`, ws, id), scanOperation, "runtime operation "+id, "get runtime operation")
 }
 
 // GetRuntimeOperation reads one operation.
@@ -327,18 +270,8 @@ func (t *tx) RuntimeOperation(ctx context.Context, ws, id string) (host.RuntimeO
 	return getOperation(ctx, t.tx, ws, id)
 }
 
-func operationArgs(op host.RuntimeOperation) (response string, followUp any, err error) {
-	if response, err = encodeJSON(op.Response); err != nil {
-		return "", nil, fmt.Errorf("sqlite: runtime operation %s: %w", op.ID, err)
-	}
-	if followUp, err = nullJSON(op.FollowUp); err != nil {
-		return "", nil, fmt.Errorf("sqlite: runtime operation %s: %w", op.ID, err)
-	}
-	return response, followUp, nil
-}
-
 func (t *tx) InsertRuntimeOperation(ctx context.Context, op host.RuntimeOperation) error {
-	response, followUp, err := operationArgs(op)
+	response, followUp, err := sqlstore.OperationArgs("sqlite", op)
 	if err != nil {
 		return err
 	}
@@ -354,7 +287,7 @@ func (t *tx) InsertRuntimeOperation(ctx context.Context, op host.RuntimeOperatio
 // UpdateRuntimeOperation rewrites the mutable columns; the identity tuple,
 // kind, response, responders and creation time stay as inserted.
 func (t *tx) UpdateRuntimeOperation(ctx context.Context, op host.RuntimeOperation) error {
-	_, followUp, err := operationArgs(op)
+	_, followUp, err := sqlstore.OperationArgs("sqlite", op)
 	if err != nil {
 		return err
 	}
@@ -375,39 +308,15 @@ func (s *Store) DueRuntimeOperations(ctx context.Context, now time.Time, limit i
 	if err != nil {
 		return nil, nil, err
 	}
-	limit = clampLimit(limit, 64, 1000)
-	rows, err := r.QueryContext(ctx, `SELECT `+operationCols+` FROM runtime_operations o
+	limit = sqlstore.ClampLimit(limit, 64, 1000)
+	d, err := queryRows(ctx, r, "due runtime operations", `SELECT `+operationCols+` FROM runtime_operations o
 		WHERE ((o.state = 'prepared' AND o.next_attempt_at <= ?)
 			OR (o.state = 'leased' AND o.lease_expires_at <= ?))
 		AND NOT EXISTS (SELECT 1 FROM quarantine q
 			WHERE q.kind = ? AND q.key = o.workspace_id || '/' || o.id)
 		ORDER BY o.next_attempt_at, o.workspace_id, o.id LIMIT ?`,
-		ms(now), ms(now), QuarantineKindOperation, limit)
-	if err != nil {
-		return nil, nil, classify("due runtime operations", err)
-	}
-	defer rows.Close()
-	var (
-		ops []host.RuntimeOperation
-		bad []host.Quarantined
-	)
-	for rows.Next() {
-		op, err := scanOperation(rows)
-		var de *decodeError
-		if errors.As(err, &de) {
-			bad = append(bad, host.Quarantined{WorkspaceID: op.WorkspaceID, Kind: QuarantineKindOperation,
-				Key: op.WorkspaceID + "/" + op.ID, Reason: err.Error(), At: time.Now().UTC()})
-			continue
-		}
-		if err != nil {
-			return nil, nil, classify("due runtime operations", err)
-		}
-		ops = append(ops, op)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, classify("due runtime operations", err)
-	}
-	return ops, bad, nil
+		[]any{ms(now), ms(now), QuarantineKindOperation, limit}, operationRecords)
+	return d.Records, d.Bad, err
 }
 
 // RequeueRuntimeOperations returns to prepared every leased operation of
@@ -430,3 +339,8 @@ func (s *Store) RequeueRuntimeOperations(ctx context.Context, replica string, no
 	}
 	return int(n), nil
 }
+
+// operationRecords collects due operations, an undecodable one as a
+// quarantine candidate.
+var operationRecords = sqlstore.Decodable(scanOperation, QuarantineKindOperation,
+	func(op host.RuntimeOperation) (string, string) { return op.WorkspaceID, op.WorkspaceID + "/" + op.ID })

@@ -4,11 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
@@ -16,7 +15,7 @@ const messageCols = `workspace_id, session_id, id, turn_id, role, kind, version,
 
 // partsText is the appended pieces of the messages row in scope, in offset
 // order (empty without any): a streaming message's text is messages.text
-// followed by them (sqlite/migrations/00008_message_parts.sql).
+// followed by them (sqlite/migrations/00009_message_parts.sql).
 const partsText = `coalesce((SELECT group_concat(p.text, '' ORDER BY p.off) FROM message_parts p
 	WHERE p.workspace_id = messages.workspace_id AND p.session_id = messages.session_id
 	  AND p.message_id = messages.id), '')`
@@ -58,16 +57,8 @@ func scanMessage(sc scanner) (host.Message, error) {
 }
 
 func getMessage(ctx context.Context, q querier, ws, sessionID, id string) (host.Message, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+messageRead+` FROM messages
-		WHERE workspace_id = ? AND session_id = ? AND id = ?`, ws, sessionID, id)
-	m, err := scanMessage(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.Message{}, notFound("message " + id)
-	}
-	if err != nil {
-		return host.Message{}, classify("get message", err)
-	}
-	return m, nil
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+messageRead+` FROM messages
+		WHERE workspace_id = ? AND session_id = ? AND id = ?`, ws, sessionID, id), scanMessage, "message "+id, "get message")
 }
 
 func (t *tx) Message(ctx context.Context, ws, sessionID, messageID string) (host.Message, error) {
@@ -84,7 +75,7 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: put message %s: encode content: %w", m.ID, err)
 	}
-	tool, err := encodeTool(m.ID, m.Tool)
+	tool, err := sqlstore.EncodeTool("sqlite", m.ID, m.Tool)
 	if err != nil {
 		return err
 	}
@@ -107,18 +98,6 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 	// The whole text is in messages.text now: no appended piece may remain.
 	_, err = t.tx.StmtContext(ctx, t.s.deleteParts).ExecContext(ctx, m.WorkspaceID, m.SessionID, m.ID)
 	return classify("put message: parts", err)
-}
-
-// encodeTool is the tool_json value: NULL without a tool call.
-func encodeTool(id string, tc *host.ToolCall) (any, error) {
-	if tc == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(tc)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: message %s: encode tool: %w", id, err)
-	}
-	return string(b), nil
 }
 
 // appendMessageSQL creates a message (its first piece in messages.text) or
@@ -155,7 +134,7 @@ const deletePartsSQL = `DELETE FROM message_parts
 // the upsert, then one insert of the piece while the message streams, or
 // one delete of the folded pieces when this append closes it.
 func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
-	tool, err := encodeTool(a.ID, a.Tool)
+	tool, err := sqlstore.EncodeTool("sqlite", a.ID, a.Tool)
 	if err != nil {
 		return host.AppendResult{}, err
 	}
@@ -191,7 +170,7 @@ func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.M
 	if err != nil {
 		return host.MessagePage{}, err
 	}
-	limit := clampLimit(q.Limit, 200, 1000)
+	limit := sqlstore.ClampLimit(q.Limit, 200, 1000)
 	query := `SELECT ` + messageRead + ` FROM messages WHERE workspace_id = ? AND session_id = ?`
 	args := []any{ws, sessionID}
 	if q.TurnID != "" {
@@ -214,28 +193,6 @@ func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.M
 	}
 	args = append(args, limit+1)
 
-	rows, err := r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return host.MessagePage{}, classify("list messages", err)
-	}
-	defer rows.Close()
-	page := host.MessagePage{Messages: []host.Message{}}
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return host.MessagePage{}, classify("list messages", err)
-		}
-		page.Messages = append(page.Messages, m)
-	}
-	if err := rows.Err(); err != nil {
-		return host.MessagePage{}, classify("list messages", err)
-	}
-	if len(page.Messages) > limit {
-		page.Messages = page.Messages[:limit]
-		page.HasMore = true
-	}
-	if backward {
-		slices.Reverse(page.Messages)
-	}
-	return page, nil
+	msgs, err := queryRows(ctx, r, "list messages", query, args, sqlstore.All(scanMessage))
+	return sqlstore.MessagePage(msgs, limit, backward), err
 }

@@ -20,13 +20,15 @@ var migrationFiles embed.FS
 
 // newProvider builds a goose provider over the embedded migrations. The
 // global registry is disabled so nothing outside this package can inject
-// migrations, and the provider owns no state beyond this call.
-func newProvider(db *sql.DB) (*goose.Provider, error) {
+// migrations, and the provider owns no state beyond this call. outOfOrder
+// is for databases translated from the old numbering (migrate_renumber.go).
+func newProvider(db *sql.DB, outOfOrder bool) (*goose.Provider, error) {
 	sub, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
-	p, err := goose.NewProvider(database.DialectSQLite3, db, sub, goose.WithDisableGlobalRegistry(true))
+	p, err := goose.NewProvider(database.DialectSQLite3, db, sub,
+		goose.WithDisableGlobalRegistry(true), goose.WithAllowOutofOrder(outOfOrder))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: migrations: %w", err)
 	}
@@ -34,7 +36,11 @@ func newProvider(db *sql.DB) (*goose.Provider, error) {
 }
 
 func migrateUp(ctx context.Context, db *sql.DB, log *slog.Logger) error {
-	p, err := newProvider(db)
+	translated, err := sharedNumbering(ctx, db)
+	if err != nil {
+		return err
+	}
+	p, err := newProvider(db, translated)
 	if err != nil {
 		return err
 	}
@@ -57,7 +63,7 @@ func hasPending(ctx context.Context, db *sql.DB) (bool, error) {
 	if err != nil || !migrated {
 		return !migrated, err
 	}
-	p, err := newProvider(db)
+	p, err := newProvider(db, true)
 	if err != nil {
 		return false, err
 	}
@@ -97,7 +103,7 @@ func MigrateStatus(ctx context.Context, path string, w io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	p, err := newProvider(db)
+	p, err := newProvider(db, true)
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,13 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore/sqlstoretest"
 	"github.com/ensemble-dev/ensemble/runtime/acp"
 	"github.com/ensemble-dev/ensemble/runtime/sim"
 )
@@ -23,7 +25,7 @@ func TestUpgradeFromFirstMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := newProvider(db)
+	p, err := newProvider(db, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,9 +34,42 @@ func TestUpgradeFromFirstMigration(t *testing.T) {
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	t0 := now.Add(-3 * time.Hour).UnixMilli()
-	// Rows exactly as the first schema's store wrote them: a session with
-	// one settled and one unsettled turn, their claims and messages, and
-	// outbox rows published long ago, published recently and pending.
+	writeV1Rows(t, db, t0, now)
+	db.Close()
+
+	st := openUpgraded(t, path)
+
+	pending := sqlstoretest.CheckFirstSchemaRows(t, st, now)
+
+	// The Host recovers the old unsettled turn and serves the old session.
+	rt := acp.New(acp.Config{Name: sim.Name, Simulated: true, Dial: sim.Dial(sim.Options{Rate: -1})})
+	defer rt.Shutdown(context.Background())
+	sqlstoretest.CheckHostServesFirstSchema(t, host.New(host.Config{Store: st, Runtime: rt}))
+
+	// Marking the pending row published prunes the row published three
+	// hours ago and keeps the recent one.
+	if err := st.MarkPublished(ctx, []int64{pending.ID}); err != nil {
+		t.Fatal(err)
+	}
+	var old, recent int
+	if err := st.r.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE published_at = ?`, t0).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.r.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NOT NULL AND published_at > ?`, t0).Scan(&recent); err != nil {
+		t.Fatal(err)
+	}
+	if old != 0 || recent < 2 {
+		t.Fatalf("after marking: %d rows published 3h ago remain (want 0), %d recent published rows (want >= 2)", old, recent)
+	}
+}
+
+// writeV1Rows writes rows exactly as the first schema's store wrote them: a
+// session with one settled and one unsettled turn, their claims and
+// messages, and outbox rows published at t0, published a minute before now
+// and pending. Every later schema accepts them unchanged.
+func writeV1Rows(t *testing.T, db *sql.DB, t0 int64, now time.Time) {
+	t.Helper()
+	ctx := t.Context()
 	for _, q := range []string{
 		`INSERT INTO sessions (workspace_id, id, root_id, title, agent, simulated, settings_json,
 			message_version, turn_count, active_turn_id, created_by, created_at, updated_at)
@@ -61,77 +96,19 @@ func TestUpgradeFromFirstMigration(t *testing.T) {
 			t.Fatalf("write v1 data: %v\n%s", err, q)
 		}
 	}
-	db.Close()
+}
 
-	st, err := Open(ctx, path, Options{})
+// openUpgraded opens the database at path with the current code, which
+// applies every pending migration, and checks nothing is left pending.
+func openUpgraded(t *testing.T, path string) *Store {
+	t.Helper()
+	st, err := Open(t.Context(), path, Options{})
 	if err != nil {
 		t.Fatalf("Open (upgrade): %v", err)
 	}
-	defer st.Close()
-	if pending, err := hasPending(ctx, st.w); err != nil || pending {
+	t.Cleanup(func() { st.Close() })
+	if pending, err := hasPending(t.Context(), st.w); err != nil || pending {
 		t.Fatalf("after the upgrade: pending %v, %v", pending, err)
 	}
-
-	s, err := st.GetSession(ctx, "w", "s")
-	if err != nil || s.Title != "old session" || s.Settings["model"] != "m" || s.TurnCount != 2 || s.ActiveTurnID != "t2" {
-		t.Fatalf("session after upgrade: %+v %v", s, err)
-	}
-	c, err := st.GetClaim(ctx, "w", "c1")
-	if err != nil || c.Content.Text != "first" || c.State != host.ClaimAccepted {
-		t.Fatalf("claim after upgrade: %+v %v", c, err)
-	}
-	msgs, err := st.ListMessages(ctx, "w", "s", host.MessageQuery{})
-	if err != nil || len(msgs.Messages) != 3 || msgs.Messages[1].Content.Text != "answer" {
-		t.Fatalf("messages after upgrade: %+v %v", msgs, err)
-	}
-	pending, err := st.PendingFacts(ctx, now, 100)
-	if err != nil || len(pending) != 1 || pending[0].Fact.Version != 3 {
-		t.Fatalf("pending facts after upgrade: %+v %v", pending, err)
-	}
-
-	// The Host recovers the old unsettled turn and serves the old session.
-	rt := acp.New(acp.Config{Name: sim.Name, Simulated: true, Dial: sim.Dial(sim.Options{Rate: -1})})
-	defer rt.Shutdown(context.Background())
-	h := host.New(host.Config{Store: st, Runtime: rt})
-	rep, err := h.Recover(ctx)
-	if err != nil || len(rep.SettledTurns) != 1 || rep.SettledTurns[0].TurnID != "t2" {
-		t.Fatalf("recovery on the upgraded database: %+v %v", rep, err)
-	}
-	r, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "w", SessionID: "s", ClientSubmitID: "c3",
-		Content: host.MessageContent{Text: "third"}, SubmittedBy: "alice"})
-	if err != nil || r.Turn.Seq != 3 {
-		t.Fatalf("submit on the upgraded session: %+v %v", r, err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		tu, err := st.GetTurn(ctx, "w", "s", r.Turn.ID)
-		if err == nil && tu.Settled() {
-			if tu.Outcome != host.OutcomeCompleted {
-				t.Fatalf("turn on the upgraded session: %+v", tu)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("turn on the upgraded session never settled: %+v %v", tu, err)
-		}
-	}
-	if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "w", SessionID: "s", ClientSubmitID: "c1",
-		Content: host.MessageContent{Text: "first"}}); host.CodeOf(err) != host.CodeOperationConflict {
-		t.Fatalf("a v1 claim no longer guards its ClientSubmitID: %v", err)
-	}
-
-	// Marking the pending row published prunes the row published three
-	// hours ago and keeps the recent one.
-	if err := st.MarkPublished(ctx, []int64{pending[0].ID}); err != nil {
-		t.Fatal(err)
-	}
-	var old, recent int
-	if err := st.r.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE published_at = ?`, t0).Scan(&old); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.r.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NOT NULL AND published_at > ?`, t0).Scan(&recent); err != nil {
-		t.Fatal(err)
-	}
-	if old != 0 || recent < 2 {
-		t.Fatalf("after marking: %d rows published 3h ago remain (want 0), %d recent published rows (want >= 2)", old, recent)
-	}
+	return st
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // AppendFacts writes facts to the outbox inside the caller's transaction, so
@@ -42,35 +43,18 @@ func (s *Store) PendingFacts(ctx context.Context, before time.Time, limit int) (
 	if err != nil {
 		return nil, err
 	}
-	limit = clampLimit(limit, 100, 1000)
-	rows, err := r.QueryContext(ctx, `SELECT id, fact_json, created_at FROM outbox
+	limit = sqlstore.ClampLimit(limit, 100, 1000)
+	return queryRows(ctx, r, "pending facts", `SELECT id, fact_json, created_at FROM outbox
 		WHERE published_at IS NULL AND created_at <= ?
-		ORDER BY created_at, id`, ms(before))
-	if err != nil {
-		return nil, classify("pending facts", err)
-	}
-	defer rows.Close()
-	out := []host.OutboxRow{}
-	for len(out) < limit && rows.Next() {
-		var (
-			row     host.OutboxRow
-			payload string
-			at      int64
-		)
-		if err := rows.Scan(&row.ID, &payload, &at); err != nil {
-			return nil, classify("pending facts", err)
-		}
-		if err := json.Unmarshal([]byte(payload), &row.Fact); err != nil {
-			s.log.WarnContext(ctx, "sqlite: skipping undecodable outbox row", "id", row.ID, "err", err)
-			continue
-		}
-		row.At = fromMS(at)
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify("pending facts", err)
-	}
-	return out, nil
+		ORDER BY created_at, id`, []any{ms(before)}, sqlstore.Facts(limit, unixMS, func(id int64, err error) {
+		s.log.WarnContext(ctx, "sqlite: skipping undecodable outbox row", "id", id, "err", err)
+	}))
+}
+
+// unixMS is the codec of a unix-millisecond time column.
+func unixMS() (any, func() time.Time) {
+	var n int64
+	return &n, func() time.Time { return fromMS(n) }
 }
 
 // markBatch bounds the number of bound parameters per statement.

@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // The session message queue (host/ports_queue.go). Every mutation bumps
@@ -19,9 +21,7 @@ var (
 	_ host.QueueTx    = (*tx)(nil)
 )
 
-const queueCols = `workspace_id, session_id, id, position, disposition, state, client_submit_id,
-	author, author_name, content_json, digest, target_turn_id, turn_id, admitted_revision,
-	revision, retracted_by, created_at, updated_at`
+const queueCols = sqlcols.QueueEntries
 
 func scanQueueEntry(sc scanner) (host.QueueEntry, error) {
 	var (
@@ -47,31 +47,11 @@ func scanQueueEntry(sc scanner) (host.QueueEntry, error) {
 }
 
 func getQueueEntry(ctx context.Context, q querier, where string, args ...any) (host.QueueEntry, error) {
-	e, err := scanQueueEntry(q.QueryRowContext(ctx, `SELECT `+queueCols+` FROM queue_entries WHERE `+where, args...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.QueueEntry{}, notFound("queue entry")
-	}
-	if err != nil {
-		return host.QueueEntry{}, classify("get queue entry", err)
-	}
-	return e, nil
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+queueCols+` FROM queue_entries WHERE `+where, args...), scanQueueEntry, "queue entry", "get queue entry")
 }
 
 func listQueueEntries(ctx context.Context, q querier, where string, args ...any) ([]host.QueueEntry, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+queueCols+` FROM queue_entries WHERE `+where+` ORDER BY position`, args...)
-	if err != nil {
-		return nil, classify("list queue entries", err)
-	}
-	defer rows.Close()
-	var out []host.QueueEntry
-	for rows.Next() {
-		e, err := scanQueueEntry(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, classify("list queue entries", rows.Err())
+	return queryRows(ctx, q, "list queue entries", `SELECT `+queueCols+` FROM queue_entries WHERE `+where+` ORDER BY position`, args, sqlstore.All(scanQueueEntry))
 }
 
 func getQueue(ctx context.Context, q querier, ws, sessionID string) (host.Queue, error) {

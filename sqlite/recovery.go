@@ -2,10 +2,10 @@ package sqlite
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // QuarantineKindTurn is the Quarantined.Kind of a Turn; its key is
@@ -20,43 +20,17 @@ func (s *Store) UnsettledTurns(ctx context.Context) ([]host.Turn, []host.Quarant
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := r.QueryContext(ctx, `SELECT `+turnCols+` FROM turns t
+	d, err := queryRows(ctx, r, "unsettled turns", `SELECT `+turnCols+` FROM turns t
 		WHERE t.phase <> 'settled'
 		AND NOT EXISTS (SELECT 1 FROM quarantine q
 			WHERE q.kind = ? AND q.key = t.workspace_id || '/' || t.session_id || '/' || t.id)
-		ORDER BY t.workspace_id, t.session_id, t.seq`, QuarantineKindTurn)
-	if err != nil {
-		return nil, nil, classify("unsettled turns", err)
-	}
-	defer rows.Close()
-	var (
-		turns []host.Turn
-		bad   []host.Quarantined
-	)
-	now := time.Now().UTC()
-	for rows.Next() {
-		t, err := scanTurn(rows)
-		var de *decodeError
-		if errors.As(err, &de) {
-			bad = append(bad, host.Quarantined{
-				WorkspaceID: t.WorkspaceID,
-				Kind:        QuarantineKindTurn,
-				Key:         turnRef(t).Key(),
-				Reason:      err.Error(),
-				At:          now,
-			})
-			continue
-		}
-		if err != nil {
-			return nil, nil, classify("unsettled turns", err)
-		}
-		turns = append(turns, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, classify("unsettled turns", err)
-	}
-	return turns, bad, nil
+		ORDER BY t.workspace_id, t.session_id, t.seq`, []any{QuarantineKindTurn}, turnRecords)
+	return d.Records, d.Bad, err
 }
+
+// turnRecords collects turns, an undecodable one as a quarantine candidate.
+var turnRecords = sqlstore.Decodable(scanTurn, QuarantineKindTurn,
+	func(t host.Turn) (string, string) { return t.WorkspaceID, sqlstore.TurnRef(t).Key() })
 
 // Quarantine records q so later scans skip it. Repeating it is harmless:
 // the latest reason and time win.

@@ -3,26 +3,21 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
-const sessionCols = `workspace_id, id, parent_id, root_id, title, title_explicit, agent,
-	simulated, settings_json, pinned, provider_session_id, message_version, turn_count,
-	active_turn_id, provisional, created_by, created_at, updated_at, deleted_at, context_lost`
+const sessionCols = sqlcols.Sessions
 
 func scanSession(sc scanner) (host.Session, error) {
 	var (
 		s                                      host.Session
 		titleExplicit, simulated, pinned, prov int64
 		contextLost                            int64
-		settings                               sql.NullString
+		settings                               *string
 		created, updated                       int64
 		deleted                                sql.NullInt64
 	)
@@ -35,57 +30,22 @@ func scanSession(sc scanner) (host.Session, error) {
 	s.TitleExplicit, s.Simulated, s.Pinned, s.Provisional = titleExplicit != 0, simulated != 0, pinned != 0, prov != 0
 	s.ContextLost = contextLost != 0
 	s.CreatedAt, s.UpdatedAt, s.DeletedAt = fromMS(created), fromMS(updated), fromMSPtr(deleted)
-	if s.Settings, err = decodeSettings(settings); err != nil {
+	if s.Settings, err = sqlstore.DecodeSettings(settings); err != nil {
 		return host.Session{}, fmt.Errorf("session %s/%s: %w", s.WorkspaceID, s.ID, err)
 	}
 	return s, nil
-}
-
-// encodeSettings stores an empty map as NULL so nil and {} read back alike.
-func encodeSettings(m map[string]string) (any, error) {
-	if len(m) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode settings: %w", err)
-	}
-	return string(b), nil
-}
-
-func decodeSettings(v sql.NullString) (map[string]string, error) {
-	if !v.Valid || v.String == "" {
-		return nil, nil
-	}
-	var m map[string]string
-	if err := json.Unmarshal([]byte(v.String), &m); err != nil {
-		return nil, fmt.Errorf("decode settings: %w", err)
-	}
-	if len(m) == 0 {
-		return nil, nil
-	}
-	return m, nil
 }
 
 // sessionSummaryFrom reads sessions (as s) with their goal summary in the
 // same statement: the live goal's record and the identity of the
 // session's newest fence (host.SummarizeGoal). The pool reads (get, list,
 // changes) use it; a transaction's read stays on sessions, as in pg.
-var sessionSummaryFrom = prefixCols(sessionCols, "s.") + `, g.state_json,
+var sessionSummaryFrom = sqlcols.Prefixed("s.", sessionCols) + `, g.state_json,
 	CASE WHEN g.status = 'active' THEN (SELECT f.operation_id || ' ' || f.revision FROM goal_fences f
 		WHERE f.workspace_id = s.workspace_id AND f.session_id = s.id
 		ORDER BY f.revision DESC, f.operation_id DESC LIMIT 1) END
 	FROM sessions s LEFT JOIN goals g ON g.workspace_id = s.workspace_id AND g.session_id = s.id
 		AND g.status IN ('active', 'paused')`
-
-// prefixCols qualifies each column of a column list with p.
-func prefixCols(cols, p string) string {
-	parts := strings.Split(cols, ",")
-	for i, c := range parts {
-		parts[i] = p + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
-}
 
 // summaryRow splits a sessionSummaryFrom row: scanSession's columns, then
 // the goal record and the newest fence.
@@ -113,27 +73,13 @@ func scanSessionSummary(sc scanner) (host.Session, error) {
 
 // getSessionSummary is getSession with the session's goal summary.
 func getSessionSummary(ctx context.Context, q querier, ws, id string) (host.Session, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+sessionSummaryFrom+` WHERE s.workspace_id = ? AND s.id = ?`, ws, id)
-	s, err := scanSessionSummary(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.Session{}, notFound("session " + id)
-	}
-	if err != nil {
-		return host.Session{}, classify("get session", err)
-	}
-	return s, nil
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+sessionSummaryFrom+` WHERE s.workspace_id = ? AND s.id = ?`, ws, id),
+		scanSessionSummary, "session "+id, "get session")
 }
 
 func getSession(ctx context.Context, q querier, ws, id string) (host.Session, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE workspace_id = ? AND id = ?`, ws, id)
-	s, err := scanSession(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.Session{}, notFound("session " + id)
-	}
-	if err != nil {
-		return host.Session{}, classify("get session", err)
-	}
-	return s, nil
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE workspace_id = ? AND id = ?`, ws, id),
+		scanSession, "session "+id, "get session")
 }
 
 // GetSession returns a session in ws, provisional and tombstoned ones too.
@@ -150,7 +96,7 @@ func (t *tx) Session(ctx context.Context, ws, id string) (host.Session, error) {
 }
 
 func (t *tx) InsertSession(ctx context.Context, s host.Session) error {
-	settings, err := encodeSettings(s.Settings)
+	settings, err := sqlstore.EncodeSettings(s.Settings)
 	if err != nil {
 		return err
 	}
@@ -166,7 +112,7 @@ func (t *tx) InsertSession(ctx context.Context, s host.Session) error {
 // UpdateSession rewrites the mutable columns. Placement (parent, root),
 // creator and creation time are immutable and left as inserted.
 func (t *tx) UpdateSession(ctx context.Context, s host.Session) error {
-	settings, err := encodeSettings(s.Settings)
+	settings, err := sqlstore.EncodeSettings(s.Settings)
 	if err != nil {
 		return err
 	}
@@ -191,7 +137,7 @@ func affectedOne(op string, res sql.Result, err error) error {
 		return classify(op, err)
 	}
 	if n == 0 {
-		return notFound(op)
+		return dialect.NotFound(op)
 	}
 	return nil
 }
@@ -233,64 +179,21 @@ func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery
 	if err != nil {
 		return host.SessionPage{}, err
 	}
-	limit := clampLimit(q.Limit, 50, 200)
+	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
 	query := `SELECT ` + sessionSummaryFrom + `
 		WHERE s.workspace_id = ? AND s.provisional = 0 AND s.deleted_at IS NULL`
 	args := []any{ws}
 	if q.Cursor != "" {
-		at, id, err := decodeSessionCursor(q.Cursor)
+		n, id, err := sqlstore.DecodeCursor(q.Cursor)
 		if err != nil {
 			return host.SessionPage{}, err
 		}
 		query += ` AND (s.created_at, s.id) < (?, ?)`
-		args = append(args, at, id)
+		args = append(args, n, id)
 	}
 	query += ` ORDER BY s.created_at DESC, s.id DESC LIMIT ?`
 	args = append(args, limit+1)
 
-	rows, err := r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return host.SessionPage{}, classify("list sessions", err)
-	}
-	defer rows.Close()
-	page := host.SessionPage{Sessions: []host.Session{}}
-	for rows.Next() {
-		sess, err := scanSessionSummary(rows)
-		if err != nil {
-			return host.SessionPage{}, classify("list sessions", err)
-		}
-		page.Sessions = append(page.Sessions, sess)
-	}
-	if err := rows.Err(); err != nil {
-		return host.SessionPage{}, classify("list sessions", err)
-	}
-	if len(page.Sessions) > limit {
-		page.Sessions = page.Sessions[:limit]
-		last := page.Sessions[limit-1]
-		page.NextCursor = encodeSessionCursor(ms(last.CreatedAt), last.ID)
-	}
-	return page, nil
-}
-
-// The session cursor is the (created_at, id) of the last row returned,
-// base64url so clients treat it as opaque.
-func encodeSessionCursor(at int64, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at, 10) + ":" + id))
-}
-
-func decodeSessionCursor(c string) (int64, string, error) {
-	bad := host.Errorf(host.CodeInvalidInput, "invalid session cursor")
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return 0, "", bad
-	}
-	at, id, ok := strings.Cut(string(b), ":")
-	if !ok {
-		return 0, "", bad
-	}
-	n, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
-		return 0, "", bad
-	}
-	return n, id, nil
+	sessions, err := queryRows(ctx, r, "list sessions", query, args, sqlstore.All(scanSessionSummary))
+	return sqlstore.SessionPage(sessions, limit, func(s host.Session) int64 { return ms(s.CreatedAt) }), err
 }

@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // Options tune Open.
@@ -220,9 +221,7 @@ type querier interface {
 }
 
 // scanner is a *sql.Row or *sql.Rows.
-type scanner interface {
-	Scan(dest ...any) error
-}
+type scanner = sqlstore.Scanner
 
 // ms stores a time as unix milliseconds; the zero time round-trips.
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -249,14 +248,6 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
-}
-
-// clampLimit applies a default for <= 0 and a hard cap.
-func clampLimit(n, def, cap int) int {
-	if n <= 0 {
-		return def
-	}
-	return min(n, cap)
 }
 
 // Ping checks both pools answer; a closed store is unavailable.

@@ -2,18 +2,19 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // Recoverable tombstones (host.TrashStore, host.TrashTx); the same
 // behaviour as pg/tombstones.go. SQLite serializes writers at BEGIN, so
 // the tree read inside a transaction is already stable without row locks.
 
-const tombCols = sessionCols + `, deletion_generation, deleted_root_id, deleted_by, deleted_by_name, restorable`
+const tombCols = sqlcols.Tombstones
 
 // extraRow appends the tombstone columns to scanSession's destinations.
 type extraRow struct {
@@ -41,24 +42,8 @@ func scanTreeSession(row scanner) (host.TreeSession, error) {
 }
 
 func sessionTree(ctx context.Context, q querier, ws, rootID string) ([]host.TreeSession, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+tombCols+` FROM sessions
-		WHERE workspace_id = ? AND (root_id = ? OR id = ?) ORDER BY id`, ws, rootID, rootID)
-	if err != nil {
-		return nil, classify("session tree", err)
-	}
-	defer rows.Close()
-	out := []host.TreeSession{}
-	for rows.Next() {
-		ts, err := scanTreeSession(rows)
-		if err != nil {
-			return nil, classify("session tree", err)
-		}
-		out = append(out, ts)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify("session tree", err)
-	}
-	return out, nil
+	return queryRows(ctx, q, "session tree", `SELECT `+tombCols+` FROM sessions
+		WHERE workspace_id = ? AND (root_id = ? OR id = ?) ORDER BY id`, []any{ws, rootID, rootID}, sqlstore.All(scanTreeSession))
 }
 
 // SessionTree reads one execution tree from the read pool.
@@ -95,7 +80,7 @@ func (t *tx) SetTombstone(ctx context.Context, ws string, ids []string, tb *host
 		if n, err := res.RowsAffected(); err != nil {
 			return classify("tombstone session", err)
 		} else if n == 0 {
-			return notFound("session " + id)
+			return dialect.NotFound("session " + id)
 		}
 	}
 	return nil
@@ -158,41 +143,21 @@ func (s *Store) ListDeleted(ctx context.Context, ws string, q host.DeletedQuery)
 	if err != nil {
 		return host.DeletedPage{}, err
 	}
-	limit := clampLimit(q.Limit, 50, 200)
-	query := `SELECT ` + prefixed("s.", tombCols) + ` FROM sessions s WHERE s.workspace_id = ? AND ` + topmostTomb
+	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
+	query := `SELECT ` + sqlcols.Prefixed("s.", tombCols) + ` FROM sessions s WHERE s.workspace_id = ? AND ` + topmostTomb
 	args := []any{ws}
 	if q.Cursor != "" {
-		at, id, err := decodeSessionCursor(q.Cursor)
+		n, id, err := sqlstore.DecodeCursor(q.Cursor)
 		if err != nil {
 			return host.DeletedPage{}, err
 		}
 		query += ` AND (s.deleted_at, s.id) < (?, ?)`
-		args = append(args, at, id)
+		args = append(args, n, id)
 	}
 	query += ` ORDER BY s.deleted_at DESC, s.id DESC LIMIT ?`
 	args = append(args, limit+1)
-	rows, err := r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return host.DeletedPage{}, classify("list deleted", err)
-	}
-	defer rows.Close()
-	page := host.DeletedPage{Sessions: []host.DeletedSession{}}
-	for rows.Next() {
-		ts, err := scanTreeSession(rows)
-		if err != nil {
-			return host.DeletedPage{}, classify("list deleted", err)
-		}
-		page.Sessions = append(page.Sessions, host.DeletedSession{Session: ts.Session, Tombstone: *ts.Tombstone})
-	}
-	if err := rows.Err(); err != nil {
-		return host.DeletedPage{}, classify("list deleted", err)
-	}
-	if len(page.Sessions) > limit {
-		page.Sessions = page.Sessions[:limit]
-		last := page.Sessions[limit-1]
-		page.NextCursor = encodeSessionCursor(ms(last.Tombstone.DeletedAt), last.Session.ID)
-	}
-	return page, nil
+	trees, err := queryRows(ctx, r, "list deleted", query, args, sqlstore.All(scanTreeSession))
+	return sqlstore.DeletedPage(trees, limit, func(t host.Tombstone) int64 { return ms(t.DeletedAt) }), err
 }
 
 // PurgeCandidates lists old topmost tombstones of every workspace.
@@ -201,7 +166,7 @@ func (s *Store) PurgeCandidates(ctx context.Context, cutoff time.Time, after hos
 	if err != nil {
 		return nil, err
 	}
-	limit = clampLimit(limit, 100, 1000)
+	limit = sqlstore.ClampLimit(limit, 100, 1000)
 	query := `SELECT s.workspace_id, s.id, s.deleted_at FROM sessions s WHERE s.deleted_at <= ? AND ` + topmostTomb
 	args := []any{ms(cutoff)}
 	if !after.DeletedAt.IsZero() {
@@ -210,33 +175,7 @@ func (s *Store) PurgeCandidates(ctx context.Context, cutoff time.Time, after hos
 	}
 	query += ` ORDER BY s.deleted_at, s.workspace_id, s.id LIMIT ?`
 	args = append(args, limit)
-	rows, err := r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, classify("purge candidates", err)
-	}
-	defer rows.Close()
-	var out []host.PurgeCandidate
-	for rows.Next() {
-		var (
-			c  host.PurgeCandidate
-			at sql.NullInt64
-		)
-		if err := rows.Scan(&c.WorkspaceID, &c.SessionID, &at); err != nil {
-			return nil, classify("purge candidates", err)
-		}
-		c.DeletedAt = fromMS(at.Int64)
-		out = append(out, c)
-	}
-	return out, classify("purge candidates", rows.Err())
-}
-
-// prefixed qualifies a column list with a table alias.
-func prefixed(alias, cols string) string {
-	parts := strings.Split(cols, ",")
-	for i, p := range parts {
-		parts[i] = alias + strings.TrimSpace(p)
-	}
-	return strings.Join(parts, ", ")
+	return queryRows(ctx, r, "purge candidates", query, args, sqlstore.All(sqlstore.PurgeCandidate(unixMS)))
 }
 
 var (

@@ -2,21 +2,18 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/sqlcols"
+	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // The key columns come first so a row that fails to decode can still be
 // named (and quarantined) by recovery.
-const turnCols = `workspace_id, session_id, id, seq, origin, phase, outcome, failure_reason,
-	stop_reason, provider_session_id, provider_turn_id, client_submit_id,
-	identity_anchor_turn_id, retracted, cancel_requested, submitted_by, created_at,
-	updated_at, settled_at, applied_seq, labels_json`
+const turnCols = sqlcols.Turns
 
 const turnNCols = 21
 
@@ -62,32 +59,12 @@ func decodeTurn(v []any) (host.Turn, error) {
 		at := fromMS(d.int(18, "settled_at"))
 		t.SettledAt = &at
 	}
-	if labels := d.str(20, "labels_json"); d.err == nil && labels != "" {
-		if err := json.Unmarshal([]byte(labels), &t.TurnLabels); err != nil {
-			d.err = fmt.Errorf("column labels_json: %w", err)
-		}
-	}
-	if d.err == nil && !t.Phase.Valid() {
-		d.err = fmt.Errorf("invalid phase %q", t.Phase)
-	}
-	if d.err == nil && !t.Outcome.Valid() {
-		d.err = fmt.Errorf("invalid outcome %q", t.Outcome)
-	}
+	labels := d.str(20, "labels_json")
 	if d.err != nil {
-		return t, &decodeError{what: "turn " + turnRef(t).Key(), err: d.err}
+		return t, &sqlstore.DecodeError{What: "turn " + sqlstore.TurnRef(t).Key(), Err: d.err}
 	}
-	return t, nil
+	return t, sqlstore.CheckTurn(&t, labels)
 }
-
-// decodeError is a stored row whose values do not form a valid record, as
-// opposed to a failure to read it.
-type decodeError struct {
-	what string
-	err  error
-}
-
-func (e *decodeError) Error() string { return e.what + ": " + e.err.Error() }
-func (e *decodeError) Unwrap() error { return e.err }
 
 // decoder converts untyped column values, keeping the first error.
 type decoder struct {
@@ -136,16 +113,8 @@ func (d *decoder) fail(col string, v any) {
 }
 
 func getTurn(ctx context.Context, q querier, ws, sessionID, turnID string) (host.Turn, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+turnCols+` FROM turns
-		WHERE workspace_id = ? AND session_id = ? AND id = ?`, ws, sessionID, turnID)
-	t, err := scanTurn(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.Turn{}, notFound("turn " + turnID)
-	}
-	if err != nil {
-		return host.Turn{}, classify("get turn", err)
-	}
-	return t, nil
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+turnCols+` FROM turns
+		WHERE workspace_id = ? AND session_id = ? AND id = ?`, ws, sessionID, turnID), scanTurn, "turn "+turnID, "get turn")
 }
 
 // GetTurn returns one Turn of a session in ws.
@@ -202,7 +171,7 @@ func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.Turn
 	if err != nil {
 		return host.TurnPage{}, err
 	}
-	limit := clampLimit(q.Limit, 50, 200)
+	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
 	query := `SELECT ` + turnCols + ` FROM turns WHERE workspace_id = ? AND session_id = ?`
 	args := []any{ws, sessionID}
 	if q.Before > 0 {
@@ -212,31 +181,6 @@ func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.Turn
 	query += ` ORDER BY seq DESC LIMIT ?`
 	args = append(args, limit+1)
 
-	rows, err := r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return host.TurnPage{}, classify("list turns", err)
-	}
-	defer rows.Close()
-	page := host.TurnPage{Turns: []host.Turn{}}
-	for rows.Next() {
-		t, err := scanTurn(rows)
-		if err != nil {
-			return host.TurnPage{}, classify("list turns", err)
-		}
-		page.Turns = append(page.Turns, t)
-	}
-	if err := rows.Err(); err != nil {
-		return host.TurnPage{}, classify("list turns", err)
-	}
-	if len(page.Turns) > limit {
-		page.Turns = page.Turns[:limit]
-		page.HasMore = true
-		page.NextCursor = page.Turns[limit-1].Seq
-	}
-	return page, nil
-}
-
-// turnRef names a decoded turn, for keys and messages.
-func turnRef(t host.Turn) host.TurnRef {
-	return host.TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
+	turns, err := queryRows(ctx, r, "list turns", query, args, sqlstore.All(scanTurn))
+	return sqlstore.TurnPage(turns, limit), err
 }

@@ -1,7 +1,7 @@
 -- +goose Up
 -- Interactions (approvals, questions, plan decisions) and the durable
 -- runtime operations that deliver their answers; the same model as
--- sqlite/migrations/00002_interactions.sql. JSON payloads are text written
+-- sqlite/migrations/00005_interactions.sql. JSON payloads are text written
 -- by encoding/json (see 00001_init.sql).
 
 -- Identity is (workspace, session, turn, request): provider request ids

@@ -5,7 +5,7 @@
 -- offset clients use for message_delta). turns.applied_seq is the highest
 -- runtime output sequence applied to the Turn: a retried batch (an
 -- ambiguous commit) is applied once. Same model as
--- sqlite/migrations/00005_output_appends.sql.
+-- sqlite/migrations/00006_output_appends.sql.
 ALTER TABLE messages ADD COLUMN text text NOT NULL DEFAULT '';
 ALTER TABLE messages ADD COLUMN text_len bigint NOT NULL DEFAULT 0;
 UPDATE messages SET text = coalesce(content_json::jsonb ->> 'text', ''),

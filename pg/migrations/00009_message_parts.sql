@@ -9,7 +9,7 @@
 -- PutMessage rewrite) folds the pieces into messages.text and deletes them;
 -- readers fold the pieces of a message that is still streaming. Invariant:
 -- a message has pieces only while streaming. Same model as
--- sqlite/migrations/00008_message_parts.sql.
+-- sqlite/migrations/00009_message_parts.sql.
 CREATE TABLE message_parts (
     workspace_id text   NOT NULL,
     session_id   text   NOT NULL,

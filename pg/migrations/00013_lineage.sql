@@ -7,7 +7,7 @@
 -- retry finds is never dispatched again (its outcome is unknown).
 -- lineage_id is the family's first session; lineage_seq numbers titles
 -- ("Title (2)", "Title (3)") across the whole family, so a fork of a fork
--- continues the sequence. Same model as sqlite/migrations/00012_lineage.sql.
+-- continues the sequence. Same model as sqlite/migrations/00013_lineage.sql.
 CREATE TABLE session_forks (
     workspace_id        text    NOT NULL,
     client_submit_id    text    NOT NULL,
