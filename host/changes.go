@@ -54,8 +54,8 @@ func (h *Host) SessionChanges(ctx context.Context, ws, sessionID string, q Chang
 	if err := requireIDs(q.TurnIDs...); err != nil {
 		return Changes{}, err
 	}
-	q.Messages = clampLimit(q.Messages, 200, 1000)
-	q.Turns = clampLimit(q.Turns, 50, 200)
+	q.Messages = ClampLimit(q.Messages, 200, 1000)
+	q.Turns = ClampLimit(q.Turns, 50, 200)
 	c, err := h.store.Changes(ctx, ws, sessionID, q)
 	if err != nil {
 		return Changes{}, storeErr(err, "session %s", sessionID)

@@ -5,7 +5,7 @@ package host
 // Store embeds InteractionStore and Tx embeds InteractionTx.
 //
 // Notes for store adapters (sqlite is the reference implementation; see
-// sqlite/interactions.go and sqlite/migrations/00002_interactions.sql):
+// sqlite/interactions.go and sqlite/migrations/00005_interactions.sql):
 //
 //   - An Interaction is keyed by (workspace, session, turn, request). Provider
 //     request ids are only unique within their Turn. Insert returns

@@ -26,7 +26,7 @@ func (h *Host) ListSessions(ctx context.Context, ws string, q SessionQuery) (Ses
 	if err := requireIDs(ws); err != nil {
 		return SessionPage{}, err
 	}
-	q.Limit = clampLimit(q.Limit, 50, 200)
+	q.Limit = ClampLimit(q.Limit, 50, 200)
 	p, err := h.store.ListSessions(ctx, ws, q)
 	if err != nil {
 		return SessionPage{}, storeErr(err, "list sessions")
@@ -58,7 +58,7 @@ func (h *Host) ListSessionTurns(ctx context.Context, ws, sessionID string, q Tur
 	if q.Before < 0 {
 		return TurnPage{}, Errorf(CodeInvalidInput, "before must not be negative")
 	}
-	q.Limit = clampLimit(q.Limit, 50, 200)
+	q.Limit = ClampLimit(q.Limit, 50, 200)
 	p, err := h.store.ListTurns(ctx, ws, sessionID, q)
 	if err != nil {
 		return TurnPage{}, storeErr(err, "list turns")
@@ -75,7 +75,7 @@ func (h *Host) ListSessionMessages(ctx context.Context, ws, sessionID string, q 
 	if q.AfterVersion < 0 || q.BeforeVersion < 0 {
 		return MessagePage{}, Errorf(CodeInvalidInput, "versions must not be negative")
 	}
-	q.Limit = clampLimit(q.Limit, 200, 1000)
+	q.Limit = ClampLimit(q.Limit, 200, 1000)
 	p, err := h.store.ListMessages(ctx, ws, sessionID, q)
 	if err != nil {
 		return MessagePage{}, storeErr(err, "list messages")
@@ -98,14 +98,14 @@ func visibleSession(ctx context.Context, tx Tx, ws, id string) (Session, error) 
 	return s, nil
 }
 
-func clampLimit(n, def, max int) int {
+// ClampLimit is the one page size policy, for the Host's reads and the
+// stores' pages alike: a missing or negative limit means def, and no
+// caller gets more than max rows at once.
+func ClampLimit(n, def, max int) int {
 	if n <= 0 {
 		return def
 	}
-	if n > max {
-		return max
-	}
-	return n
+	return min(n, max)
 }
 
 const maxIDLen = 128

@@ -56,7 +56,7 @@ func (h *Host) ListDeletedSessions(ctx context.Context, ws string, q DeletedQuer
 	if err := requireIDs(ws); err != nil {
 		return DeletedPage{}, err
 	}
-	q.Limit = clampLimit(q.Limit, 50, 200)
+	q.Limit = ClampLimit(q.Limit, 50, 200)
 	p, err := h.store.ListDeleted(ctx, ws, q)
 	if err != nil {
 		return DeletedPage{}, storeErr(err, "list deleted sessions")

@@ -29,8 +29,8 @@ type batcher interface {
 }
 
 func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.ChangesQuery) (c host.Changes, err error) {
-	turnLimit := sqlstore.ClampLimit(q.Turns, 50, 200)
-	msgLimit := sqlstore.ClampLimit(q.Messages, 200, 1000)
+	turnLimit := host.ClampLimit(q.Turns, 50, 200)
+	msgLimit := host.ClampLimit(q.Messages, 200, 1000)
 	order := "ASC"
 	if q.Newest {
 		order = "DESC"

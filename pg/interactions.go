@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
@@ -201,23 +199,8 @@ func latestTurn(ctx context.Context, q querier, ws, sessionID string) (host.Turn
 // interactions of every session in the tree inside one read-only
 // REPEATABLE READ transaction: all three reads see one snapshot.
 func (s *Store) InteractionTree(ctx context.Context, ws, rootSessionID string) (host.InteractionTree, error) {
-	return withPool(ctx, s, func(q querier) (host.InteractionTree, error) {
-		pool := q.(interface {
-			BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
-		})
-		rtx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-		if err != nil {
-			return host.InteractionTree{}, classify("begin read", err)
-		}
-		defer func() { _ = rtx.Rollback(context.WithoutCancel(ctx)) }()
-		tree, err := interactionTree(ctx, rtx, ws, rootSessionID)
-		if err != nil {
-			return tree, err
-		}
-		if err := rtx.Commit(ctx); err != nil {
-			return host.InteractionTree{}, classify("end read", err)
-		}
-		return tree, nil
+	return withSnapshot(ctx, s, func(q querier) (host.InteractionTree, error) {
+		return interactionTree(ctx, q, ws, rootSessionID)
 	})
 }
 
@@ -373,7 +356,7 @@ func (t *tx) UpdateRuntimeOperation(ctx context.Context, op host.RuntimeOperatio
 // DueRuntimeOperations returns prepared operations whose next attempt is
 // due and leased ones whose lease expired, in every workspace.
 func (s *Store) DueRuntimeOperations(ctx context.Context, now time.Time, limit int) ([]host.RuntimeOperation, []host.Quarantined, error) {
-	limit = sqlstore.ClampLimit(limit, 64, 1000)
+	limit = host.ClampLimit(limit, 64, 1000)
 	d, err := withPool(ctx, s, func(q querier) (sqlstore.Decoded[host.RuntimeOperation], error) {
 		return queryRows(ctx, q, "due runtime operations", `SELECT `+operationCols+` FROM runtime_operations o
 			WHERE ((o.state = 'prepared' AND o.next_attempt_at <= $1)

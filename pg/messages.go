@@ -165,7 +165,7 @@ SELECT text_len, ordinal FROM m`
 // AfterVersion (or neither bound) pages forward from the oldest change;
 // BeforeVersion alone pages backward from the newest change below it.
 func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.MessageQuery) (host.MessagePage, error) {
-	limit := sqlstore.ClampLimit(q.Limit, 200, 1000)
+	limit := host.ClampLimit(q.Limit, 200, 1000)
 	query := `SELECT ` + messageRead + ` FROM messages WHERE workspace_id = $1 AND session_id = $2`
 	args := []any{ws, sessionID}
 	arg := func(v any) string {

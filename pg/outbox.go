@@ -58,7 +58,7 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 // first. A row whose JSON cannot be decoded is logged and skipped so it can
 // never stall the relay behind it.
 func (s *Store) PendingFacts(ctx context.Context, before time.Time, limit int) ([]host.OutboxRow, error) {
-	limit = sqlstore.ClampLimit(limit, 100, 1000)
+	limit = host.ClampLimit(limit, 100, 1000)
 	return withPool(ctx, s, func(db querier) ([]host.OutboxRow, error) {
 		return queryRows(ctx, db, "pending facts", `SELECT id, fact_json, created_at FROM outbox
 			WHERE published_at IS NULL AND created_at <= $1

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
@@ -70,20 +68,8 @@ func getQueue(ctx context.Context, q querier, ws, sessionID string) (host.Queue,
 // GetQueue reads the revision, fence and waiting entries in one read-only
 // REPEATABLE READ transaction, so the entries match the revision.
 func (s *Store) GetQueue(ctx context.Context, ws, sessionID string) (host.Queue, error) {
-	return withPool(ctx, s, func(q querier) (host.Queue, error) {
-		pool := q.(interface {
-			BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
-		})
-		rtx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-		if err != nil {
-			return host.Queue{}, classify("begin read", err)
-		}
-		defer func() { _ = rtx.Rollback(context.WithoutCancel(ctx)) }()
-		out, err := getQueue(ctx, rtx, ws, sessionID)
-		if err != nil {
-			return out, err
-		}
-		return out, classify("end read", rtx.Commit(ctx))
+	return withSnapshot(ctx, s, func(q querier) (host.Queue, error) {
+		return getQueue(ctx, q, ws, sessionID)
 	})
 }
 

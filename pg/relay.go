@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
-	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 var _ host.OutboxClaimer = (*Store)(nil)
@@ -20,7 +19,7 @@ var _ host.OutboxClaimer = (*Store)(nil)
 // JSON cannot be decoded is logged and skipped (it stays claimed until its
 // lease ends, then is skipped again), so it never stalls the relay.
 func (s *Store) ClaimFacts(ctx context.Context, before time.Time, limit int, lease time.Duration) ([]host.OutboxRow, error) {
-	limit = sqlstore.ClampLimit(limit, 100, 1000)
+	limit = host.ClampLimit(limit, 100, 1000)
 	return withPool(ctx, s, func(db querier) ([]host.OutboxRow, error) {
 		out, err := queryRows(ctx, db, "claim facts", `UPDATE outbox o
 			SET claimed_until = now() + make_interval(secs => $3)

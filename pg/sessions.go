@@ -235,7 +235,7 @@ func (t *tx) DeleteProvisionalSession(ctx context.Context, ws, id string) error 
 
 // ListSessions pages visible sessions newest first by (created_at, id).
 func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery) (host.SessionPage, error) {
-	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
+	limit := host.ClampLimit(q.Limit, 50, 200)
 	query := `SELECT ` + sessionSummaryFrom + `
 		WHERE s.workspace_id = $1 AND NOT s.provisional AND s.deleted_at IS NULL`
 	args := []any{ws}

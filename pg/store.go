@@ -282,6 +282,27 @@ func withPool[T any](ctx context.Context, s *Store, fn func(q querier) (T, error
 	return v, err
 }
 
+// withSnapshot runs fn in one read-only REPEATABLE READ transaction, so
+// all of its reads see one snapshot; retried like withPool.
+func withSnapshot[T any](ctx context.Context, s *Store, fn func(q querier) (T, error)) (T, error) {
+	return withPool(ctx, s, func(querier) (T, error) {
+		var zero T
+		rtx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return zero, classify("begin read", err)
+		}
+		defer func() { _ = rtx.Rollback(context.WithoutCancel(ctx)) }()
+		v, err := fn(rtx)
+		if err != nil {
+			return zero, err
+		}
+		if err := rtx.Commit(ctx); err != nil {
+			return zero, classify("end read", err)
+		}
+		return v, nil
+	})
+}
+
 // utc returns t in UTC; pgx decodes timestamptz in the local zone.
 func utc(t time.Time) time.Time { return t.UTC() }
 

@@ -143,7 +143,7 @@ const topmostTomb = `s.deleted_at IS NOT NULL AND NOT s.provisional AND NOT EXIS
 
 // ListDeleted pages topmost tombstones newest first by (deleted_at, id).
 func (s *Store) ListDeleted(ctx context.Context, ws string, q host.DeletedQuery) (host.DeletedPage, error) {
-	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
+	limit := host.ClampLimit(q.Limit, 50, 200)
 	query := `SELECT ` + sqlcols.Prefixed("s.", tombCols) + ` FROM sessions s WHERE s.workspace_id = $1 AND ` + topmostTomb
 	args := []any{ws}
 	if q.Cursor != "" {
@@ -164,7 +164,7 @@ func (s *Store) ListDeleted(ctx context.Context, ws string, q host.DeletedQuery)
 
 // PurgeCandidates lists old topmost tombstones of every workspace.
 func (s *Store) PurgeCandidates(ctx context.Context, cutoff time.Time, after host.PurgeCandidate, limit int) ([]host.PurgeCandidate, error) {
-	limit = sqlstore.ClampLimit(limit, 100, 1000)
+	limit = host.ClampLimit(limit, 100, 1000)
 	query := `SELECT s.workspace_id, s.id, s.deleted_at FROM sessions s
 		WHERE s.deleted_at <= $1 AND ` + topmostTomb
 	args := []any{cutoff}

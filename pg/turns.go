@@ -117,7 +117,7 @@ func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
 
 // ListTurns pages a session's turns newest first by seq.
 func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error) {
-	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
+	limit := host.ClampLimit(q.Limit, 50, 200)
 	query := `SELECT ` + turnCols + ` FROM turns WHERE workspace_id = $1 AND session_id = $2`
 	args := []any{ws, sessionID}
 	if q.Before > 0 {

@@ -30,7 +30,7 @@ func (s *Store) Changes(ctx context.Context, ws, sessionID string, q host.Change
 		return host.Changes{}, err
 	}
 	if !q.NoTurns {
-		if c.Turns, c.TurnsHasMore, err = changedTurns(ctx, rtx, ws, sessionID, sqlstore.ClampLimit(q.Turns, 50, 200)); err != nil {
+		if c.Turns, c.TurnsHasMore, err = changedTurns(ctx, rtx, ws, sessionID, host.ClampLimit(q.Turns, 50, 200)); err != nil {
 			return host.Changes{}, err
 		}
 	}
@@ -62,7 +62,7 @@ func changedTurns(ctx context.Context, q querier, ws, sessionID string, limit in
 }
 
 func changedMessages(ctx context.Context, q querier, ws, sessionID string, cq host.ChangesQuery) ([]host.Message, bool, error) {
-	limit := sqlstore.ClampLimit(cq.Messages, 200, 1000)
+	limit := host.ClampLimit(cq.Messages, 200, 1000)
 	order := "ASC"
 	if cq.Newest {
 		order = "DESC"

@@ -308,7 +308,7 @@ func (s *Store) DueRuntimeOperations(ctx context.Context, now time.Time, limit i
 	if err != nil {
 		return nil, nil, err
 	}
-	limit = sqlstore.ClampLimit(limit, 64, 1000)
+	limit = host.ClampLimit(limit, 64, 1000)
 	d, err := queryRows(ctx, r, "due runtime operations", `SELECT `+operationCols+` FROM runtime_operations o
 		WHERE ((o.state = 'prepared' AND o.next_attempt_at <= ?)
 			OR (o.state = 'leased' AND o.lease_expires_at <= ?))

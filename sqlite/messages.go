@@ -170,7 +170,7 @@ func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.M
 	if err != nil {
 		return host.MessagePage{}, err
 	}
-	limit := sqlstore.ClampLimit(q.Limit, 200, 1000)
+	limit := host.ClampLimit(q.Limit, 200, 1000)
 	query := `SELECT ` + messageRead + ` FROM messages WHERE workspace_id = ? AND session_id = ?`
 	args := []any{ws, sessionID}
 	if q.TurnID != "" {

@@ -43,7 +43,7 @@ func (s *Store) PendingFacts(ctx context.Context, before time.Time, limit int) (
 	if err != nil {
 		return nil, err
 	}
-	limit = sqlstore.ClampLimit(limit, 100, 1000)
+	limit = host.ClampLimit(limit, 100, 1000)
 	return queryRows(ctx, r, "pending facts", `SELECT id, fact_json, created_at FROM outbox
 		WHERE published_at IS NULL AND created_at <= ?
 		ORDER BY created_at, id`, []any{ms(before)}, sqlstore.Facts(limit, unixMS, func(id int64, err error) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
-	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
 
 // relayClaims is the SQLite store's share of the relay and retention ports
@@ -23,7 +22,7 @@ type relayClaims struct {
 // ClaimFacts is PendingFacts with a lease: rows claimed by another caller
 // whose lease has not ended are skipped.
 func (s *Store) ClaimFacts(ctx context.Context, before time.Time, limit int, lease time.Duration) ([]host.OutboxRow, error) {
-	limit = sqlstore.ClampLimit(limit, 100, 1000)
+	limit = host.ClampLimit(limit, 100, 1000)
 	// Read past rows others hold so a claimed prefix cannot starve us.
 	rows, err := s.PendingFacts(ctx, before, 1000)
 	if err != nil {

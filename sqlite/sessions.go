@@ -179,7 +179,7 @@ func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery
 	if err != nil {
 		return host.SessionPage{}, err
 	}
-	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
+	limit := host.ClampLimit(q.Limit, 50, 200)
 	query := `SELECT ` + sessionSummaryFrom + `
 		WHERE s.workspace_id = ? AND s.provisional = 0 AND s.deleted_at IS NULL`
 	args := []any{ws}

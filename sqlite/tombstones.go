@@ -143,7 +143,7 @@ func (s *Store) ListDeleted(ctx context.Context, ws string, q host.DeletedQuery)
 	if err != nil {
 		return host.DeletedPage{}, err
 	}
-	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
+	limit := host.ClampLimit(q.Limit, 50, 200)
 	query := `SELECT ` + sqlcols.Prefixed("s.", tombCols) + ` FROM sessions s WHERE s.workspace_id = ? AND ` + topmostTomb
 	args := []any{ws}
 	if q.Cursor != "" {
@@ -166,7 +166,7 @@ func (s *Store) PurgeCandidates(ctx context.Context, cutoff time.Time, after hos
 	if err != nil {
 		return nil, err
 	}
-	limit = sqlstore.ClampLimit(limit, 100, 1000)
+	limit = host.ClampLimit(limit, 100, 1000)
 	query := `SELECT s.workspace_id, s.id, s.deleted_at FROM sessions s WHERE s.deleted_at <= ? AND ` + topmostTomb
 	args := []any{ms(cutoff)}
 	if !after.DeletedAt.IsZero() {

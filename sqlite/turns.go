@@ -171,7 +171,7 @@ func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.Turn
 	if err != nil {
 		return host.TurnPage{}, err
 	}
-	limit := sqlstore.ClampLimit(q.Limit, 50, 200)
+	limit := host.ClampLimit(q.Limit, 50, 200)
 	query := `SELECT ` + turnCols + ` FROM turns WHERE workspace_id = ? AND session_id = ?`
 	args := []any{ws, sessionID}
 	if q.Before > 0 {

@@ -8,15 +8,6 @@ import (
 	"github.com/ensemble-dev/ensemble/host"
 )
 
-// ClampLimit is the page size policy: a missing or negative limit means
-// def, and no caller gets more than cap rows at once.
-func ClampLimit(n, def, cap int) int {
-	if n <= 0 {
-		return def
-	}
-	return min(n, cap)
-}
-
 // Page cuts a result read with LIMIT limit+1 back to limit rows and reports
 // whether the extra row showed there is more.
 func Page[T any](items []T, limit int) ([]T, bool) {

@@ -9,14 +9,6 @@ import (
 	"github.com/ensemble-dev/ensemble/host"
 )
 
-func TestClampLimit(t *testing.T) {
-	for _, c := range []struct{ n, want int }{{0, 50}, {-3, 50}, {7, 7}, {200, 200}, {500, 200}} {
-		if got := ClampLimit(c.n, 50, 200); got != c.want {
-			t.Errorf("ClampLimit(%d) = %d, want %d", c.n, got, c.want)
-		}
-	}
-}
-
 // Cursors already handed to clients must keep decoding: the encoding is
 // base64url("<time>:<id>") without padding.
 func TestCursorEncodingIsStable(t *testing.T) {
