@@ -47,6 +47,9 @@ type Wire interface {
 	// End writes what was gathered; an error means the socket is unusable
 	// (os.ErrDeadlineExceeded when the peer did not read in time).
 	End(deadline time.Time) error
+	// TryEnd writes what was gathered as far as the socket takes it
+	// without waiting; pending: End must follow before any other write.
+	TryEnd() (pending bool, err error)
 }
 
 // ConnOptions configure a connection before it runs.

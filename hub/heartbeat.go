@@ -1,6 +1,12 @@
 package hub
 
-import "time"
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/coder/websocket"
+)
 
 // heartbeatSlots spreads the pings of one interval over this many ticks,
 // so 20,000 connections are not pinged in the same millisecond.
@@ -31,7 +37,7 @@ func (h *Hub) heartbeat() {
 				if c.lastRead.Load() < idle {
 					c.Close(CloseIdle, "idle timeout")
 				} else {
-					c.Send(pingFrame)
+					c.ping()
 				}
 			}
 			clear(due)
@@ -54,4 +60,46 @@ func (h *Hub) slotConns(slot uint8, out, expired []*Conn, now int64) ([]*Conn, [
 		}
 	}
 	return out, expired
+}
+
+// ping sends the heartbeat's ping. On an idle connection whose socket
+// takes it at once it is written right here, on the ticker's goroutine:
+// no queue entry, no job handed to a worker, no write deadline. Anything
+// else (a writer at work, frames queued, a full socket) goes the way of
+// every frame.
+func (c *Conn) ping() {
+	w := c.opts.Wire
+	c.qmu.Lock()
+	if w == nil || c.closing || c.writing || c.qhead < len(c.queue) {
+		c.qmu.Unlock()
+		c.Send(pingFrame)
+		return
+	}
+	c.writing = true // this goroutine owns the socket's write side now
+	c.qmu.Unlock()
+	w.Begin()
+	err := c.ws.Write(context.Background(), websocket.MessageText, pingFrame) // gathered in memory: cannot block
+	pending, terr := w.TryEnd()
+	if err = errors.Join(err, terr); err != nil {
+		c.writeFailed(err, false)
+		return
+	}
+	if pending { // the socket is full: a worker waits for it under the deadline
+		c.h.spawn(func() {
+			if err := w.End(time.Now().Add(c.h.cfg.WriteTimeout)); err != nil {
+				c.writeFailed(err, false)
+				return
+			}
+			c.flush()
+		})
+		return
+	}
+	c.qmu.Lock()
+	if c.closing || c.qhead < len(c.queue) { // queued or closed meanwhile: enqueue saw a writer
+		c.qmu.Unlock()
+		c.h.spawn(c.flush)
+		return
+	}
+	c.writing = false
+	c.qmu.Unlock()
 }

@@ -1,0 +1,160 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"testing"
+	"time"
+)
+
+// A raw TCP pair: the server side's wire, and the client socket.
+func tcpWire(t *testing.T) (*SocketWire, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cli, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close(); _ = srv.Close() })
+	return NewSocketWire(srv), cli
+}
+
+// TryEnd on a socket that takes nothing more leaves the rest pending;
+// writes after it (the library's own control frames) queue behind it, and
+// End delivers everything in order once the peer reads.
+func TestSocketWireTryEndKeepsTheRestInOrder(t *testing.T) {
+	w, cli := tcpWire(t)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB: more than loopback's buffers
+	w.Begin()
+	if _, err := w.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := w.TryEnd()
+	if err != nil || !pending {
+		t.Fatalf("TryEnd on a full socket: pending %v, err %v", pending, err)
+	}
+	if _, err := w.Write([]byte("tail")); err != nil { // passes nothing to the socket yet
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, 0, len(big)+4)
+		buf := make([]byte, 64<<10)
+		for len(b) < len(big)+4 {
+			n, err := cli.Read(buf)
+			if err != nil {
+				break
+			}
+			b = append(b, buf[:n]...)
+		}
+		got <- b
+	}()
+	if err := w.End(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; !bytes.Equal(b, append(big, "tail"...)) {
+		t.Fatalf("peer read %d bytes, not the %d written in order", len(b), len(big)+4)
+	}
+
+	// With room, TryEnd writes all at once and leaves nothing.
+	w.Begin()
+	_, _ = w.Write([]byte("small"))
+	if pending, err := w.TryEnd(); pending || err != nil {
+		t.Fatalf("TryEnd with room: pending %v, err %v", pending, err)
+	}
+	b := make([]byte, 5)
+	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := cli.Read(b); err != nil || string(b) != "small" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+}
+
+// fillPayload is what each of fillSocket's frames carries.
+var fillPayload = bytes.Repeat([]byte("x"), 125)
+
+// fillSocket writes whole text frames of fillPayload straight to the socket
+// until it takes no more; a frame it took in part is left pending in the
+// wire, as TryEnd leaves it. It returns how many frames it wrote.
+func fillSocket(t *testing.T, w *SocketWire) int {
+	t.Helper()
+	frame := append([]byte{0x81, 125}, fillPayload...)
+	chunk := bytes.Repeat(frame, 512)
+	frames := 0
+	for {
+		n, err := w.tryWrite(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames += len(chunk) / len(frame)
+		if n < len(chunk) {
+			w.buf = getBuf()
+			*w.buf = append(*w.buf, chunk[n:]...)
+			return frames
+		}
+	}
+}
+
+// The heartbeat writes a ping on its own goroutine only when the socket
+// takes it at once. On a full socket the rest goes to a worker that
+// waits under the write deadline: the ping arrives after everything
+// before it once the peer reads, and frames queued meanwhile after it.
+func TestPingOnAFullSocketWaitsForThePeer(t *testing.T) {
+	h := pollingHub(t, Config{PingInterval: time.Hour, WriteTimeout: 20 * time.Second})
+	defer h.Close()
+	srv, opts, cli := polledServer(t)()
+	c, err := h.Attach(srv, "c", nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start(func([]byte) {}, nil)
+	w := opts.Wire.(*SocketWire)
+	frames := fillSocket(t, w)
+	c.ping()
+	c.Send([]byte(`"after"`))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range frames {
+		_, b, err := cli.Read(ctx)
+		if err != nil || !bytes.Equal(b, fillPayload) {
+			t.Fatalf("frame %d of %d: %q, %v", i, frames, b, err)
+		}
+	}
+	for _, want := range []string{string(pingFrame), `"after"`} {
+		if _, b, err := cli.Read(ctx); err != nil || string(b) != want {
+			t.Fatalf("read %q, %v; want %s", b, err, want)
+		}
+	}
+}
+
+// A peer that stops reading is still found out through the heartbeat's
+// ping: the write it could not take times out, and the connection is
+// closed as a slow consumer.
+func TestPingToAPeerThatNeverReadsIsASlowConsumer(t *testing.T) {
+	h := pollingHub(t, Config{PingInterval: time.Hour, WriteTimeout: 200 * time.Millisecond})
+	defer h.Close()
+	srv, opts, _ := polledServer(t)()
+	c, err := h.Attach(srv, "c", nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start(func([]byte) {}, nil)
+	fillSocket(t, opts.Wire.(*SocketWire))
+	c.ping()
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a peer that never reads was not closed")
+	}
+	if n := h.Stats().SlowConsumers; n != 1 {
+		t.Fatalf("%d slow consumers, want 1", n)
+	}
+}
