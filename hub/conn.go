@@ -66,6 +66,9 @@ type ConnOptions struct {
 	// goroutine blocks in Read for the connection's life.
 	Socket syscall.Conn
 	Reader interface{ Buffered() int }
+	// Drain is the SocketReader under Reader: whether its last read
+	// emptied the socket (edge-triggered polling needs to know).
+	Drain interface{ Drained() bool }
 	// ExpiredFrame is sent before the close with 4010 once the expiry set
 	// by SetExpiry passes.
 	ExpiredFrame []byte
@@ -120,14 +123,14 @@ type Conn struct {
 	ended  func()       // Start's: after done
 
 	// The read side under readiness polling (Start on Linux). One party at
-	// a time owns it: Start, then the poller's event, then the read
-	// goroutine that event started, which hands it back by re-arming.
+	// a time owns it: Start, then the job a poller event starts, which
+	// hands it back in rest.
 	reg      pollReg // set before polling starts, then read-only
-	armed    bool    // the socket was added to the poller (owner only)
 	rmu      sync.Mutex
 	brMu     sync.Mutex // the reader's buffer, between reads: the close handshake reads it too
 	polled   bool       // the end runs from here (markFinished or a reader), not from Run
-	reading  bool       // a read goroutine owns the read side
+	reading  bool       // a read job owns the read side
+	again    bool       // an event came while a read job owned it
 	closedWS bool       // finish is over: the socket is closed
 	over     bool       // the end ran
 }
@@ -273,11 +276,12 @@ func (c *Conn) Start(handle func(frame []byte), ended func()) {
 	}
 	c.reading = true
 	c.rmu.Unlock()
-	if c.buffered() > 0 { // frames came with the hello
-		c.h.spawn(c.readFrames)
-		return
+	if err := c.h.poll.add(c); err != nil {
+		c.Close(websocket.StatusGoingAway, "") // closed under us: finish ends it
 	}
-	c.rest()
+	if c.buffered() > 0 || c.rest() { // frames came with the hello, or right after
+		c.h.spawn(c.readFrames)
+	}
 }
 
 // read reads the next message from the client. The library's Read
@@ -323,10 +327,17 @@ func (c *Conn) got(typ websocket.MessageType, data []byte) {
 	c.handle(data)
 }
 
-// readable is the poller's event: the socket has bytes (or hung up).
+// readable is the poller's event: bytes arrived (or the peer hung up).
+// A read job that owns the read side looks at the socket again before it
+// hands the side back; otherwise one starts.
 func (c *Conn) readable() {
 	c.rmu.Lock()
-	if c.reading || c.over {
+	if c.over {
+		c.rmu.Unlock()
+		return
+	}
+	if c.reading {
+		c.again = true
 		c.rmu.Unlock()
 		return
 	}
@@ -336,7 +347,8 @@ func (c *Conn) readable() {
 }
 
 // readFrames owns the read side: it reads and handles frames until the
-// library's reader holds no more bytes, then hands the side back.
+// library's reader holds no more bytes and the socket none that came
+// since, then hands the side back.
 func (c *Conn) readFrames() {
 	for {
 		typ, data, err := c.read()
@@ -354,8 +366,7 @@ func (c *Conn) readFrames() {
 			return
 		}
 		c.got(typ, data)
-		if c.buffered() == 0 {
-			c.rest()
+		if c.buffered() == 0 && !c.rest() {
 			return
 		}
 	}
@@ -370,26 +381,36 @@ func (c *Conn) buffered() int {
 	return c.opts.Reader.Buffered()
 }
 
-// rest hands the read side back to the poller (re-arming the socket's
-// one-shot registration), or ends the connection if it closed meanwhile.
-func (c *Conn) rest() {
-	first := !c.armed
-	c.armed = true
-	c.rmu.Lock()
-	c.reading = false
-	end := c.closedWS && !c.over
-	if end {
-		c.over = true
+// rest hands the read side back, or ends the connection if it closed
+// meanwhile. more: an event came while the side was held and the socket
+// has bytes, so the caller keeps reading. The registration is
+// edge-triggered: bytes that arrive after the side is handed back raise an
+// event of their own, bytes that arrived while it was held raised one that
+// found it held (again, checked here under rmu), and bytes still in the
+// socket from before a read that filled the buffer are looked for.
+func (c *Conn) rest() (more bool) {
+	if !c.opts.Drain.Drained() && c.h.poll.hasBytes(c) { // the last read filled the buffer
+		return true
 	}
-	c.rmu.Unlock()
-	if end {
-		c.end()
-		return
-	}
-	// From here an event may start the next reader at any moment: touch
-	// nothing of the read side after arming.
-	if err := c.h.poll.arm(c, first); err != nil {
-		c.Close(websocket.StatusGoingAway, "") // closed under us: finish ends it
+	for {
+		c.rmu.Lock()
+		if !c.again {
+			c.reading = false
+			end := c.closedWS && !c.over
+			if end {
+				c.over = true
+			}
+			c.rmu.Unlock()
+			if end {
+				c.end()
+			}
+			return false
+		}
+		c.again = false
+		c.rmu.Unlock()
+		if c.h.poll.hasBytes(c) {
+			return true
+		}
 	}
 }
 
