@@ -93,6 +93,10 @@ type Conn struct {
 	lastRead atomic.Int64 // unix nanos of the last frame received
 	expires  atomic.Int64 // unix nanos after which the heartbeat closes it with 4010; 0: never
 	slot     uint8        // heartbeat slot: pings are spread over the interval
+	slotIdx  int          // index in the hub's list of the slot (under h.mu)
+	expIdx   int          // index in the hub's expiry heap, -1: not in it (under h.expMu)
+	expAt    int64        // the heap's key (under h.expMu)
+	expGone  bool         // detached: no expiry any more (under h.expMu)
 
 	qmu         sync.Mutex
 	queue       []*outFrame
@@ -180,7 +184,7 @@ func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger, opts ConnO
 	c := &Conn{
 		h: h, ws: ws, id: id, log: log, opts: opts, ctx: ctx, cancel: cancel,
 		finished: make(chan struct{}), done: make(chan struct{}),
-		since: time.Now().UTC(),
+		since: time.Now().UTC(), expIdx: -1,
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	h.mu.Lock()
@@ -192,6 +196,7 @@ func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger, opts ConnO
 		return nil, &host.Error{Code: host.CodeUnavailable, Reason: host.ReasonShuttingDown, Message: "server is shutting down"}
 	}
 	h.conns[c] = struct{}{}
+	h.addToSlot(c)
 	h.mu.Unlock()
 	h.stats.conns.Add(1)
 	return c, nil
@@ -206,7 +211,7 @@ func (c *Conn) SetExpiry(at time.Time) {
 	if !at.IsZero() {
 		n = max(at.UnixNano(), 1)
 	}
-	c.expires.Store(n)
+	c.h.setExpiry(c, n)
 }
 
 // expire closes c if its expiry passed (once).
@@ -742,7 +747,9 @@ func (h *Hub) detach(c *Conn) {
 	}
 	h.mu.Lock()
 	delete(h.conns, c)
+	h.removeFromSlot(c)
 	h.mu.Unlock()
+	h.forgetExpiry(c)
 	h.stats.conns.Add(-1)
 	h.presenceWake()
 }

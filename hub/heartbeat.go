@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"time"
@@ -27,7 +28,7 @@ func (h *Hub) heartbeat() {
 		case <-h.ctx.Done():
 			return
 		case now := <-tick.C:
-			due, expired = h.slotConns(slot, due[:0], expired[:0], now.UnixNano())
+			due, expired = h.slotConns(slot, due[:0]), h.expired(expired[:0], now.UnixNano())
 			for _, c := range expired {
 				c.expire(now.UnixNano())
 			}
@@ -46,20 +47,95 @@ func (h *Hub) heartbeat() {
 	}
 }
 
-// slotConns lists slot's connections and, on the same pass, every
-// connection whose expiry passed.
-func (h *Hub) slotConns(slot uint8, out, expired []*Conn, now int64) ([]*Conn, []*Conn) {
+// slotConns lists slot's connections: a copy of the slot's list, not a
+// pass over every connection (that pass was a twentieth of the idle CPU).
+func (h *Hub) slotConns(slot uint8, out []*Conn) []*Conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for c := range h.conns {
-		if c.slot == slot {
-			out = append(out, c)
-		}
-		if at := c.expires.Load(); at != 0 && at <= now {
-			expired = append(expired, c)
-		}
+	return append(out, h.slots[slot]...)
+}
+
+// addToSlot and removeFromSlot keep the slot lists; callers hold h.mu.
+func (h *Hub) addToSlot(c *Conn) {
+	l := h.slots[c.slot]
+	c.slotIdx = len(l)
+	h.slots[c.slot] = append(l, c)
+}
+
+func (h *Hub) removeFromSlot(c *Conn) {
+	l := h.slots[c.slot]
+	if c.slotIdx >= len(l) || l[c.slotIdx] != c {
+		return // never added (Attach refused it)
 	}
-	return out, expired
+	last := l[len(l)-1]
+	l[c.slotIdx], last.slotIdx = last, c.slotIdx
+	l[len(l)-1] = nil
+	h.slots[c.slot] = l[:len(l)-1]
+}
+
+// expired pops every connection whose expiry passed: the heap's top is the
+// soonest, so a tick looks at no connection that is not due.
+func (h *Hub) expired(out []*Conn, now int64) []*Conn {
+	h.expMu.Lock()
+	defer h.expMu.Unlock()
+	for len(h.expiring) > 0 && h.expiring[0].expAt <= now {
+		out = append(out, heap.Pop(&h.expiring).(*Conn))
+	}
+	return out
+}
+
+// setExpiry records c's expiry (unix nanos; 0: none) and keeps it in the
+// heap while it has one.
+func (h *Hub) setExpiry(c *Conn, at int64) {
+	h.expMu.Lock()
+	defer h.expMu.Unlock()
+	if c.expGone {
+		return
+	}
+	c.expires.Store(at)
+	c.expAt = at
+	switch {
+	case at == 0 && c.expIdx >= 0:
+		heap.Remove(&h.expiring, c.expIdx)
+	case at == 0:
+	case c.expIdx >= 0:
+		heap.Fix(&h.expiring, c.expIdx)
+	default:
+		heap.Push(&h.expiring, c)
+	}
+}
+
+// forgetExpiry drops a detached connection from the heap for good.
+func (h *Hub) forgetExpiry(c *Conn) {
+	h.expMu.Lock()
+	defer h.expMu.Unlock()
+	c.expGone = true
+	if c.expIdx >= 0 {
+		heap.Remove(&h.expiring, c.expIdx)
+	}
+}
+
+// expiryHeap orders connections by expAt (container/heap).
+type expiryHeap []*Conn
+
+func (e expiryHeap) Len() int           { return len(e) }
+func (e expiryHeap) Less(i, j int) bool { return e[i].expAt < e[j].expAt }
+func (e expiryHeap) Swap(i, j int) {
+	e[i], e[j] = e[j], e[i]
+	e[i].expIdx, e[j].expIdx = i, j
+}
+func (e *expiryHeap) Push(x any) {
+	c := x.(*Conn)
+	c.expIdx = len(*e)
+	*e = append(*e, c)
+}
+func (e *expiryHeap) Pop() any {
+	old := *e
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	*e = old[:len(old)-1]
+	c.expIdx = -1
+	return c
 }
 
 // ping sends the heartbeat's ping. On an idle connection whose socket

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
+
+	"github.com/coder/websocket"
 	"testing"
 	"time"
 )
@@ -156,5 +158,95 @@ func TestPingToAPeerThatNeverReadsIsASlowConsumer(t *testing.T) {
 	}
 	if n := h.Stats().SlowConsumers; n != 1 {
 		t.Fatalf("%d slow consumers, want 1", n)
+	}
+}
+
+// Expiries come from one heap, soonest first: an expiry that passed closes
+// its connection with 4010; a refreshed or cleared one does not; a
+// detached connection leaves the heap and its slot's list.
+func TestExpiriesCloseOnlyWhatExpired(t *testing.T) {
+	h := New(Config{Reader: &fakeReader{}, Bus: NewLocalBus(), PingInterval: time.Hour / 10})
+	defer h.Close()
+	now := time.Now()
+	type tc struct {
+		name    string
+		set     []time.Time
+		expired bool
+	}
+	cases := []tc{
+		{"passes", []time.Time{now.Add(50 * time.Millisecond)}, true},
+		{"refreshed", []time.Time{now.Add(50 * time.Millisecond), now.Add(time.Hour)}, false},
+		{"cleared", []time.Time{now.Add(50 * time.Millisecond), {}}, false},
+		{"later", []time.Time{now.Add(time.Hour), now.Add(150 * time.Millisecond)}, true},
+		{"none", nil, false},
+	}
+	closed := make([]chan websocket.StatusCode, len(cases))
+	for i, x := range cases {
+		srv, cli := wsPair(t)
+		c, err := h.Attach(srv, x.name, nil, ConnOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go c.Run(func([]byte) {})
+		for _, at := range x.set {
+			c.SetExpiry(at)
+		}
+		closed[i] = make(chan websocket.StatusCode, 1)
+		go func() {
+			for {
+				if _, _, err := cli.Read(context.Background()); err != nil {
+					closed[i] <- websocket.CloseStatus(err)
+					return
+				}
+			}
+		}()
+	}
+	// The ticker of a 6-minute interval does not tick here: drive expiries
+	// as a tick would.
+	deadline := time.Now().Add(10 * time.Second)
+	heapLen := func() int {
+		h.expMu.Lock()
+		defer h.expMu.Unlock()
+		return len(h.expiring)
+	}
+	for time.Now().Before(deadline) && heapLen() > 2 {
+		for _, c := range h.expired(nil, time.Now().UnixNano()) {
+			c.expire(time.Now().UnixNano())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, c := range h.expired(nil, time.Now().UnixNano()) {
+		c.expire(time.Now().UnixNano())
+	}
+	for i, x := range cases {
+		select {
+		case code := <-closed[i]:
+			if !x.expired || code != CloseTokenExpired {
+				t.Errorf("%s: closed with %v", x.name, code)
+			}
+		case <-time.After(2 * time.Second):
+			if x.expired {
+				t.Errorf("%s: not closed", x.name)
+			}
+		}
+	}
+	waitFor(t, "expired connections released", func() bool { return h.Stats().Connections == 3 })
+	if left := heapLen(); left != 1 { // "refreshed"
+		t.Fatalf("%d connections in the expiry heap, want 1", heapLen())
+	}
+	h.mu.Lock()
+	inSlots := 0
+	for _, l := range h.slots {
+		for i, c := range l {
+			if c.slotIdx != i {
+				t.Errorf("%s at %d thinks it is at %d", c.id, i, c.slotIdx)
+			}
+			inSlots++
+		}
+	}
+	h.mu.Unlock()
+	if inSlots != 3 {
+		t.Fatalf("%d connections in slot lists, want 3", inSlots)
 	}
 }
