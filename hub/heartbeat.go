@@ -17,6 +17,16 @@ const heartbeatSlots = 16
 // tick pings one slot's connections and closes those silent for longer
 // than IdleTimeout, and closes any connection whose token expired
 // (SetExpiry). No connection owns a timer or a goroutine for this.
+//
+// A connection is pinged only when it sent nothing for a whole
+// PingInterval. Any frame proves liveness as well as a pong does, so a
+// client that answers every ping is pinged every other interval (50 s by
+// default, under the 55–60 s after which common L7 proxies drop a silent
+// connection), and one that is busy anyway is not pinged at all. The
+// idle close is unchanged: the first tick IdleTimeout after the last
+// frame, with two pings sent in between. A ping round trip is most of an
+// idle server's CPU (the write alone carries the loopback peer's receive
+// path); this halves it.
 func (h *Hub) heartbeat() {
 	defer h.wg.Done()
 	tick := time.NewTicker(h.cfg.PingInterval / heartbeatSlots)
@@ -34,12 +44,16 @@ func (h *Hub) heartbeat() {
 			}
 			clear(expired)
 			idle := now.Add(-h.cfg.IdleTimeout).UnixNano()
+			quiet := now.Add(-h.cfg.PingInterval).UnixNano()
 			for _, c := range due {
-				if c.lastRead.Load() < idle {
+				switch last := c.lastRead.Load(); {
+				case last < idle:
 					c.Close(CloseIdle, "idle timeout")
-				} else {
+				case last <= quiet:
 					c.ping()
 				}
+				// else: it sent a frame (say, the pong to the last ping)
+				// within the interval, so it is alive
 			}
 			clear(due)
 			slot = (slot + 1) % heartbeatSlots

@@ -250,3 +250,53 @@ func TestExpiriesCloseOnlyWhatExpired(t *testing.T) {
 		t.Fatalf("%d connections in slot lists, want 3", inSlots)
 	}
 }
+
+// A frame within the interval proves liveness: a client that answers every
+// ping is pinged every other interval and stays open; one that keeps
+// sending is not pinged at all.
+func TestHeartbeatSkipsConnectionsThatSpokeWithinTheInterval(t *testing.T) {
+	const interval = 160 * time.Millisecond
+	h := pollingHub(t, Config{PingInterval: interval, IdleTimeout: 3 * interval})
+	defer h.Close()
+	dial := polledServer(t)
+	run := func(busy bool) (pings int) {
+		srv, opts, cli := dial()
+		c, err := h.Attach(srv, "c", nil, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Start(func([]byte) {}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*interval)
+		defer cancel()
+		if busy {
+			go func() {
+				for ctx.Err() == nil {
+					_ = cli.Write(ctx, websocket.MessageText, []byte(`{"type":"x"}`))
+					time.Sleep(interval / 4)
+				}
+			}()
+		}
+		for {
+			_, b, err := cli.Read(ctx)
+			if ctx.Err() != nil {
+				return pings
+			}
+			if err != nil {
+				t.Fatalf("closed after %d pings: %v", pings, err)
+			}
+			if string(b) == string(pingFrame) {
+				pings++
+				if err := cli.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	// Ten intervals: ten pings to a client that must be asked every time.
+	if n := run(false); n < 3 || n > 7 {
+		t.Errorf("a client answering pings got %d pings in 10 intervals, want about 5", n)
+	}
+	if n := run(true); n > 1 {
+		t.Errorf("a busy client got %d pings", n)
+	}
+}
