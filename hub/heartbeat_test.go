@@ -105,22 +105,30 @@ func fillSocket(t *testing.T, w *SocketWire) int {
 	}
 }
 
-// The heartbeat writes a ping on its own goroutine only when the socket
-// takes it at once. On a full socket the rest goes to a worker that
-// waits under the write deadline: the ping arrives after everything
-// before it once the peer reads, and frames queued meanwhile after it.
-func TestPingOnAFullSocketWaitsForThePeer(t *testing.T) {
-	h := pollingHub(t, Config{PingInterval: time.Hour, WriteTimeout: 20 * time.Second})
-	defer h.Close()
+// pingOnFullSocket starts a polled connection (pings by hand), fills its
+// socket with frames, and pings it; frames is how many came before the
+// ping.
+func pingOnFullSocket(t *testing.T, writeTimeout time.Duration) (h *Hub, c *Conn, cli *websocket.Conn, frames int) {
+	t.Helper()
+	h = pollingHub(t, Config{PingInterval: time.Hour, WriteTimeout: writeTimeout})
+	t.Cleanup(h.Close)
 	srv, opts, cli := polledServer(t)()
 	c, err := h.Attach(srv, "c", nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Start(func([]byte) {}, nil)
-	w := opts.Wire.(*SocketWire)
-	frames := fillSocket(t, w)
+	frames = fillSocket(t, opts.Wire.(*SocketWire))
 	c.ping()
+	return h, c, cli, frames
+}
+
+// The heartbeat writes a ping on its own goroutine only when the socket
+// takes it at once. On a full socket the rest goes to a worker that
+// waits under the write deadline: the ping arrives after everything
+// before it once the peer reads, and frames queued meanwhile after it.
+func TestPingOnAFullSocketWaitsForThePeer(t *testing.T) {
+	_, c, cli, frames := pingOnFullSocket(t, 20*time.Second)
 	c.Send([]byte(`"after"`))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -141,16 +149,7 @@ func TestPingOnAFullSocketWaitsForThePeer(t *testing.T) {
 // ping: the write it could not take times out, and the connection is
 // closed as a slow consumer.
 func TestPingToAPeerThatNeverReadsIsASlowConsumer(t *testing.T) {
-	h := pollingHub(t, Config{PingInterval: time.Hour, WriteTimeout: 200 * time.Millisecond})
-	defer h.Close()
-	srv, opts, _ := polledServer(t)()
-	c, err := h.Attach(srv, "c", nil, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Start(func([]byte) {}, nil)
-	fillSocket(t, opts.Wire.(*SocketWire))
-	c.ping()
+	h, c, _, _ := pingOnFullSocket(t, 200*time.Millisecond)
 	select {
 	case <-c.Done():
 	case <-time.After(10 * time.Second):
