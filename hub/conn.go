@@ -47,6 +47,8 @@ type Wire interface {
 	// End writes what was gathered; an error means the socket is unusable
 	// (os.ErrDeadlineExceeded when the peer did not read in time).
 	End(deadline time.Time) error
+	// TryBegin is Begin unless a write holds the socket (then false).
+	TryBegin() bool
 	// TryEnd writes what was gathered as far as the socket takes it
 	// without waiting; pending: End must follow before any other write.
 	TryEnd() (pending bool, err error)

@@ -155,8 +155,8 @@ func (e *expiryHeap) Pop() any {
 // ping sends the heartbeat's ping. On an idle connection whose socket
 // takes it at once it is written right here, on the ticker's goroutine:
 // no queue entry, no job handed to a worker, no write deadline. Anything
-// else (a writer at work, frames queued, a full socket) goes the way of
-// every frame.
+// else (a writer at work, frames queued, a control frame being written, a
+// full socket) goes to a worker, so the ticker never waits on one peer.
 func (c *Conn) ping() {
 	w := c.opts.Wire
 	c.qmu.Lock()
@@ -167,7 +167,11 @@ func (c *Conn) ping() {
 	}
 	c.writing = true // this goroutine owns the socket's write side now
 	c.qmu.Unlock()
-	w.Begin()
+	if !w.TryBegin() { // a control frame is being written: a worker waits for it
+		c.enqueue(&outFrame{data: pingFrame})
+		c.h.spawn(c.flush)
+		return
+	}
 	err := c.ws.Write(context.Background(), websocket.MessageText, pingFrame) // gathered in memory: cannot block
 	pending, terr := w.TryEnd()
 	if err = errors.Join(err, terr); err != nil {

@@ -299,3 +299,32 @@ func TestHeartbeatSkipsConnectionsThatSpokeWithinTheInterval(t *testing.T) {
 		t.Errorf("a busy client got %d pings", n)
 	}
 }
+
+// While a write holds the wire (the library's control frame to a peer that
+// does not read), the heartbeat does not wait for it: the ping goes to a
+// worker and arrives once the wire is free.
+func TestPingDoesNotWaitOnABusyWire(t *testing.T) {
+	h := pollingHub(t, Config{PingInterval: time.Hour})
+	defer h.Close()
+	srv, opts, cli := polledServer(t)()
+	c, err := h.Attach(srv, "c", nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start(func([]byte) {}, nil)
+	w := opts.Wire.(*SocketWire)
+	w.mu.Lock() // as a blocked write holds it
+	returned := make(chan struct{})
+	go func() { c.ping(); close(returned) }()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the heartbeat waited on a busy wire")
+	}
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, b, err := cli.Read(ctx); err != nil || string(b) != string(pingFrame) {
+		t.Fatalf("read %q, %v; want the ping", b, err)
+	}
+}

@@ -60,6 +60,18 @@ func (w *SocketWire) Begin() {
 	w.mu.Unlock()
 }
 
+// TryBegin starts gathering unless a write holds the wire: the library's
+// own control frame (a pong, a close) to a peer that does not read blocks
+// here for up to its timeout, and the heartbeat must not wait on it.
+func (w *SocketWire) TryBegin() bool {
+	if !w.mu.TryLock() {
+		return false
+	}
+	w.gathering = true
+	w.mu.Unlock()
+	return true
+}
+
 // End writes what was gathered (and what TryEnd left over), what the
 // socket does not take at once under the deadline, and releases the
 // buffer.
