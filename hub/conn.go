@@ -47,6 +47,11 @@ type Wire interface {
 	// End writes what was gathered; an error means the socket is unusable
 	// (os.ErrDeadlineExceeded when the peer did not read in time).
 	End(deadline time.Time) error
+	// TryBegin is Begin unless a write holds the socket (then false).
+	TryBegin() bool
+	// TryEnd writes what was gathered as far as the socket takes it
+	// without waiting; pending: End must follow before any other write.
+	TryEnd() (pending bool, err error)
 }
 
 // ConnOptions configure a connection before it runs.
@@ -63,6 +68,9 @@ type ConnOptions struct {
 	// goroutine blocks in Read for the connection's life.
 	Socket syscall.Conn
 	Reader interface{ Buffered() int }
+	// Drain is the SocketReader under Reader: whether its last read
+	// emptied the socket (edge-triggered polling needs to know).
+	Drain interface{ Drained() bool }
 	// ExpiredFrame is sent before the close with 4010 once the expiry set
 	// by SetExpiry passes.
 	ExpiredFrame []byte
@@ -87,6 +95,10 @@ type Conn struct {
 	lastRead atomic.Int64 // unix nanos of the last frame received
 	expires  atomic.Int64 // unix nanos after which the heartbeat closes it with 4010; 0: never
 	slot     uint8        // heartbeat slot: pings are spread over the interval
+	slotIdx  int          // index in the hub's list of the slot (under h.mu)
+	expIdx   int          // index in the hub's expiry heap, -1: not in it (under h.expMu)
+	expAt    int64        // the heap's key (under h.expMu)
+	expGone  bool         // detached: no expiry any more (under h.expMu)
 
 	qmu         sync.Mutex
 	queue       []*outFrame
@@ -117,14 +129,14 @@ type Conn struct {
 	ended  func()       // Start's: after done
 
 	// The read side under readiness polling (Start on Linux). One party at
-	// a time owns it: Start, then the poller's event, then the read
-	// goroutine that event started, which hands it back by re-arming.
+	// a time owns it: Start, then the job a poller event starts, which
+	// hands it back in rest.
 	reg      pollReg // set before polling starts, then read-only
-	armed    bool    // the socket was added to the poller (owner only)
 	rmu      sync.Mutex
 	brMu     sync.Mutex // the reader's buffer, between reads: the close handshake reads it too
 	polled   bool       // the end runs from here (markFinished or a reader), not from Run
-	reading  bool       // a read goroutine owns the read side
+	reading  bool       // a read job owns the read side
+	again    bool       // an event came while a read job owned it
 	closedWS bool       // finish is over: the socket is closed
 	over     bool       // the end ran
 }
@@ -174,7 +186,7 @@ func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger, opts ConnO
 	c := &Conn{
 		h: h, ws: ws, id: id, log: log, opts: opts, ctx: ctx, cancel: cancel,
 		finished: make(chan struct{}), done: make(chan struct{}),
-		since: time.Now().UTC(),
+		since: time.Now().UTC(), expIdx: -1,
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	h.mu.Lock()
@@ -186,6 +198,7 @@ func (h *Hub) Attach(ws *websocket.Conn, id string, log *slog.Logger, opts ConnO
 		return nil, &host.Error{Code: host.CodeUnavailable, Reason: host.ReasonShuttingDown, Message: "server is shutting down"}
 	}
 	h.conns[c] = struct{}{}
+	h.addToSlot(c)
 	h.mu.Unlock()
 	h.stats.conns.Add(1)
 	return c, nil
@@ -200,7 +213,7 @@ func (c *Conn) SetExpiry(at time.Time) {
 	if !at.IsZero() {
 		n = max(at.UnixNano(), 1)
 	}
-	c.expires.Store(n)
+	c.h.setExpiry(c, n)
 }
 
 // expire closes c if its expiry passed (once).
@@ -270,11 +283,12 @@ func (c *Conn) Start(handle func(frame []byte), ended func()) {
 	}
 	c.reading = true
 	c.rmu.Unlock()
-	if c.buffered() > 0 { // frames came with the hello
-		c.h.spawn(c.readFrames)
-		return
+	if err := c.h.poll.add(c); err != nil {
+		c.Close(websocket.StatusGoingAway, "") // closed under us: finish ends it
 	}
-	c.rest()
+	if c.buffered() > 0 || c.rest() { // frames came with the hello, or right after
+		c.h.spawn(c.readFrames)
+	}
 }
 
 // read reads the next message from the client. The library's Read
@@ -320,10 +334,17 @@ func (c *Conn) got(typ websocket.MessageType, data []byte) {
 	c.handle(data)
 }
 
-// readable is the poller's event: the socket has bytes (or hung up).
+// readable is the poller's event: bytes arrived (or the peer hung up).
+// A read job that owns the read side looks at the socket again before it
+// hands the side back; otherwise one starts.
 func (c *Conn) readable() {
 	c.rmu.Lock()
-	if c.reading || c.over {
+	if c.over {
+		c.rmu.Unlock()
+		return
+	}
+	if c.reading {
+		c.again = true
 		c.rmu.Unlock()
 		return
 	}
@@ -333,7 +354,8 @@ func (c *Conn) readable() {
 }
 
 // readFrames owns the read side: it reads and handles frames until the
-// library's reader holds no more bytes, then hands the side back.
+// library's reader holds no more bytes and the socket none that came
+// since, then hands the side back.
 func (c *Conn) readFrames() {
 	for {
 		typ, data, err := c.read()
@@ -351,8 +373,7 @@ func (c *Conn) readFrames() {
 			return
 		}
 		c.got(typ, data)
-		if c.buffered() == 0 {
-			c.rest()
+		if c.buffered() == 0 && !c.rest() {
 			return
 		}
 	}
@@ -367,26 +388,36 @@ func (c *Conn) buffered() int {
 	return c.opts.Reader.Buffered()
 }
 
-// rest hands the read side back to the poller (re-arming the socket's
-// one-shot registration), or ends the connection if it closed meanwhile.
-func (c *Conn) rest() {
-	first := !c.armed
-	c.armed = true
-	c.rmu.Lock()
-	c.reading = false
-	end := c.closedWS && !c.over
-	if end {
-		c.over = true
+// rest hands the read side back, or ends the connection if it closed
+// meanwhile. more: an event came while the side was held and the socket
+// has bytes, so the caller keeps reading. The registration is
+// edge-triggered: bytes that arrive after the side is handed back raise an
+// event of their own, bytes that arrived while it was held raised one that
+// found it held (again, checked here under rmu), and bytes still in the
+// socket from before a read that filled the buffer are looked for.
+func (c *Conn) rest() (more bool) {
+	if !c.opts.Drain.Drained() && c.h.poll.hasBytes(c) { // the last read filled the buffer
+		return true
 	}
-	c.rmu.Unlock()
-	if end {
-		c.end()
-		return
-	}
-	// From here an event may start the next reader at any moment: touch
-	// nothing of the read side after arming.
-	if err := c.h.poll.arm(c, first); err != nil {
-		c.Close(websocket.StatusGoingAway, "") // closed under us: finish ends it
+	for {
+		c.rmu.Lock()
+		if !c.again {
+			c.reading = false
+			end := c.closedWS && !c.over
+			if end {
+				c.over = true
+			}
+			c.rmu.Unlock()
+			if end {
+				c.end()
+			}
+			return false
+		}
+		c.again = false
+		c.rmu.Unlock()
+		if c.h.poll.hasBytes(c) {
+			return true
+		}
 	}
 }
 
@@ -718,7 +749,9 @@ func (h *Hub) detach(c *Conn) {
 	}
 	h.mu.Lock()
 	delete(h.conns, c)
+	h.removeFromSlot(c)
 	h.mu.Unlock()
+	h.forgetExpiry(c)
 	h.stats.conns.Add(-1)
 	h.presenceWake()
 }

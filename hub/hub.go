@@ -141,8 +141,12 @@ type Hub struct {
 	workspaces map[string]*wsEntry
 	conns      map[*Conn]struct{}
 	closed     bool
-	incarn     uint64 // topic incarnations, part of each topic's epoch
-	nextSlot   uint32 // heartbeat slot of the next connection
+	incarn     uint64                  // topic incarnations, part of each topic's epoch
+	nextSlot   uint32                  // heartbeat slot of the next connection
+	slots      [heartbeatSlots][]*Conn // each slot's connections (heartbeat.go)
+
+	expMu    sync.Mutex
+	expiring expiryHeap // connections with an expiry, soonest first (heartbeat.go)
 
 	pwake       chan struct{} // presence changed locally
 	presenceGen atomic.Uint64 // counts local presence changes

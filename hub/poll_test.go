@@ -27,10 +27,11 @@ func (w *pollHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	br := bufio.NewReaderSize(nc, 256)
+	sr := NewSocketReader(nc)
+	br := bufio.NewReaderSize(sr, 256)
 	wire := NewSocketWire(nc)
-	w.opts = ConnOptions{Wire: wire, Socket: nc.(*net.TCPConn), Reader: br}
-	return nc, bufio.NewReadWriter(br, bufio.NewWriterSize(wire, 16)), nil
+	w.opts = ConnOptions{Wire: wire, Socket: nc.(*net.TCPConn), Reader: br, Drain: sr}
+	return sr, bufio.NewReadWriter(br, bufio.NewWriterSize(wire, 16)), nil
 }
 
 // polledServer accepts WebSockets whose handler returns after the upgrade,
@@ -239,4 +240,52 @@ func TestPolledHeartbeatClosesIdle(t *testing.T) {
 		}
 	}
 	<-ended
+}
+
+// Under edge-triggered polling a frame that arrives while the previous
+// one is being handled raises its event while the read side is held; the
+// read job must look again before it hands the side back, or the frame
+// would wait for the client's next one. Each round the handler holds the
+// first frame until the second is surely in the socket.
+func TestPolledFrameArrivingDuringHandleIsRead(t *testing.T) {
+	h := pollingHub(t, Config{})
+	defer h.Close()
+	dial := polledServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for round := range 20 {
+		srv, opts, cli := dial()
+		c, err := h.Attach(srv, fmt.Sprint("c", round), nil, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 2)
+		hold := make(chan struct{})
+		c.Start(func(b []byte) {
+			got <- string(b)
+			if string(b) == "first" {
+				<-hold
+			}
+		}, nil)
+		if err := cli.Write(ctx, websocket.MessageText, []byte("first")); err != nil {
+			t.Fatal(err)
+		}
+		if b := <-got; b != "first" {
+			t.Fatalf("got %q first", b)
+		}
+		if err := cli.Write(ctx, websocket.MessageText, []byte("second")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(round%4) * 5 * time.Millisecond) // the event comes while the side is held
+		close(hold)
+		select {
+		case b := <-got:
+			if b != "second" {
+				t.Fatalf("got %q second", b)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: a frame that arrived during handle was never read", round)
+		}
+		c.Close(CloseIdle, "done")
+	}
 }

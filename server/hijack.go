@@ -28,6 +28,7 @@ type smallHijack struct {
 	// readiness instead of parking a goroutine in Read (plain TCP only).
 	socket syscall.Conn
 	reader *bufio.Reader
+	drain  *hub.SocketReader
 }
 
 func (w *smallHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -36,21 +37,24 @@ func (w *smallHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	_ = nc.SetDeadline(time.Time{}) // the HTTP read and write timeouts end with the upgrade
-	br := bufio.NewReaderSize(nc, readBufSize)
+	sr := hub.NewSocketReader(nc)
+	br := bufio.NewReaderSize(sr, readBufSize)
 	if n := brw.Reader.Buffered(); n > 0 {
 		// Bytes the client sent right after the upgrade request: the
 		// library takes over what the reader has buffered, so they must be
 		// buffered in ours (a bytes.Reader fills exactly n on the first read).
 		b, _ := brw.Reader.Peek(n)
-		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(b)), nc), max(n, readBufSize))
+		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(b)), sr), max(n, readBufSize))
 		if _, err := br.Peek(n); err != nil {
 			return nil, nil, err
 		}
 	}
 	w.wire = hub.NewSocketWire(nc)
 	if tc, ok := nc.(*net.TCPConn); ok { // not TLS: a tls.Conn buffers what it decrypted
-		w.socket, w.reader = tc, br
+		w.socket, w.reader, w.drain = tc, br, sr
 	}
 	// 16 bytes is bufio's minimum; writes larger than that pass through to the wire.
-	return nc, bufio.NewReadWriter(br, bufio.NewWriterSize(w.wire, 16)), nil
+	// The library reads the returned conn (it resets br onto it): the
+	// SocketReader must be it for the hub to see what each read left.
+	return sr, bufio.NewReadWriter(br, bufio.NewWriterSize(w.wire, 16)), nil
 }

@@ -210,7 +210,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	id := host.RandomID("conn")
 	opts := hub.ConnOptions{Batch: batch, Wire: hw.wire, ExpiredFrame: expiredFrame}
 	if hw.socket != nil {
-		opts.Socket, opts.Reader = hw.socket, hw.reader
+		opts.Socket, opts.Reader, opts.Drain = hw.socket, hw.reader, hw.drain
 	}
 	conn, err := s.cfg.Hub.Attach(ws, id, s.log, opts) // the hub logs the id: no logger per connection
 	if err != nil {
