@@ -280,6 +280,9 @@ type Fact struct {
 const (
 	FactSessionChanged     = "session/changed"
 	FactTranscriptAdvanced = "transcript/advanced"
+	// FactResync is a workspace-wide resync (a fact with no SessionID): a
+	// bus sends it when it may have lost facts, and every watcher rereads.
+	FactResync = "bus/resync"
 )
 
 // Quarantined is a record recovery could not process; it is set aside and

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 	"github.com/ensemble-dev/ensemble/sqlite"
 )
 
@@ -167,8 +168,8 @@ type clientFrame struct {
 }
 
 type resultFrame struct {
-	SubscribeResult
-	Snapshot *SessionSnapshot `json:"snapshot"`
+	protocol.SubscribeResult
+	Snapshot *protocol.SessionSnapshot `json:"snapshot"`
 }
 
 func newWSClient(t testing.TB, c *websocket.Conn) *wsClient {
@@ -225,12 +226,12 @@ func (cl *wsClient) apply(f clientFrame) {
 		return
 	}
 	switch f.Kind {
-	case KindMessageUpdate:
-		var u MessageUpdate
+	case protocol.KindMessageUpdate:
+		var u protocol.MessageUpdate
 		_ = json.Unmarshal(f.Payload, &u)
 		cl.put(u.Message)
-	case KindMessageDelta:
-		var d MessageDelta
+	case protocol.KindMessageDelta:
+		var d protocol.MessageDelta
 		_ = json.Unmarshal(f.Payload, &d)
 		m, ok := cl.msgs[d.MessageID]
 		if !ok {
@@ -275,7 +276,7 @@ func encodeMessages(ms []host.Message) string {
 }
 
 // watch attaches a real WebSocket connection to h and subscribes it.
-func watch(t testing.TB, h *Hub, ws, sid string, pos *Position) *wsClient {
+func watch(t testing.TB, h *Hub, ws, sid string, pos *protocol.Position) *wsClient {
 	t.Helper()
 	srv, cli := wsPair(t)
 	c, err := h.Attach(srv, host.RandomID("c"), nil, ConnOptions{})
@@ -285,7 +286,7 @@ func watch(t testing.TB, h *Hub, ws, sid string, pos *Position) *wsClient {
 	go c.Run(func([]byte) {})
 	cl := newWSClient(t, cli)
 	err = h.Subscribe(context.Background(), c, SubscribeRequest{Workspace: ws, Topic: TopicSession, SessionID: sid, Position: pos},
-		func(res SubscribeResult) { c.SendJSON(map[string]any{"type": "response", "result": res}) })
+		func(res protocol.SubscribeResult) { c.SendJSON(map[string]any{"type": "response", "result": res}) })
 	if err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // workspaceView maps session id → the summary key last emitted.
@@ -104,21 +105,21 @@ func rootOf(s host.Session) string {
 
 // readTree rereads the interaction tree; ok is false when the server keeps
 // no interactions. A root that is gone reads as an empty tree.
-func (t *topic) readTree(ctx context.Context, root string) (InteractionSnapshot, bool, error) {
+func (t *topic) readTree(ctx context.Context, root string) (protocol.InteractionSnapshot, bool, error) {
 	tree, err := t.h.cfg.Reader.GetSessionInteractionTreeSnapshot(ctx, t.ws, root)
 	switch host.CodeOf(err) {
 	case "":
 	case host.CodeUnsupported:
-		return InteractionSnapshot{}, false, nil
+		return protocol.InteractionSnapshot{}, false, nil
 	case host.CodeNotFound:
-		return InteractionSnapshot{RootSessionID: root, Interactions: []host.Interaction{}}, true, nil
+		return protocol.InteractionSnapshot{RootSessionID: root, Interactions: []host.Interaction{}}, true, nil
 	default:
-		return InteractionSnapshot{}, false, err
+		return protocol.InteractionSnapshot{}, false, err
 	}
 	if tree.Interactions == nil {
 		tree.Interactions = []host.Interaction{}
 	}
-	return InteractionSnapshot{RootSessionID: root, TurnID: tree.RootTurnID, Interactions: tree.Interactions}, true, nil
+	return protocol.InteractionSnapshot{RootSessionID: root, TurnID: tree.RootTurnID, Interactions: tree.Interactions}, true, nil
 }
 
 // refreshTree rereads the tree and emits one complete interaction_snapshot
@@ -142,7 +143,7 @@ func (t *topic) refreshTree(ctx context.Context) error {
 		return nil
 	}
 	t.sv.tree, t.sv.treeKey = &tree, key
-	t.emit(KindInteractionSnapshot, "interactions:"+root, tree)
+	t.emit(protocol.KindInteractionSnapshot, "interactions:"+root, tree)
 	return nil
 }
 
@@ -209,7 +210,7 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 		t.mu.Lock()
 		if t.sv.session != nil {
 			t.sv.session, t.sv.sessionKey = nil, ""
-			t.emit(KindSessionRemoved, "", SessionRemoved{Workspace: t.ws, SessionID: t.sid})
+			t.emit(protocol.KindSessionRemoved, "", protocol.SessionRemoved{Workspace: t.ws, SessionID: t.sid})
 		}
 		t.mu.Unlock()
 		return nil
@@ -250,7 +251,7 @@ func (t *topic) applySessionLocked(s host.Session) {
 	changed := sv.session == nil || key != sv.sessionKey
 	sv.session, sv.sessionKey = &s, key
 	if changed {
-		t.emit(KindSessionSummary, "session:"+s.ID, SessionSummary{Session: s})
+		t.emit(protocol.KindSessionSummary, "session:"+s.ID, protocol.SessionSummary{Session: s})
 	}
 }
 
@@ -262,12 +263,12 @@ func (t *topic) applyTurnsLocked(tp host.TurnPage, extra []host.Turn) {
 		k := jsonKey(tr)
 		keys[tr.ID] = k
 		if sv.turnKeys[tr.ID] != k {
-			t.emit(KindTurnUpdate, "turn:"+tr.ID, TurnUpdate{Turn: tr})
+			t.emit(protocol.KindTurnUpdate, "turn:"+tr.ID, protocol.TurnUpdate{Turn: tr})
 		}
 	}
 	for _, tr := range extra { // changed turns older than the window
 		if sv.turnKeys[tr.ID] != jsonKey(tr) {
-			t.emit(KindTurnUpdate, "turn:"+tr.ID, TurnUpdate{Turn: tr})
+			t.emit(protocol.KindTurnUpdate, "turn:"+tr.ID, protocol.TurnUpdate{Turn: tr})
 		}
 	}
 	sv.turns, sv.turnsMore, sv.turnKeys = tp.Turns, tp.HasMore, keys
@@ -297,12 +298,12 @@ func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bo
 		}
 		old := sv.msgs[m.ID]
 		if old != nil && isAppend(old, m) {
-			t.emitAt(KindMessageDelta, "", MessageDelta{
+			t.emitAt(protocol.KindMessageDelta, "", protocol.MessageDelta{
 				SessionID: m.SessionID, TurnID: m.TurnID, MessageID: m.ID,
 				Offset: old.u16, Text: m.Content.Text[old.n:], Version: m.Version, UpdatedAt: m.UpdatedAt,
 			}, ver)
 		} else {
-			t.emitAt(KindMessageUpdate, "", MessageUpdate{Message: m}, ver)
+			t.emitAt(protocol.KindMessageUpdate, "", protocol.MessageUpdate{Message: m}, ver)
 		}
 		sv.put(newViewMsg(m))
 		sv.lastVer = m.Version
@@ -396,7 +397,7 @@ func (t *topic) refreshWorkspace(ctx context.Context, d dirtySet) error {
 		if x.gone {
 			if _, known := t.wv.keys[x.id]; known {
 				delete(t.wv.keys, x.id)
-				t.emit(KindSessionRemoved, "session:"+x.id, SessionRemoved{Workspace: t.ws, SessionID: x.id})
+				t.emit(protocol.KindSessionRemoved, "session:"+x.id, protocol.SessionRemoved{Workspace: t.ws, SessionID: x.id})
 			}
 			continue
 		}
@@ -429,18 +430,18 @@ func (t *topic) applyWorkspaceSessionLocked(s host.Session) {
 		}
 	}
 	t.wv.keys[s.ID] = k
-	t.emit(KindSessionSummary, "session:"+s.ID, SessionSummary{Session: s})
+	t.emit(protocol.KindSessionSummary, "session:"+s.ID, protocol.SessionSummary{Session: s})
 }
 
 // workspaceSnapshotLocked brings existing watchers up to a freshly read
 // first page, so the new watcher's snapshot and seq line up. Caller holds
 // readMu (the page was read under it) and mu.
-func (t *topic) workspaceSnapshotLocked(p host.SessionPage) WorkspaceSnapshot {
+func (t *topic) workspaceSnapshotLocked(p host.SessionPage) protocol.WorkspaceSnapshot {
 	for i := len(p.Sessions) - 1; i >= 0; i-- {
 		t.applyWorkspaceSessionLocked(p.Sessions[i])
 	}
 	if p.Sessions == nil {
 		p.Sessions = []host.Session{}
 	}
-	return WorkspaceSnapshot{Sessions: p.Sessions, NextCursor: p.NextCursor, Presence: t.presenceLocked()}
+	return protocol.WorkspaceSnapshot{Sessions: p.Sessions, NextCursor: p.NextCursor, Presence: t.presenceLocked()}
 }

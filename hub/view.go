@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // sessionView is what a session topic last emitted: enough to diff the next
@@ -30,14 +31,14 @@ type sessionView struct {
 	clean   bool
 	// tree is the interaction tree last emitted (nil: none read, or the
 	// store keeps no interactions); treeKey its encoding.
-	tree    *InteractionSnapshot
+	tree    *protocol.InteractionSnapshot
 	treeKey string
 	// history: every interaction of the window's turns, as last read.
 	history []host.Interaction
 	// goal is the session's goal state with the highest Seq seen (goal.go).
 	goal *host.GoalState
 	// queue is the session's queue last emitted (nil: none read).
-	queue *QueueState
+	queue *protocol.QueueState
 }
 
 // viewMsg is one message of the window. Streamed text is appended to a
@@ -146,24 +147,24 @@ func (sv *sessionView) messagesAfter(version int64) []host.Message {
 
 // position is the view's durable stream position, nil when the view is not
 // at a commit boundary.
-func (t *topic) positionLocked() *Position {
+func (t *topic) positionLocked() *protocol.Position {
 	if !t.sv.clean {
 		return nil
 	}
-	return &Position{Epoch: t.streamEpoch, Version: t.sv.lastVer}
+	return &protocol.Position{Epoch: t.streamEpoch, Version: t.sv.lastVer}
 }
 
 // sessionSnapshotLocked answers a session subscribe from the view.
-func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
+func (t *topic) sessionSnapshotLocked() (protocol.SessionSnapshot, error) {
 	sv := &t.sv
 	if sv.session == nil {
-		return SessionSnapshot{}, host.Errorf(host.CodeNotFound, "session %s not found", t.sid)
+		return protocol.SessionSnapshot{}, host.Errorf(host.CodeNotFound, "session %s not found", t.sid)
 	}
 	turns := sv.turns
 	if turns == nil {
 		turns = []host.Turn{}
 	}
-	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
+	return protocol.SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
 		Messages: sv.messagesAfter(-1), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree,
 		Interactions: nonNil(sv.history), Presence: t.presenceLocked(), Agent: t.h.agent(), Goal: sv.goal, Queue: sv.queue}, nil
 }

@@ -8,7 +8,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/ensemble-dev/ensemble/host"
-	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // TestCommittedDeltasMatchReread is the differential test end to end: the
@@ -65,14 +65,14 @@ func TestCommittedDeltasMatchReread(t *testing.T) {
 		}
 		f := a.nextEvent(10 * time.Second)
 		switch f.Kind {
-		case hub.KindMessageUpdate:
-			var p hub.MessageUpdate
+		case protocol.KindMessageUpdate:
+			var p protocol.MessageUpdate
 			mustJSON(t, f.Payload, &p)
 			if old, ok := msgs[p.Message.ID]; !ok || old.Version < p.Message.Version {
 				msgs[p.Message.ID] = p.Message
 			}
-		case hub.KindMessageDelta:
-			var p hub.MessageDelta
+		case protocol.KindMessageDelta:
+			var p protocol.MessageDelta
 			mustJSON(t, f.Payload, &p)
 			m, ok := msgs[p.MessageID]
 			if !ok {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // Fork, export and import over REST, end to end through the Host.
@@ -103,7 +104,7 @@ func TestSessionSettingsOutsideRootOverHTTP(t *testing.T) {
 	}
 	path := base + "/" + created.Session.ID
 	for _, cwd := range []string{"/etc", "..", "proj/../.."} {
-		if code := e.httpDo("PATCH", path, member, map[string]any{"settings": map[string]string{"cwd": cwd}}, &eb); code != http.StatusBadRequest || eb.Error.Code != host.CodeInvalidInput || eb.Error.Reason != host.ReasonCwdOutsideRoot {
+		if code := e.httpDo("PATCH", path, member, map[string]any{"settings": map[string]string{"cwd": cwd}}, &eb); code != http.StatusBadRequest || eb.Error.Code != protocol.CodeInvalidInput || eb.Error.Reason != host.ReasonCwdOutsideRoot {
 			t.Fatalf("cwd %q: %d %+v", cwd, code, eb)
 		}
 	}

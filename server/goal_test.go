@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
-	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // A member sets a goal over the WebSocket; a viewer watching the session
@@ -30,7 +30,7 @@ func TestGoalControlFansOutToWatchers(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		f := v.nextEvent(time.Until(deadline))
-		if f.Kind != hub.KindGoalState {
+		if f.Kind != protocol.KindGoalState {
 			continue
 		}
 		var g host.GoalState
@@ -58,7 +58,7 @@ func TestGoalControlFansOutToWatchers(t *testing.T) {
 		t.Fatalf("REST goal.get: %d %+v", code, got)
 	}
 	f := v.request("goal.control", map[string]any{"workspace": testWS, "sessionId": sess.ID, "clientSubmitId": "g-2", "action": "clear"})
-	if f.OK || f.Error.Code != host.CodeForbidden {
+	if f.OK || f.Error.Code != protocol.CodeForbidden {
 		t.Fatalf("viewer goal.control: %s", f.raw)
 	}
 	var rest host.GoalControlResult
@@ -80,7 +80,7 @@ func TestGoalControlFansOutToWatchers(t *testing.T) {
 	}
 	f = m.request("session.create", map[string]any{"workspace": testWS, "clientSubmitId": "c-both",
 		"content": map[string]any{"text": "hi"}, "goal": map[string]any{"objective": "x"}})
-	if f.OK || f.Error.Code != host.CodeInvalidInput {
+	if f.OK || f.Error.Code != protocol.CodeInvalidInput {
 		t.Fatalf("content and goal: %s", f.raw)
 	}
 }
@@ -95,8 +95,8 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 	m, w := e.dial(e.member, false), e.dial(e.viewer, false)
 	sess := createSession(t, m)
 	var ws struct {
-		Sub      string                 `json:"sub"`
-		Snapshot *hub.WorkspaceSnapshot `json:"snapshot"`
+		Sub      string                      `json:"sub"`
+		Snapshot *protocol.WorkspaceSnapshot `json:"snapshot"`
 	}
 	w.must("subscribe", map[string]any{"workspace": testWS, "topic": "workspace"}, &ws)
 	if ws.Snapshot == nil || len(ws.Snapshot.Sessions) != 1 || ws.Snapshot.Sessions[0].Goal != nil {
@@ -111,10 +111,10 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
 			f := w.nextEvent(time.Until(deadline))
-			if f.Sub != ws.Sub || f.Kind != hub.KindSessionSummary {
+			if f.Sub != ws.Sub || f.Kind != protocol.KindSessionSummary {
 				continue
 			}
-			var p hub.SessionSummary
+			var p protocol.SessionSummary
 			mustJSON(t, f.Payload, &p)
 			if p.Session.ID != sess.ID {
 				continue
@@ -170,17 +170,17 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 	sawHeld := false
 	for !sawHeld && time.Now().Before(deadline) {
 		f := w.nextEvent(time.Until(deadline))
-		if f.Sub == ws.Sub && f.Kind == hub.KindSessionSummary {
+		if f.Sub == ws.Sub && f.Kind == protocol.KindSessionSummary {
 			// The list's held summary may come first: keep it for the
 			// wait below instead of dropping it.
-			var p hub.SessionSummary
+			var p protocol.SessionSummary
 			mustJSON(t, f.Payload, &p)
 			if p.Session.ID == sess.ID {
 				last = p.Session
 			}
 			continue
 		}
-		if f.Sub != ss.Sub || f.Kind != hub.KindGoalState {
+		if f.Sub != ss.Sub || f.Kind != protocol.KindGoalState {
 			continue
 		}
 		var g host.GoalState

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // restRoute maps one HTTP route onto an operation.
@@ -80,7 +81,7 @@ func (s *Server) rest(op string, okStatus int) http.HandlerFunc {
 			s.metrics.limit("http_rate")
 			s.metrics.request("http", op, string(host.CodeRateLimited))
 			retryAfter(w)
-			writeHTTPError(w, http.StatusTooManyRequests, wireError{Code: host.CodeRateLimited, Retryable: true,
+			writeHTTPError(w, http.StatusTooManyRequests, protocol.Error{Code: protocol.CodeRateLimited, Retryable: true,
 				Reason: "request_rate", Message: "too many requests from this user; slow down"})
 			return
 		}
@@ -92,7 +93,7 @@ func (s *Server) rest(op string, okStatus int) http.HandlerFunc {
 		if err != nil {
 			we := toWire(err, s.log, op)
 			s.metrics.request("http", op, string(we.Code))
-			writeHTTPError(w, httpStatus(we.Code), we)
+			writeHTTPError(w, we.Code.HTTPStatus(), we)
 			return
 		}
 		s.metrics.request("http", op, "ok")
@@ -172,8 +173,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func writeHTTPError(w http.ResponseWriter, status int, we wireError) {
+func writeHTTPError(w http.ResponseWriter, status int, we protocol.Error) {
 	writeJSON(w, status, struct {
-		Error wireError `json:"error"`
+		Error protocol.Error `json:"error"`
 	}{we})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // caller is who runs an operation and over what. ws is nil over HTTP.
@@ -399,11 +400,11 @@ func messageList(ctx context.Context, s *Server, _ caller, in messageListIn) (an
 
 type subscribeIn struct {
 	wsField
-	Topic     string      `json:"topic"`
-	SessionID string      `json:"sessionId"`
-	Resume    *hub.Resume `json:"resume"`
+	Topic     string           `json:"topic"`
+	SessionID string           `json:"sessionId"`
+	Resume    *protocol.Resume `json:"resume"`
 	// Position resumes a session topic on any replica.
-	Position *hub.Position `json:"position"`
+	Position *protocol.Position `json:"position"`
 }
 
 func subscribe(ctx context.Context, s *Server, c caller, in subscribeIn) (any, error) {
@@ -417,7 +418,7 @@ func subscribe(ctx context.Context, s *Server, c caller, in subscribeIn) (any, e
 	defer release()
 	err = s.cfg.Hub.Subscribe(ctx, c.ws.conn, hub.SubscribeRequest{
 		Workspace: in.Workspace, Topic: in.Topic, SessionID: in.SessionID, Resume: in.Resume, Position: in.Position,
-	}, func(res hub.SubscribeResult) { c.reply(res) })
+	}, func(res protocol.SubscribeResult) { c.reply(res) })
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package hub
+package protocol
 
 import (
 	"time"
@@ -6,7 +6,8 @@ import (
 	"github.com/ensemble-dev/ensemble/host"
 )
 
-// Event kinds the hub emits.
+// Event kinds: the "kind" of an event frame. Clients ignore kinds they do
+// not know.
 const (
 	KindSessionSummary = "session_summary"
 	KindSessionRemoved = "session_removed"
@@ -16,7 +17,27 @@ const (
 	// KindInteractionSnapshot is the complete interaction state of one
 	// execution tree for one exact root turn.
 	KindInteractionSnapshot = "interaction_snapshot"
+	// KindTrashChanged is pushed to a workspace's watchers on every
+	// committed delete, restore and purge (explicit or by retention).
+	KindTrashChanged = "trash_changed"
+	// KindGoalState carries the complete host.GoalState on every change
+	// of a session's public goal projection.
+	KindGoalState = "goal_state"
+	// KindQueue is the complete queue of one session.
+	KindQueue = "queue"
+	// KindPresence is the event kind carrying a topic's merged presence.
+	KindPresence = "presence"
+	// KindSuperseded replaces events a lagging watcher can no longer get:
+	// resubscribe for a snapshot.
+	KindSuperseded = "superseded"
 )
+
+// Kinds lists every event kind.
+var Kinds = []string{
+	KindSessionSummary, KindSessionRemoved, KindTrashChanged, KindTurnUpdate,
+	KindMessageUpdate, KindMessageDelta, KindInteractionSnapshot, KindGoalState,
+	KindQueue, KindPresence, KindSuperseded,
+}
 
 // InteractionSnapshot is the payload of interaction_snapshot and the
 // interactionTree of a session snapshot: every interaction of the tree's
@@ -67,6 +88,47 @@ type MessageDelta struct {
 	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 }
 
+// TrashChanged is the payload of trash_changed: the ids that entered
+// (deleted), left alive (restored) or left for good (purged) the Trash in
+// one commit. It may be delivered more than once; applying it twice is
+// harmless.
+type TrashChanged struct {
+	Workspace string   `json:"workspace"`
+	Deleted   []string `json:"deleted"`
+	Restored  []string `json:"restored"`
+	Purged    []string `json:"purged"`
+}
+
+// QueueState is the payload of a queue event and the queue of a session
+// snapshot: the revision, the stop fence and the waiting entries in order.
+type QueueState struct {
+	SessionID   string            `json:"sessionId"`
+	Revision    int64             `json:"revision"`
+	FenceTurnID string            `json:"fenceTurnId,omitempty"`
+	Entries     []host.QueueEntry `json:"entries"`
+	// Steering: the session's agent takes steering ("Steer now").
+	Steering bool `json:"steering"`
+}
+
+// Watcher is one person in a presence list: their connections merged
+// (earliest since; typing if any connection types; every replica).
+type Watcher struct {
+	UserID   string    `json:"userId"`
+	Name     string    `json:"name,omitempty"`
+	Since    time.Time `json:"since"`
+	Typing   bool      `json:"typing"` // session topics only
+	Replicas []string  `json:"replicas"`
+	// Sessions lists the sessions this person watches (workspace topic only).
+	Sessions []string `json:"sessions,omitempty"`
+}
+
+// Presence is the payload of a presence event and the presence field of a
+// snapshot: everyone on the topic, ordered by arrival.
+type Presence struct {
+	SessionID string    `json:"sessionId,omitempty"`
+	Watchers  []Watcher `json:"watchers"`
+}
+
 // SessionSnapshot is the snapshot of a session topic: the session, its
 // newest turns (newest first) and its newest messages (ascending by
 // version). MessagesHasMore: older messages exist; page them with
@@ -91,7 +153,7 @@ type SessionSnapshot struct {
 	// Goal is the session's goal state (absent: it never had one).
 	Goal *host.GoalState `json:"goal,omitempty"`
 	// Queue is the session's message queue (absent when the server keeps
-	// none): steering and follow-ups waiting, in order (queue.go).
+	// none): steering and follow-ups waiting, in order.
 	Queue *QueueState `json:"queue,omitempty"`
 }
 
