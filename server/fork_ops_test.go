@@ -29,12 +29,12 @@ func TestForkExportImportOverHTTP(t *testing.T) {
 	sid := created.Session.ID
 	e.waitSettled(sid, created.Turn.ID)
 
-	var forked sessionResult
+	var forked protocol.SessionResult
 	if code := e.httpDo("POST", base+"/sessions/"+sid+"/fork", member, map[string]any{
 		"turnId": created.Turn.ID, "clientSubmitId": "fork-h-1"}, &forked); code != http.StatusCreated || forked.Session.Title != "Notes (2)" {
 		t.Fatalf("fork: %d %+v", code, forked.Session)
 	}
-	var again sessionResult
+	var again protocol.SessionResult
 	if code := e.httpDo("POST", base+"/sessions/"+sid+"/fork", member, map[string]any{
 		"turnId": created.Turn.ID, "clientSubmitId": "fork-h-1"}, &again); code != http.StatusCreated || again.Session.ID != forked.Session.ID {
 		t.Fatalf("fork replay: %d %+v", code, again.Session)
@@ -111,7 +111,7 @@ func TestSessionSettingsOutsideRootOverHTTP(t *testing.T) {
 	if code := e.httpDo("PATCH", path, viewer, map[string]any{"settings": map[string]string{"cwd": "proj"}}, &eb); code != http.StatusForbidden {
 		t.Fatalf("viewer settings: %d", code)
 	}
-	var got sessionResult
+	var got protocol.SessionResult
 	if code := e.httpDo("PATCH", path, member, map[string]any{"settings": map[string]string{"cwd": "proj"}, "pinned": true}, &got); code != http.StatusOK ||
 		got.Session.Settings["cwd"] != filepath.Join(root, "proj") || !got.Session.Pinned {
 		t.Fatalf("valid settings: %d %+v", code, got.Session)

@@ -32,11 +32,6 @@ var expiryGrace = auth.DefaultLeeway
 // has to send its hello frame (a variable so tests can shorten it).
 var helloTimeout = 5 * time.Second
 
-// opAuthRefresh is the in-band token refresh. It is a request on the
-// connection, not a workspace operation: the token it carries is its
-// authorization, so it is not in the permission table.
-const opAuthRefresh = "auth.refresh"
-
 // maxIDBytes bounds a request id: 128 characters plus the JSON quotes.
 const maxIDBytes = 130
 
@@ -433,7 +428,7 @@ func (ws *wsSession) handleFrame(data []byte) {
 	}
 	switch f.Type {
 	case protocol.FrameRequest:
-		if f.Op == opAuthRefresh {
+		if f.Op == protocol.OpAuthRefresh {
 			ws.authRefresh(id, f.Input)
 			return
 		}
@@ -492,33 +487,29 @@ func (ws *wsSession) runRequest(id json.RawMessage, op string, input json.RawMes
 	ws.respond(id, op, res, err)
 }
 
-type refreshIn struct {
-	Token string `json:"token"`
-}
-
 // authRefresh is the auth.refresh request: a new token for the same user
 // replaces the connection's principal and expiry. A token that does not
 // verify, or names another user, is answered with an error and changes
 // nothing: the connection keeps its current token until that expires.
 func (ws *wsSession) authRefresh(id json.RawMessage, raw json.RawMessage) {
-	var in refreshIn
+	var in protocol.RefreshInput
 	if err := decodeStrict(raw, &in); err != nil {
-		ws.respond(id, opAuthRefresh, nil, err)
+		ws.respond(id, protocol.OpAuthRefresh, nil, err)
 		return
 	}
 	p, exp, err := ws.s.cfg.Verifier.Verify(in.Token)
 	if err != nil {
 		ws.s.authFailed("ws", ws.remote, err)
 		we := unauthenticated(err)
-		ws.respond(id, opAuthRefresh, nil, &host.Error{Code: host.CodeUnauthenticated, Message: we.Message, Reason: we.Reason})
+		ws.respond(id, protocol.OpAuthRefresh, nil, &host.Error{Code: host.CodeUnauthenticated, Message: we.Message, Reason: we.Reason})
 		return
 	}
 	if !ws.swapPrincipal(p, exp) {
-		ws.respond(id, opAuthRefresh, nil, &host.Error{Code: host.CodeInvalidInput, Reason: "different_user",
+		ws.respond(id, protocol.OpAuthRefresh, nil, &host.Error{Code: host.CodeInvalidInput, Reason: "different_user",
 			Message: "a refreshed token must be for the same user"})
 		return
 	}
-	ws.respond(id, opAuthRefresh, protocol.RefreshResult{Principal: p, ExpiresAt: exp.UTC()}, nil)
+	ws.respond(id, protocol.OpAuthRefresh, protocol.RefreshResult{Principal: p, ExpiresAt: exp.UTC()}, nil)
 }
 
 // swapPrincipal installs a refreshed token for the same user, re-arms the
