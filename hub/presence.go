@@ -409,14 +409,13 @@ func (h *Hub) localPresence(now time.Time) (map[string][]PresenceEntry, time.Tim
 
 // setPresence emits a presence event when the merged list changed.
 func (t *topic) setPresence(p protocol.Presence) {
-	key := jsonKey(p)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if key == t.presenceKey {
+	if t.presenceSent && same(t.presence, p) {
 		return
 	}
-	first := t.presenceKey == ""
-	t.presence, t.presenceKey = p, key
+	first := !t.presenceSent
+	t.presence, t.presenceSent = p, true
 	if first && len(p.Watchers) == 0 {
 		return // nobody was here and nobody is: nothing to say
 	}

@@ -52,9 +52,9 @@ type topic struct {
 	loaded bool
 	sv     sessionView
 	wv     workspaceView
-	// presence last emitted (presence.go), and its encoding.
-	presence    protocol.Presence
-	presenceKey string
+	// presence last emitted (presence.go); presenceSent: one was.
+	presence     protocol.Presence
+	presenceSent bool
 	// root is the session's immutable tree root (a string), set at load.
 	root atomic.Value
 	// streamEpoch names the session's message history (streamEpochOf),

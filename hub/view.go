@@ -13,11 +13,11 @@ import (
 // reread, to apply the next committed delta and to answer a snapshot or a
 // resume without touching the store.
 type sessionView struct {
-	session    *host.Session // nil: not visible (deleted)
-	sessionKey string
-	turns      []host.Turn // newest first
-	turnsMore  bool
-	turnKeys   map[string]string
+	session   *host.Session // nil: not visible (deleted)
+	turns     []host.Turn   // newest first
+	turnsMore bool
+	// sentTurns is each turn of the window as last emitted.
+	sentTurns map[string]host.Turn
 	// msgs is a window of the newest changes: every message whose version
 	// is above floor. Older ones are paged with message.list.
 	msgs     map[string]*viewMsg
@@ -30,9 +30,8 @@ type sessionView struct {
 	lastVer int64
 	clean   bool
 	// tree is the interaction tree last emitted (nil: none read, or the
-	// store keeps no interactions); treeKey its encoding.
-	tree    *protocol.InteractionSnapshot
-	treeKey string
+	// store keeps no interactions).
+	tree *protocol.InteractionSnapshot
 	// history: every interaction of the window's turns, as last read.
 	history []host.Interaction
 	// goal is the session's goal state with the highest Seq seen (goal.go).
