@@ -20,11 +20,9 @@ const Version = 1
 
 // Frame types, the "type" of every frame.
 const (
-	// Client to server.
-	FrameHello   = "hello"
-	FrameRequest = "request"
-	FramePong    = "pong"
-	// Server to client.
+	FrameHello        = "hello"
+	FrameRequest      = "request"
+	FramePong         = "pong"
 	FrameReady        = "ready"
 	FrameResponse     = "response"
 	FrameEvent        = "event"
@@ -34,11 +32,12 @@ const (
 	FramePing         = "ping"
 )
 
-// FrameTypes lists every frame type, client frames first.
-var FrameTypes = []string{
-	FrameHello, FrameRequest, FramePong,
-	FrameReady, FrameResponse, FrameEvent, FrameError, FrameUnsubscribed, FrameReconnect, FramePing,
-}
+// ClientFrameTypes lists the frames a client sends; ServerFrameTypes the
+// frames the server sends. Either side may ping; the other answers pong.
+var (
+	ClientFrameTypes = []string{FrameHello, FrameRequest, FramePong, FramePing}
+	ServerFrameTypes = []string{FrameReady, FrameResponse, FrameEvent, FramePing, FrameError, FrameUnsubscribed, FrameReconnect}
+)
 
 // OffsetUnitUTF16 names the unit of message_delta offsets in the ready
 // frame: UTF-16 code units, what JavaScript strings index by.
