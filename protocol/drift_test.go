@@ -29,52 +29,52 @@ const (
 
 // openAPITypes maps each OpenAPI schema to the Go type it describes.
 var openAPITypes = map[string]reflect.Type{
-	"MessageContent":      reflect.TypeFor[host.MessageContent](),
-	"Session":             reflect.TypeFor[host.Session](),
-	"Turn":                reflect.TypeFor[host.Turn](),
-	"Message":             reflect.TypeFor[host.Message](),
+	"MessageContent":      reflect.TypeFor[MessageContent](),
+	"Session":             reflect.TypeFor[Session](),
+	"Turn":                reflect.TypeFor[Turn](),
+	"Message":             reflect.TypeFor[Message](),
 	"SessionCreateInput":  reflect.TypeFor[SessionCreateInput](),
 	"SessionUpdateInput":  reflect.TypeFor[SessionUpdateInput](),
 	"SubmitInput":         reflect.TypeFor[SubmitInput](),
 	"CancelInput":         reflect.TypeFor[CancelInput](),
-	"CreateSessionResult": reflect.TypeFor[host.CreateSessionResult](),
+	"CreateSessionResult": reflect.TypeFor[CreateSessionResult](),
 	"SessionResult":       reflect.TypeFor[SessionResult](),
-	"SessionPage":         reflect.TypeFor[host.SessionPage](),
-	"TurnPage":            reflect.TypeFor[host.TurnPage](),
-	"MessagePage":         reflect.TypeFor[host.MessagePage](),
-	"SendResult":          reflect.TypeFor[host.SendResult](),
-	"CancelResult":        reflect.TypeFor[host.CancelResult](),
+	"SessionPage":         reflect.TypeFor[SessionPage](),
+	"TurnPage":            reflect.TypeFor[TurnPage](),
+	"MessagePage":         reflect.TypeFor[MessagePage](),
+	"SendResult":          reflect.TypeFor[SendResult](),
+	"CancelResult":        reflect.TypeFor[CancelResult](),
 	"Error":               reflect.TypeFor[HTTPError](),
-	"InteractionResponse": reflect.TypeFor[host.InteractionResponse](),
+	"InteractionResponse": reflect.TypeFor[InteractionResponse](),
 	"RespondInput":        reflect.TypeFor[RespondInput](),
-	"Interaction":         reflect.TypeFor[host.Interaction](),
-	"RespondResult":       reflect.TypeFor[host.RespondResult](),
+	"Interaction":         reflect.TypeFor[Interaction](),
+	"RespondResult":       reflect.TypeFor[RespondResult](),
 	"SessionForkInput":    reflect.TypeFor[SessionForkInput](),
 	"SessionGraph":        reflect.TypeFor[host.SessionGraph](),
 	"SessionImportInput":  reflect.TypeFor[SessionImportInput](),
-	"ImportResult":        reflect.TypeFor[host.RestoreGraphResult](),
-	"Tombstone":           reflect.TypeFor[host.Tombstone](),
-	"DeletedComponent":    reflect.TypeFor[host.DeletedComponent](),
-	"DeleteResult":        reflect.TypeFor[host.DeleteSessionsResult](),
-	"DeletedPage":         reflect.TypeFor[host.DeletedPage](),
-	"RestoreResult":       reflect.TypeFor[host.RestoreResult](),
-	"PurgeResult":         reflect.TypeFor[host.PurgeResult](),
+	"ImportResult":        reflect.TypeFor[RestoreGraphResult](),
+	"Tombstone":           reflect.TypeFor[Tombstone](),
+	"DeletedComponent":    reflect.TypeFor[DeletedComponent](),
+	"DeleteResult":        reflect.TypeFor[DeleteSessionsResult](),
+	"DeletedPage":         reflect.TypeFor[DeletedPage](),
+	"RestoreResult":       reflect.TypeFor[RestoreResult](),
+	"PurgeResult":         reflect.TypeFor[PurgeResult](),
 	"SessionIdsInput":     reflect.TypeFor[SessionIDsInput](),
-	"GoalSpec":            reflect.TypeFor[host.GoalSpec](),
-	"GoalProvenance":      reflect.TypeFor[host.GoalProvenance](),
-	"Goal":                reflect.TypeFor[host.Goal](),
-	"GoalState":           reflect.TypeFor[host.GoalState](),
-	"GoalOperation":       reflect.TypeFor[host.GoalOperation](),
+	"GoalSpec":            reflect.TypeFor[GoalSpec](),
+	"GoalProvenance":      reflect.TypeFor[GoalProvenance](),
+	"Goal":                reflect.TypeFor[Goal](),
+	"GoalState":           reflect.TypeFor[GoalState](),
+	"GoalOperation":       reflect.TypeFor[GoalOperation](),
 	"GoalControlInput":    reflect.TypeFor[GoalControlInput](),
-	"GoalControlResult":   reflect.TypeFor[host.GoalControlResult](),
+	"GoalControlResult":   reflect.TypeFor[GoalControlResult](),
 	"GoalGetResult":       reflect.TypeFor[GoalGetResult](),
-	"QueueEntry":          reflect.TypeFor[host.QueueEntry](),
-	"Queue":               reflect.TypeFor[host.Queue](),
+	"QueueEntry":          reflect.TypeFor[QueueEntry](),
+	"Queue":               reflect.TypeFor[Queue](),
 	"RetractInput":        reflect.TypeFor[RetractInput](),
-	"RetractResult":       reflect.TypeFor[host.RetractResult](),
+	"RetractResult":       reflect.TypeFor[RetractResult](),
 	"InterruptInput":      reflect.TypeFor[CancelInput](),
-	"InterruptResult":     reflect.TypeFor[host.InterruptResult](),
-	"GoalSummary":         reflect.TypeFor[host.GoalSummary](),
+	"InterruptResult":     reflect.TypeFor[InterruptResult](),
+	"GoalSummary":         reflect.TypeFor[GoalSummary](),
 }
 
 // docsTypes are the WebSocket-only types (REST has no route for them):
@@ -335,11 +335,24 @@ func TestDocsNameEveryField(t *testing.T) {
 
 // Every exported struct type of the package is described somewhere.
 func TestEveryWireTypeIsDescribed(t *testing.T) {
+	// A type is described when it is, or is reachable from the fields of,
+	// one that is: nested objects are checked through their parents.
 	described := map[string]bool{}
-	for _, typ := range slices.Concat(slices.Collect(maps.Values(openAPITypes)), docsTypes) {
-		if typ.PkgPath() == reflect.TypeFor[Error]().PkgPath() {
-			described[typ.Name()] = true
+	var walk func(reflect.Type)
+	walk = func(typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Map {
+			typ = typ.Elem()
 		}
+		if typ.Kind() != reflect.Struct || typ.PkgPath() != reflect.TypeFor[Error]().PkgPath() || described[typ.Name()] {
+			return
+		}
+		described[typ.Name()] = true
+		for i := range typ.NumField() {
+			walk(typ.Field(i).Type)
+		}
+	}
+	for _, typ := range slices.Concat(slices.Collect(maps.Values(openAPITypes)), docsTypes) {
+		walk(typ)
 	}
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)

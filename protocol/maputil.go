@@ -1,0 +1,35 @@
+package protocol
+
+// mapSlice maps each element, keeping nil apart from empty: they encode
+// differently (null and []).
+func mapSlice[A, B any](in []A, f func(A) B) []B {
+	if in == nil {
+		return nil
+	}
+	out := make([]B, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
+
+// mapPtr maps the value behind p; nil stays nil.
+func mapPtr[A, B any](p *A, f func(A) B) *B {
+	if p == nil {
+		return nil
+	}
+	v := f(*p)
+	return &v
+}
+
+// mapMap maps each value; nil stays nil.
+func mapMap[K comparable, A, B any](in map[K]A, f func(A) B) map[K]B {
+	if in == nil {
+		return nil
+	}
+	out := make(map[K]B, len(in))
+	for k, v := range in {
+		out[k] = f(v)
+	}
+	return out
+}
