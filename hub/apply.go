@@ -45,7 +45,7 @@ func (t *topic) applyDelta(d *host.TranscriptDelta) bool {
 				Offset: ch.Offset, Text: ch.Text, Version: v.m.Version, UpdatedAt: v.m.UpdatedAt,
 			}, ver)
 		} else {
-			t.emitAt(protocol.KindMessageUpdate, "", protocol.MessageUpdate{Message: v.message()}, ver)
+			t.emitAt(protocol.KindMessageUpdate, "", protocol.MessageUpdate{Message: protocol.FromMessage(v.message())}, ver)
 		}
 		sv.put(v)
 	}

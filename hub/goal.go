@@ -82,7 +82,7 @@ func (h *Hub) onGoalFact(f host.Fact) {
 	}
 	t.sv.goal = &g
 	if t.loaded {
-		t.emit(protocol.KindGoalState, "", g)
+		t.emit(protocol.KindGoalState, "", protocol.FromGoalState(g))
 	}
 }
 

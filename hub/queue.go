@@ -31,11 +31,11 @@ func (t *topic) readQueue(ctx context.Context) (protocol.QueueState, bool, error
 	switch host.CodeOf(err) {
 	case "":
 	case host.CodeNotFound:
-		return protocol.QueueState{SessionID: t.sid, Entries: []host.QueueEntry{}}, true, nil
+		return protocol.QueueState{SessionID: t.sid, Entries: []protocol.QueueEntry{}}, true, nil
 	default:
 		return protocol.QueueState{}, false, err
 	}
-	return protocol.QueueState{SessionID: t.sid, Revision: q.Revision, FenceTurnID: q.FenceTurnID, Entries: nonNil(q.Entries), Steering: q.Steering}, true, nil
+	return protocol.QueueState{SessionID: t.sid, Revision: q.Revision, FenceTurnID: q.FenceTurnID, Entries: nonNil(protocol.FromQueueEntries(q.Entries)), Steering: q.Steering}, true, nil
 }
 
 // refreshQueue rereads the queue and emits it when its revision moved.

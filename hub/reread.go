@@ -110,14 +110,14 @@ func (t *topic) readTree(ctx context.Context, root string) (protocol.Interaction
 	case host.CodeUnsupported:
 		return protocol.InteractionSnapshot{}, false, nil
 	case host.CodeNotFound:
-		return protocol.InteractionSnapshot{RootSessionID: root, Interactions: []host.Interaction{}}, true, nil
+		return protocol.InteractionSnapshot{RootSessionID: root, Interactions: []protocol.Interaction{}}, true, nil
 	default:
 		return protocol.InteractionSnapshot{}, false, err
 	}
 	if tree.Interactions == nil {
 		tree.Interactions = []host.Interaction{}
 	}
-	return protocol.InteractionSnapshot{RootSessionID: root, TurnID: tree.RootTurnID, Interactions: tree.Interactions}, true, nil
+	return protocol.InteractionSnapshot{RootSessionID: root, TurnID: tree.RootTurnID, Interactions: protocol.FromInteractions(tree.Interactions)}, true, nil
 }
 
 // refreshTree rereads the tree and emits one complete interaction_snapshot
@@ -247,7 +247,7 @@ func (t *topic) applySessionLocked(s host.Session) {
 	changed := sv.session == nil || !sameSummary(*sv.session, s)
 	sv.session = &s
 	if changed {
-		t.emit(protocol.KindSessionSummary, "session:"+s.ID, protocol.SessionSummary{Session: s})
+		t.emit(protocol.KindSessionSummary, "session:"+s.ID, protocol.SessionSummary{Session: protocol.FromSession(s)})
 	}
 }
 
@@ -258,12 +258,12 @@ func (t *topic) applyTurnsLocked(tp host.TurnPage, extra []host.Turn) {
 		tr := tp.Turns[i]
 		sent[tr.ID] = tr
 		if old, ok := sv.sentTurns[tr.ID]; !ok || !sameTurn(old, tr) {
-			t.emit(protocol.KindTurnUpdate, "turn:"+tr.ID, protocol.TurnUpdate{Turn: tr})
+			t.emit(protocol.KindTurnUpdate, "turn:"+tr.ID, protocol.TurnUpdate{Turn: protocol.FromTurn(tr)})
 		}
 	}
 	for _, tr := range extra { // changed turns older than the window
 		if old, ok := sv.sentTurns[tr.ID]; !ok || !sameTurn(old, tr) {
-			t.emit(protocol.KindTurnUpdate, "turn:"+tr.ID, protocol.TurnUpdate{Turn: tr})
+			t.emit(protocol.KindTurnUpdate, "turn:"+tr.ID, protocol.TurnUpdate{Turn: protocol.FromTurn(tr)})
 		}
 	}
 	sv.turns, sv.turnsMore, sv.sentTurns = tp.Turns, tp.HasMore, sent
@@ -298,7 +298,7 @@ func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bo
 				Offset: old.u16, Text: m.Content.Text[old.n:], Version: m.Version, UpdatedAt: m.UpdatedAt,
 			}, ver)
 		} else {
-			t.emitAt(protocol.KindMessageUpdate, "", protocol.MessageUpdate{Message: m}, ver)
+			t.emitAt(protocol.KindMessageUpdate, "", protocol.MessageUpdate{Message: protocol.FromMessage(m)}, ver)
 		}
 		sv.put(newViewMsg(m))
 		sv.lastVer = m.Version
@@ -406,7 +406,7 @@ func (t *topic) applyWorkspaceSessionLocked(s host.Session) {
 		}
 	}
 	t.wv.sent[s.ID] = s
-	t.emit(protocol.KindSessionSummary, "session:"+s.ID, protocol.SessionSummary{Session: s})
+	t.emit(protocol.KindSessionSummary, "session:"+s.ID, protocol.SessionSummary{Session: protocol.FromSession(s)})
 }
 
 // workspaceSnapshotLocked brings existing watchers up to a freshly read
@@ -419,5 +419,5 @@ func (t *topic) workspaceSnapshotLocked(p host.SessionPage) protocol.WorkspaceSn
 	if p.Sessions == nil {
 		p.Sessions = []host.Session{}
 	}
-	return protocol.WorkspaceSnapshot{Sessions: p.Sessions, NextCursor: p.NextCursor, Presence: t.presenceLocked()}
+	return protocol.WorkspaceSnapshot{Sessions: protocol.FromSessions(p.Sessions), NextCursor: p.NextCursor, Presence: t.presenceLocked()}
 }

@@ -62,10 +62,8 @@ func (t *topic) resumeLocked(v int64, read *host.Changes) (res protocol.Subscrib
 	if sv.session == nil || v > sv.lastVer {
 		return res, nil, false
 	}
-	ch := &protocol.SessionChanges{Session: *sv.session, Turns: sv.turns, Messages: []host.Message{}}
-	if ch.Turns == nil {
-		ch.Turns = []host.Turn{}
-	}
+	ch := &protocol.SessionChanges{Session: protocol.FromSession(*sv.session),
+		Turns: nonNil(protocol.FromTurns(sv.turns)), Messages: []protocol.Message{}}
 	res = protocol.SubscribeResult{Sub: t.name, Epoch: t.epoch, Recovered: true, Changes: ch}
 	if evs, seq, found := t.ring.after(v); found {
 		res.Seq, res.Position = seq, &protocol.Position{Epoch: t.streamEpoch, Version: v}
@@ -73,7 +71,7 @@ func (t *topic) resumeLocked(v int64, read *host.Changes) (res protocol.Subscrib
 	}
 	res.Seq, res.Position = t.seq, t.positionLocked()
 	if v >= sv.floor {
-		ch.Messages = sv.messagesAfter(v)
+		ch.Messages = protocol.FromMessages(sv.messagesAfter(v))
 		return res, nil, true
 	}
 	if read == nil || read.Session.MessageVersion < sv.floor {
@@ -88,7 +86,7 @@ func (t *topic) resumeLocked(v int64, read *host.Changes) (res protocol.Subscrib
 		byID[m.ID] = m
 	}
 	for _, m := range byID {
-		ch.Messages = append(ch.Messages, m)
+		ch.Messages = append(ch.Messages, protocol.FromMessage(m))
 	}
 	sort.Slice(ch.Messages, func(i, j int) bool { return ch.Messages[i].Version < ch.Messages[j].Version })
 	if s := read.Session.MessageVersion; s > sv.lastVer {

@@ -131,7 +131,7 @@ func TestResumeFromPositionOnAnotherHub(t *testing.T) {
 	if !b.recovered {
 		t.Fatal("resume on hub B: recovered = false")
 	}
-	b.msgs = map[string]host.Message{"answer": {ID: "answer", Version: pos.Version, Content: host.MessageContent{Text: seen}}}
+	b.msgs = map[string]protocol.Message{"answer": {ID: "answer", Version: pos.Version, Content: protocol.MessageContent{Text: seen}}}
 	if got := b.drain(w.ver); got != missing.String() {
 		t.Fatalf("hub B replayed %q, want exactly the missing suffix %q", got, missing.String())
 	}

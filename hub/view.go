@@ -159,13 +159,20 @@ func (t *topic) sessionSnapshotLocked() (protocol.SessionSnapshot, error) {
 	if sv.session == nil {
 		return protocol.SessionSnapshot{}, host.Errorf(host.CodeNotFound, "session %s not found", t.sid)
 	}
-	turns := sv.turns
-	if turns == nil {
-		turns = []host.Turn{}
+	var agent *protocol.AgentInfo
+	if a := t.h.agent(); a != nil {
+		w := protocol.FromAgentInfo(*a)
+		agent = &w
 	}
-	return protocol.SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
-		Messages: sv.messagesAfter(-1), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree,
-		Interactions: nonNil(sv.history), Presence: t.presenceLocked(), Agent: t.h.agent(), Goal: sv.goal, Queue: sv.queue}, nil
+	var goal *protocol.GoalState
+	if sv.goal != nil {
+		g := protocol.FromGoalState(*sv.goal)
+		goal = &g
+	}
+	return protocol.SessionSnapshot{Session: protocol.FromSession(*sv.session), Turns: nonNil(protocol.FromTurns(sv.turns)),
+		TurnsHasMore: sv.turnsMore, Messages: protocol.FromMessages(sv.messagesAfter(-1)), MessagesHasMore: sv.msgsMore,
+		InteractionTree: sv.tree, Interactions: nonNil(protocol.FromInteractions(sv.history)), Presence: t.presenceLocked(),
+		Agent: agent, Goal: goal, Queue: sv.queue}, nil
 }
 
 // AgentReader (Config.Agent) says what the agent attests now (the Host

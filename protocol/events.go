@@ -2,8 +2,6 @@ package protocol
 
 import (
 	"time"
-
-	"github.com/ensemble-dev/ensemble/host"
 )
 
 // Event kinds: the "kind" of an event frame. Clients ignore kinds they do
@@ -20,7 +18,7 @@ const (
 	// KindTrashChanged is pushed to a workspace's watchers on every
 	// committed delete, restore and purge (explicit or by retention).
 	KindTrashChanged = "trash_changed"
-	// KindGoalState carries the complete host.GoalState on every change
+	// KindGoalState carries the complete GoalState on every change
 	// of a session's public goal projection.
 	KindGoalState = "goal_state"
 	// KindQueue is the complete queue of one session.
@@ -44,14 +42,14 @@ var Kinds = []string{
 // root turn (TurnID) and of each sub-agent session's latest turn. An empty
 // list clears that root turn only.
 type InteractionSnapshot struct {
-	RootSessionID string             `json:"rootSessionId"`
-	TurnID        string             `json:"turnId"`
-	Interactions  []host.Interaction `json:"interactions"`
+	RootSessionID string        `json:"rootSessionId"`
+	TurnID        string        `json:"turnId"`
+	Interactions  []Interaction `json:"interactions"`
 }
 
 // SessionSummary is the payload of session_summary.
 type SessionSummary struct {
-	Session host.Session `json:"session"`
+	Session Session `json:"session"`
 }
 
 // SessionRemoved is the payload of session_removed: the session is no
@@ -63,12 +61,12 @@ type SessionRemoved struct {
 
 // TurnUpdate is the payload of turn_update: the complete turn.
 type TurnUpdate struct {
-	Turn host.Turn `json:"turn"`
+	Turn Turn `json:"turn"`
 }
 
 // MessageUpdate is the payload of message_update: the complete message.
 type MessageUpdate struct {
-	Message host.Message `json:"message"`
+	Message Message `json:"message"`
 }
 
 // MessageDelta is the payload of message_delta: Text was appended to the
@@ -102,10 +100,10 @@ type TrashChanged struct {
 // QueueState is the payload of a queue event and the queue of a session
 // snapshot: the revision, the stop fence and the waiting entries in order.
 type QueueState struct {
-	SessionID   string            `json:"sessionId"`
-	Revision    int64             `json:"revision"`
-	FenceTurnID string            `json:"fenceTurnId,omitempty"`
-	Entries     []host.QueueEntry `json:"entries"`
+	SessionID   string       `json:"sessionId"`
+	Revision    int64        `json:"revision"`
+	FenceTurnID string       `json:"fenceTurnId,omitempty"`
+	Entries     []QueueEntry `json:"entries"`
 	// Steering: the session's agent takes steering ("Steer now").
 	Steering bool `json:"steering"`
 }
@@ -134,24 +132,24 @@ type Presence struct {
 // version). MessagesHasMore: older messages exist; page them with
 // message.list beforeVersion = the smallest version here.
 type SessionSnapshot struct {
-	Session         host.Session   `json:"session"`
-	Turns           []host.Turn    `json:"turns"`
-	TurnsHasMore    bool           `json:"turnsHasMore"`
-	Messages        []host.Message `json:"messages"`
-	MessagesHasMore bool           `json:"messagesHasMore"`
+	Session         Session   `json:"session"`
+	Turns           []Turn    `json:"turns"`
+	TurnsHasMore    bool      `json:"turnsHasMore"`
+	Messages        []Message `json:"messages"`
+	MessagesHasMore bool      `json:"messagesHasMore"`
 	// InteractionTree is the session's execution tree (absent when the
 	// server keeps no interactions).
 	InteractionTree *InteractionSnapshot `json:"interactionTree,omitempty"`
 	// Interactions is the durable history of the snapshot's turns (every
 	// state, with who answered what), so a reload shows past approvals.
-	Interactions []host.Interaction `json:"interactions"`
+	Interactions []Interaction `json:"interactions"`
 	// Presence is who watches the session right now.
 	Presence Presence `json:"presence"`
 	// Agent is what the server's agent attests now (fork capability),
 	// fresher than the ready frame's when the agent connected since.
-	Agent *host.AgentInfo `json:"agent,omitempty"`
+	Agent *AgentInfo `json:"agent,omitempty"`
 	// Goal is the session's goal state (absent: it never had one).
-	Goal *host.GoalState `json:"goal,omitempty"`
+	Goal *GoalState `json:"goal,omitempty"`
 	// Queue is the session's message queue (absent when the server keeps
 	// none): steering and follow-ups waiting, in order.
 	Queue *QueueState `json:"queue,omitempty"`
@@ -160,8 +158,8 @@ type SessionSnapshot struct {
 // WorkspaceSnapshot is the snapshot of a workspace topic: the first page of
 // sessions, newest first.
 type WorkspaceSnapshot struct {
-	Sessions   []host.Session `json:"sessions"`
-	NextCursor string         `json:"nextCursor,omitempty"`
+	Sessions   []Session `json:"sessions"`
+	NextCursor string    `json:"nextCursor,omitempty"`
 	// Presence is who is connected to the workspace right now.
 	Presence Presence `json:"presence"`
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/auth"
-	"github.com/ensemble-dev/ensemble/host"
 )
 
 // Subprotocol is the WebSocket subprotocol clients must request.
@@ -76,8 +75,8 @@ type ReadyFrame struct {
 	OffsetUnit string `json:"offsetUnit"`
 	// Agent is the agent this server runs now (labels of past turns come
 	// from the turns); Limits are the sizes a client checks before sending.
-	Agent  host.AgentInfo `json:"agent"`
-	Limits ReadyLimits    `json:"limits"`
+	Agent  AgentInfo   `json:"agent"`
+	Limits ReadyLimits `json:"limits"`
 }
 
 // ReadyLimits are the sizes a client checks before sending.

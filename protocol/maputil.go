@@ -1,5 +1,7 @@
 package protocol
 
+import "github.com/ensemble-dev/ensemble/host"
+
 // mapSlice maps each element, keeping nil apart from empty: they encode
 // differently (null and []).
 func mapSlice[A, B any](in []A, f func(A) B) []B {
@@ -33,3 +35,18 @@ func mapMap[K comparable, A, B any](in map[K]A, f func(A) B) map[K]B {
 	}
 	return out
 }
+
+// FromSessions maps a list of sessions (nil stays nil).
+func FromSessions(s []host.Session) []Session { return mapSlice(s, FromSession) }
+
+// FromTurns maps a list of turns (nil stays nil).
+func FromTurns(s []host.Turn) []Turn { return mapSlice(s, FromTurn) }
+
+// FromMessages maps a list of messages (nil stays nil).
+func FromMessages(s []host.Message) []Message { return mapSlice(s, FromMessage) }
+
+// FromInteractions maps a list of interactions (nil stays nil).
+func FromInteractions(s []host.Interaction) []Interaction { return mapSlice(s, FromInteraction) }
+
+// FromQueueEntries maps a list of queue entries (nil stays nil).
+func FromQueueEntries(s []host.QueueEntry) []QueueEntry { return mapSlice(s, FromQueueEntry) }

@@ -1,30 +1,28 @@
 package protocol
 
-import "github.com/ensemble-dev/ensemble/host"
-
 // SessionResult answers session.get, session.update, session.fork and
 // session.continueFresh.
 type SessionResult struct {
-	Session host.Session `json:"session"`
+	Session Session `json:"session"`
 }
 
 // TurnListResult answers turn.list: a page of turns and their interaction
 // history, so paging back shows past approvals with who answered them.
 type TurnListResult struct {
-	host.TurnPage
-	Interactions []host.Interaction `json:"interactions"`
+	TurnPage
+	Interactions []Interaction `json:"interactions"`
 }
 
 // GoalGetResult answers goal.get: the goal (absent when none) and the
 // session's goal state.
 type GoalGetResult struct {
-	Goal  *host.Goal     `json:"goal,omitempty"`
-	State host.GoalState `json:"state"`
+	Goal  *Goal     `json:"goal,omitempty"`
+	State GoalState `json:"state"`
 }
 
 // QueueResult answers queue.get.
 type QueueResult struct {
-	Queue host.Queue `json:"queue"`
+	Queue Queue `json:"queue"`
 }
 
 // UnsubscribeResult answers unsubscribe.

@@ -1,7 +1,5 @@
 package protocol
 
-import "github.com/ensemble-dev/ensemble/host"
-
 // Resume is the position a reconnecting client last saw on one replica.
 type Resume struct {
 	Epoch string `json:"epoch"`
@@ -24,9 +22,9 @@ type Position struct {
 // the position does not order) and, when the missed messages are not
 // replayed as events, every message changed after the position, complete.
 type SessionChanges struct {
-	Session  host.Session   `json:"session"`
-	Turns    []host.Turn    `json:"turns"`
-	Messages []host.Message `json:"messages"`
+	Session  Session   `json:"session"`
+	Turns    []Turn    `json:"turns"`
+	Messages []Message `json:"messages"`
 }
 
 // SubscribeResult answers subscribe. Recovered: the client's state is

@@ -53,3 +53,14 @@ func toWire(err error, log *slog.Logger, op string) protocol.Error {
 func errorf(code host.Code, format string, args ...any) error {
 	return host.Errorf(code, format, args...)
 }
+
+// wire maps a Host result onto its protocol type; an error passes through
+// with no result.
+func wire[A, B any](f func(A) B) func(A, error) (any, error) {
+	return func(v A, err error) (any, error) {
+		if err != nil {
+			return nil, err
+		}
+		return f(v), nil
+	}
+}

@@ -27,7 +27,7 @@ func sessionFork(ctx context.Context, s *Server, c caller, in protocol.SessionFo
 	if err != nil {
 		return nil, err
 	}
-	return protocol.SessionResult{Session: sess}, nil
+	return protocol.SessionResult{Session: protocol.FromSession(sess)}, nil
 }
 
 func sessionExport(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (any, error) {
@@ -47,5 +47,5 @@ func sessionImport(ctx context.Context, s *Server, c caller, in protocol.Session
 	if res.Sessions == nil {
 		res.Sessions = []string{}
 	}
-	return res, err
+	return wire(protocol.FromRestoreGraphResult)(res, err)
 }

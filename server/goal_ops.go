@@ -11,10 +11,10 @@ import (
 // viewers read it (auth role table).
 
 func goalControl(ctx context.Context, s *Server, c caller, in protocol.GoalControlInput) (any, error) {
-	return s.cfg.Host.GoalControl(ctx, host.GoalControlInput{
+	return wire(protocol.FromGoalControlResult)(s.cfg.Host.GoalControl(ctx, host.GoalControlInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, ClientSubmitID: in.ClientSubmitID,
 		Action: in.Action, Goal: in.Goal, By: c.p.UserID, ByName: c.p.Name,
-	})
+	}))
 }
 
 func goalGet(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (any, error) {
@@ -22,5 +22,6 @@ func goalGet(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (
 	if err != nil {
 		return nil, err
 	}
-	return protocol.GoalGetResult{Goal: st.Goal, State: st}, nil
+	g := protocol.FromGoalState(st)
+	return protocol.GoalGetResult{Goal: g.Goal, State: g}, nil
 }

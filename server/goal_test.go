@@ -102,8 +102,8 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 	if ws.Snapshot == nil || len(ws.Snapshot.Sessions) != 1 || ws.Snapshot.Sessions[0].Goal != nil {
 		t.Fatalf("workspace snapshot before any goal: %+v", ws.Snapshot)
 	}
-	var last host.Session // the newest summary seen: it may already match
-	waitSession := func(what string, ok func(host.Session) bool) {
+	var last protocol.Session // the newest summary seen: it may already match
+	waitSession := func(what string, ok func(protocol.Session) bool) {
 		t.Helper()
 		if last.ID != "" && ok(last) {
 			return
@@ -126,9 +126,9 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 		}
 		t.Fatalf("no session_summary with the goal %s", what)
 	}
-	waitSummary := func(what string, ok func(*host.GoalSummary) bool) {
+	waitSummary := func(what string, ok func(*protocol.GoalSummary) bool) {
 		t.Helper()
-		waitSession(what, func(s host.Session) bool { return ok(s.Goal) })
+		waitSession(what, func(s protocol.Session) bool { return ok(s.Goal) })
 	}
 	control := func(csid, action string, goal map[string]any) {
 		in := map[string]any{"workspace": testWS, "sessionId": sess.ID, "clientSubmitId": csid, "action": action}
@@ -140,11 +140,11 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 	}
 	const obj = "/sim goal-after=9 goal-hang-from=2\nPolish the README"
 	control("gs-1", "set", map[string]any{"objective": obj})
-	waitSummary("active", func(g *host.GoalSummary) bool {
+	waitSummary("active", func(g *protocol.GoalSummary) bool {
 		return g != nil && g.Status == host.GoalActive && g.Objective == obj && !g.Held
 	})
 	control("gs-2", "pause", nil)
-	waitSummary("paused", func(g *host.GoalSummary) bool { return g != nil && g.Status == host.GoalPaused })
+	waitSummary("paused", func(g *protocol.GoalSummary) bool { return g != nil && g.Status == host.GoalPaused })
 	var page host.SessionPage
 	w.must("session.list", map[string]any{"workspace": testWS}, &page)
 	if len(page.Sessions) != 1 || page.Sessions[0].Goal == nil || page.Sessions[0].Goal.Status != host.GoalPaused {
@@ -152,13 +152,13 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 	}
 	// Once the paused goal's turn has ended, a clear changes nothing but
 	// the goal: only its goal_state fact can refresh the list.
-	waitSession("paused, its turn ended", func(s host.Session) bool {
+	waitSession("paused, its turn ended", func(s protocol.Session) bool {
 		return s.ActiveTurnID == "" && s.Goal != nil && s.Goal.Status == host.GoalPaused
 	})
 	control("gs-3", "clear", nil)
-	waitSummary("cleared (none)", func(g *host.GoalSummary) bool { return g == nil })
+	waitSummary("cleared (none)", func(g *protocol.GoalSummary) bool { return g == nil })
 	control("gs-3b", "set", map[string]any{"objective": obj})
-	waitSummary("set again", func(g *host.GoalSummary) bool { return g != nil && g.Status == host.GoalActive && !g.Held })
+	waitSummary("set again", func(g *protocol.GoalSummary) bool { return g != nil && g.Status == host.GoalActive && !g.Held })
 
 	ss := subscribeSession(t, w, sess.ID, nil)
 	var del host.DeleteSessionsResult
@@ -190,7 +190,7 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 	if !sawHeld {
 		t.Fatalf("the session watcher got no held goal_state")
 	}
-	waitSummary("held after restore", func(g *host.GoalSummary) bool { return g != nil && g.Status == host.GoalActive && g.Held })
+	waitSummary("held after restore", func(g *protocol.GoalSummary) bool { return g != nil && g.Status == host.GoalActive && g.Held })
 	control("gs-4", "resume", nil)
-	waitSummary("resumed from held", func(g *host.GoalSummary) bool { return g != nil && g.Status == host.GoalActive && !g.Held })
+	waitSummary("resumed from held", func(g *protocol.GoalSummary) bool { return g != nil && g.Status == host.GoalActive && !g.Held })
 }

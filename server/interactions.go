@@ -11,9 +11,9 @@ func interactionRespond(ctx context.Context, s *Server, c caller, in protocol.Re
 	if in.Response == nil {
 		return nil, errorf(host.CodeInvalidInput, "response is required")
 	}
-	return s.cfg.Host.RespondInteraction(ctx, host.RespondInput{
+	return wire(protocol.FromRespondResult)(s.cfg.Host.RespondInteraction(ctx, host.RespondInput{
 		Ref: host.InteractionRef{WorkspaceID: in.Workspace, SessionID: in.SessionID,
 			TurnID: in.TurnID, RequestID: in.RequestID},
 		Response: *in.Response, RespondedBy: c.p.UserID, RespondedByName: c.p.Name,
-	})
+	}))
 }

@@ -205,11 +205,11 @@ func sessionCreate(ctx context.Context, s *Server, c caller, in protocol.Session
 	if in.Agent != "" && in.Agent != s.cfg.Host.Agent().Name {
 		return nil, errorf(host.CodeUnsupported, "this server runs one agent (%s); choosing another is not supported", s.cfg.Host.Agent().Name)
 	}
-	return s.cfg.Host.CreateSession(ctx, host.CreateSessionInput{
+	return wire(protocol.FromCreateSessionResult)(s.cfg.Host.CreateSession(ctx, host.CreateSessionInput{
 		WorkspaceID: in.Workspace, Title: in.Title, Settings: in.Settings, Content: in.Content,
 		ClientSubmitID: in.ClientSubmitID, CreatedBy: c.p.UserID, CreatedByName: c.p.Name,
 		Goal: in.Goal,
-	})
+	}))
 }
 
 func sessionGet(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (any, error) {
@@ -217,7 +217,7 @@ func sessionGet(ctx context.Context, s *Server, _ caller, in protocol.SessionRef
 	if err != nil {
 		return nil, err
 	}
-	return protocol.SessionResult{Session: sess}, nil
+	return protocol.SessionResult{Session: protocol.FromSession(sess)}, nil
 }
 
 func sessionList(ctx context.Context, s *Server, _ caller, in protocol.SessionListInput) (any, error) {
@@ -228,7 +228,7 @@ func sessionList(ctx context.Context, s *Server, _ caller, in protocol.SessionLi
 	if p.Sessions == nil {
 		p.Sessions = []host.Session{}
 	}
-	return p, err
+	return wire(protocol.FromSessionPage)(p, err)
 }
 
 func sessionUpdate(ctx context.Context, s *Server, _ caller, in protocol.SessionUpdateInput) (any, error) {
@@ -239,7 +239,7 @@ func sessionUpdate(ctx context.Context, s *Server, _ caller, in protocol.Session
 	if err != nil {
 		return nil, err
 	}
-	return protocol.SessionResult{Session: sess}, nil
+	return protocol.SessionResult{Session: protocol.FromSession(sess)}, nil
 }
 
 func sessionContinueFresh(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (any, error) {
@@ -247,15 +247,15 @@ func sessionContinueFresh(ctx context.Context, s *Server, _ caller, in protocol.
 	if err != nil {
 		return nil, err
 	}
-	return protocol.SessionResult{Session: sess}, nil
+	return protocol.SessionResult{Session: protocol.FromSession(sess)}, nil
 }
 
 func turnSubmit(ctx context.Context, s *Server, c caller, in protocol.SubmitInput) (any, error) {
-	return s.cfg.Host.SendInput(ctx, host.SendInput{
+	return wire(protocol.FromSendResult)(s.cfg.Host.SendInput(ctx, host.SendInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, ClientSubmitID: in.ClientSubmitID,
 		Content: in.Content, Placement: in.Placement, TurnID: in.TurnID, SubmittedBy: c.p.UserID,
 		SubmittedByName: c.p.Name, AllowFollowup: in.AllowFollowup,
-	})
+	}))
 }
 
 // defaultCancelWait is how long turn.cancel waits for settlement unless
@@ -270,10 +270,10 @@ func turnCancel(ctx context.Context, s *Server, c caller, in protocol.CancelInpu
 		}
 		wait = time.Duration(*in.Wait) * time.Millisecond
 	}
-	return s.cfg.Host.CancelTurn(ctx, host.CancelInput{
+	return wire(protocol.FromCancelResult)(s.cfg.Host.CancelTurn(ctx, host.CancelInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, TurnID: in.TurnID, Wait: wait,
 		By: c.p.UserID, ByName: c.p.Name,
-	})
+	}))
 }
 
 func turnList(ctx context.Context, s *Server, _ caller, in protocol.TurnListInput) (any, error) {
@@ -296,7 +296,7 @@ func turnList(ctx context.Context, s *Server, _ caller, in protocol.TurnListInpu
 			return nil, err
 		}
 	}
-	return protocol.TurnListResult{TurnPage: p, Interactions: hist}, nil
+	return protocol.TurnListResult{TurnPage: protocol.FromTurnPage(p), Interactions: protocol.FromInteractions(hist)}, nil
 }
 
 func messageList(ctx context.Context, s *Server, _ caller, in protocol.MessageListInput) (any, error) {
@@ -309,7 +309,7 @@ func messageList(ctx context.Context, s *Server, _ caller, in protocol.MessageLi
 	if p.Messages == nil {
 		p.Messages = []host.Message{}
 	}
-	return p, err
+	return wire(protocol.FromMessagePage)(p, err)
 }
 
 func subscribe(ctx context.Context, s *Server, c caller, in protocol.SubscribeInput) (any, error) {

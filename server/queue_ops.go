@@ -24,16 +24,16 @@ func queueGet(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) 
 	if err != nil {
 		return nil, err
 	}
-	return protocol.QueueResult{Queue: q}, nil
+	return protocol.QueueResult{Queue: protocol.FromQueue(q)}, nil
 }
 
 // queueRetract: any member retracts their own entry; an admin any entry.
 func queueRetract(ctx context.Context, s *Server, c caller, in protocol.RetractInput) (any, error) {
 	role, _ := c.p.RoleIn(in.Workspace)
-	return s.cfg.Host.RetractQueued(ctx, host.RetractInput{
+	return wire(protocol.FromRetractResult)(s.cfg.Host.RetractQueued(ctx, host.RetractInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, EntryID: in.EntryID,
 		By: c.p.UserID, Admin: role >= auth.RoleAdmin,
-	})
+	}))
 }
 
 // defaultInterruptWait is how long turn.interrupt waits for the terminal.
@@ -47,8 +47,8 @@ func turnInterrupt(ctx context.Context, s *Server, c caller, in protocol.CancelI
 		}
 		wait = time.Duration(*in.Wait) * time.Millisecond
 	}
-	return s.cfg.Host.InterruptTurn(ctx, host.InterruptInput{
+	return wire(protocol.FromInterruptResult)(s.cfg.Host.InterruptTurn(ctx, host.InterruptInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, TurnID: in.TurnID, Wait: wait,
 		By: c.p.UserID, ByName: c.p.Name,
-	})
+	}))
 }

@@ -31,7 +31,7 @@ func sessionDelete(ctx context.Context, s *Server, c caller, in protocol.Session
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: in.Workspace, SessionIDs: ids, By: c.p.UserID, ByName: c.p.Name})
+	return wire(protocol.FromDeleteSessionsResult)(s.cfg.Host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: in.Workspace, SessionIDs: ids, By: c.p.UserID, ByName: c.p.Name}))
 }
 
 func sessionPurge(ctx context.Context, s *Server, _ caller, in protocol.SessionIDsInput) (any, error) {
@@ -39,16 +39,16 @@ func sessionPurge(ctx context.Context, s *Server, _ caller, in protocol.SessionI
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: in.Workspace, SessionIDs: ids})
+	return wire(protocol.FromPurgeResult)(s.cfg.Host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: in.Workspace, SessionIDs: ids}))
 }
 
 func sessionRestore(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (any, error) {
-	return s.cfg.Host.RestoreDeletedSession(ctx, host.RestoreInput{WorkspaceID: in.Workspace, SessionID: in.SessionID})
+	return wire(protocol.FromRestoreResult)(s.cfg.Host.RestoreDeletedSession(ctx, host.RestoreInput{WorkspaceID: in.Workspace, SessionID: in.SessionID}))
 }
 
 func sessionListDeleted(ctx context.Context, s *Server, _ caller, in protocol.SessionListInput) (any, error) {
 	if in.Limit < 0 {
 		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
 	}
-	return s.cfg.Host.ListDeletedSessions(ctx, in.Workspace, host.DeletedQuery{Cursor: in.Cursor, Limit: in.Limit})
+	return wire(protocol.FromDeletedPage)(s.cfg.Host.ListDeletedSessions(ctx, in.Workspace, host.DeletedQuery{Cursor: in.Cursor, Limit: in.Limit}))
 }

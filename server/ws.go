@@ -334,7 +334,7 @@ func (ws *wsSession) sendReady() {
 	ws.mu.Unlock()
 	ws.conn.SendJSON(protocol.ReadyFrame{Type: protocol.FrameReady, Protocol: ws.protocol, ServerEpoch: ws.s.cfg.Host.Epoch(),
 		ConnectionID: ws.conn.ID(), Principal: p, ExpiresAt: exp.UTC(), OffsetUnit: protocol.OffsetUnitUTF16,
-		Agent:  ws.s.cfg.Host.Agent(),
+		Agent:  protocol.FromAgentInfo(ws.s.cfg.Host.Agent()),
 		Limits: protocol.ReadyLimits{MaxFrameBytes: ws.s.limits.MaxFrameBytes, MaxPromptBytes: ws.s.limits.MaxPromptBytes}})
 }
 

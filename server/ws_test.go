@@ -46,11 +46,11 @@ func subscribeSession(t *testing.T, cl *client, sid string, resume *protocol.Res
 type transcript struct {
 	t     *testing.T
 	texts map[string][]uint16
-	turns map[string]host.Turn
+	turns map[string]protocol.Turn
 }
 
 func newTranscript(t *testing.T, snap *protocol.SessionSnapshot) *transcript {
-	tr := &transcript{t: t, texts: map[string][]uint16{}, turns: map[string]host.Turn{}}
+	tr := &transcript{t: t, texts: map[string][]uint16{}, turns: map[string]protocol.Turn{}}
 	if snap != nil {
 		for _, m := range snap.Messages {
 			tr.texts[m.ID] = utf16.Encode([]rune(m.Content.Text))
@@ -112,7 +112,7 @@ func collectUntilSettled(t *testing.T, cl *client, sub string, from int64, turnI
 		if f.Kind == protocol.KindTurnUpdate {
 			var p protocol.TurnUpdate
 			mustJSON(t, f.Payload, &p)
-			if p.Turn.ID == turnID && p.Turn.Settled() {
+			if p.Turn.ID == turnID && (p.Turn.Phase == host.PhaseSettled) {
 				return out
 			}
 		}
@@ -256,7 +256,7 @@ func TestResume(t *testing.T) {
 		defer b.c.CloseNow()
 		r := subscribeSession(t, b, sess.ID, nil)
 		for _, x := range r.Snapshot.Turns {
-			if x.ID == sr.Turn.ID && x.Settled() {
+			if x.ID == sr.Turn.ID && (x.Phase == host.PhaseSettled) {
 				return true
 			}
 		}
@@ -285,7 +285,7 @@ func TestResume(t *testing.T) {
 		t.Fatalf("wrong epoch: %+v", res)
 	}
 	snap := res.Snapshot
-	if snap.Session.ID != sess.ID || len(snap.Turns) != 1 || !snap.Turns[0].Settled() || len(snap.Messages) < 2 {
+	if snap.Session.ID != sess.ID || len(snap.Turns) != 1 || !(snap.Turns[0].Phase == host.PhaseSettled) || len(snap.Messages) < 2 {
 		t.Fatalf("snapshot incomplete: %+v", snap)
 	}
 	// A seq from the future is not recoverable either.
