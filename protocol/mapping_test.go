@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -107,6 +108,32 @@ func TestMappingKeepsTheEncoding(t *testing.T) {
 	for k := range got {
 		if _, ok := want[k]; !ok {
 			t.Errorf("%s: not in %s (run with -update once its encoding is checked)", k, goldenPath)
+		}
+	}
+}
+
+// storageEncoded are the domain types whose JSON tags are another codec's
+// (stored columns, export files, outbox facts, replies between replicas);
+// each says so in its doc comment. Every other domain type that reaches
+// clients carries no JSON tags: its encoding is protocol's alone.
+var storageEncoded = []string{
+	"Session", "Turn", "TurnLabels", "Message", "ToolCall", "ToolDiff", "MessageContent",
+	"AttachmentRef", "Quote", "Interaction", "InteractionOption", "InteractionResponse",
+	"AgentInfo", "GoalProvenance", "GoalSummary", "Goal", "GoalState", "GoalObservation",
+	"GoalOperation", "GoalSpec", "QueueEntry", "SendResult", "CancelResult",
+}
+
+func TestWireOnlyDomainTypesHaveNoTags(t *testing.T) {
+	for _, fn := range fromFuncs {
+		in := reflect.ValueOf(fn).Type().In(0)
+		tagged := false
+		for i := range in.NumField() {
+			if _, ok := in.Field(i).Tag.Lookup("json"); ok {
+				tagged = true
+			}
+		}
+		if allowed := slices.Contains(storageEncoded, in.Name()); tagged != allowed {
+			t.Errorf("host.%s: has JSON tags %v, is a storage encoding %v", in.Name(), tagged, allowed)
 		}
 	}
 }

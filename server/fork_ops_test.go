@@ -21,7 +21,7 @@ func TestForkExportImportOverHTTP(t *testing.T) {
 	admin := e.token("adam", auth.RoleAdmin, time.Hour)
 	member := e.token("mia", auth.RoleMember, time.Hour)
 	base := "/v1/workspaces/" + testWS
-	var created host.CreateSessionResult
+	var created protocol.CreateSessionResult
 	if code := e.httpDo("POST", base+"/sessions", member, map[string]any{"title": "Notes",
 		"clientSubmitId": "h-1", "content": map[string]any{"text": "/sim instant\nhello"}}, &created); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
@@ -57,7 +57,7 @@ func TestForkExportImportOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res host.RestoreGraphResult
+	var res protocol.RestoreGraphResult
 	if code := e.httpDo("POST", "/v1/workspaces/w2/imports", tok2, map[string]any{"user": "carol", "graph": graph}, &res); code != http.StatusOK || !res.Created || len(res.Sessions) != 1 {
 		t.Fatalf("import: %d %+v", code, res)
 	}
@@ -98,7 +98,7 @@ func TestSessionSettingsOutsideRootOverHTTP(t *testing.T) {
 	if code := e.httpDo("POST", base, member, map[string]any{"settings": map[string]string{"cwd": "/etc"}}, &eb); code != http.StatusBadRequest || eb.Error.Reason != host.ReasonCwdOutsideRoot {
 		t.Fatalf("create outside the root: %d %+v", code, eb)
 	}
-	var created host.CreateSessionResult
+	var created protocol.CreateSessionResult
 	if code := e.httpDo("POST", base, member, map[string]any{}, &created); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}

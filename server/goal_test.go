@@ -20,7 +20,7 @@ func TestGoalControlFansOutToWatchers(t *testing.T) {
 	if rv.Snapshot == nil || rv.Snapshot.Goal != nil {
 		t.Fatalf("snapshot before any goal: %+v", rv.Snapshot)
 	}
-	var res host.GoalControlResult
+	var res protocol.GoalControlResult
 	m.must("goal.control", map[string]any{"workspace": testWS, "sessionId": sess.ID, "clientSubmitId": "g-1",
 		"action": "set", "goal": map[string]any{"objective": "/sim instant goal-after=2\nShip it", "maxTurns": 4}}, &res)
 	if !res.IntentAccepted || res.Goal == nil || res.Goal.SetBy != "alice" || res.Operation.Action != "set" {
@@ -61,7 +61,7 @@ func TestGoalControlFansOutToWatchers(t *testing.T) {
 	if f.OK || f.Error.Code != protocol.CodeForbidden {
 		t.Fatalf("viewer goal.control: %s", f.raw)
 	}
-	var rest host.GoalControlResult
+	var rest protocol.GoalControlResult
 	if code := e.httpDo("POST", "/v1/workspaces/"+testWS+"/sessions/"+sess.ID+"/goal", e.member,
 		map[string]any{"clientSubmitId": "g-1", "action": "set", "goal": map[string]any{"objective": "other"}}, &rest); code != 409 {
 		t.Fatalf("conflicting retry over REST: %d", code)
@@ -72,7 +72,7 @@ func TestGoalControlFansOutToWatchers(t *testing.T) {
 		t.Fatalf("snapshot goal: %+v", rl.Snapshot)
 	}
 	// session.create with a typed goal, exclusive with content.
-	var cr host.CreateSessionResult
+	var cr protocol.CreateSessionResult
 	m.must("session.create", map[string]any{"workspace": testWS, "clientSubmitId": "c-goal",
 		"goal": map[string]any{"objective": "/sim instant goal-after=1\nFrom the start"}}, &cr)
 	if cr.Turn != nil || cr.Goal == nil || !cr.Goal.IntentAccepted {
@@ -135,7 +135,7 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 		if goal != nil {
 			in["goal"] = goal
 		}
-		var res host.GoalControlResult
+		var res protocol.GoalControlResult
 		m.must("goal.control", in, &res)
 	}
 	const obj = "/sim goal-after=9 goal-hang-from=2\nPolish the README"
@@ -145,7 +145,7 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 	})
 	control("gs-2", "pause", nil)
 	waitSummary("paused", func(g *protocol.GoalSummary) bool { return g != nil && g.Status == host.GoalPaused })
-	var page host.SessionPage
+	var page protocol.SessionPage
 	w.must("session.list", map[string]any{"workspace": testWS}, &page)
 	if len(page.Sessions) != 1 || page.Sessions[0].Goal == nil || page.Sessions[0].Goal.Status != host.GoalPaused {
 		t.Fatalf("session.list goal: %+v", page.Sessions)
@@ -161,9 +161,9 @@ func TestGoalSummaryReachesWorkspaceWatchers(t *testing.T) {
 	waitSummary("set again", func(g *protocol.GoalSummary) bool { return g != nil && g.Status == host.GoalActive && !g.Held })
 
 	ss := subscribeSession(t, w, sess.ID, nil)
-	var del host.DeleteSessionsResult
+	var del protocol.DeleteSessionsResult
 	m.must("session.delete", map[string]any{"workspace": testWS, "sessionIds": []string{sess.ID}}, &del)
-	var rr host.RestoreResult
+	var rr protocol.RestoreResult
 	m.must("session.restore", map[string]any{"workspace": testWS, "sessionId": sess.ID}, &rr)
 	// The session watcher learns the goal is held from a goal_state event.
 	deadline := time.Now().Add(10 * time.Second)

@@ -112,7 +112,7 @@ func TestAuthRefreshRefusals(t *testing.T) {
 		}
 	}
 	// Nothing changed: still alice, still a member, still subscribed.
-	var res host.CreateSessionResult
+	var res protocol.CreateSessionResult
 	cl.must("session.create", map[string]any{"workspace": testWS}, &res)
 	if res.Session.CreatedBy != "alice" {
 		t.Fatalf("principal changed: %+v", res.Session)
@@ -359,9 +359,9 @@ func TestContentAndBodyLimits(t *testing.T) {
 	if f.OK || f.Error.Reason != "setting_too_large" {
 		t.Errorf("settings: %s", f.raw)
 	}
-	var turns host.TurnPage
+	var turns protocol.TurnPage
 	cl.must("turn.list", map[string]any{"workspace": testWS, "sessionId": sess.ID}, &turns)
-	var list host.SessionPage
+	var list protocol.SessionPage
 	cl.must("session.list", map[string]any{"workspace": testWS}, &list)
 	if len(turns.Turns) != 0 || len(list.Sessions) != 1 {
 		t.Fatalf("a refused input changed state: %d turns, %d sessions", len(turns.Turns), len(list.Sessions))
@@ -512,7 +512,7 @@ func TestInputKeysAreCaseSensitive(t *testing.T) {
 			t.Errorf("%v: %s", in, f.raw)
 		}
 	}
-	var turns host.TurnPage
+	var turns protocol.TurnPage
 	cl.must("turn.list", map[string]any{"workspace": testWS, "sessionId": other.ID}, &turns)
 	if len(turns.Turns) != 0 {
 		t.Fatal("a refused input started a turn")

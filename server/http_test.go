@@ -15,7 +15,7 @@ func TestHTTPOperations(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	base := "/v1/workspaces/" + testWS
 
-	var created host.CreateSessionResult
+	var created protocol.CreateSessionResult
 	if code := e.httpDo("POST", base+"/sessions", e.member, map[string]any{"title": "over http"}, &created); code != 201 {
 		t.Fatalf("create: %d", code)
 	}
@@ -28,7 +28,7 @@ func TestHTTPOperations(t *testing.T) {
 	if code := e.httpDo("GET", base+"/sessions/"+sid, e.viewer, nil, &got); code != 200 || got.Session.ID != sid {
 		t.Fatalf("get: %d %+v", code, got)
 	}
-	var list host.SessionPage
+	var list protocol.SessionPage
 	if code := e.httpDo("GET", base+"/sessions?limit=10", e.viewer, nil, &list); code != 200 || len(list.Sessions) != 1 {
 		t.Fatalf("list: %d %+v", code, list)
 	}
@@ -47,16 +47,16 @@ func TestHTTPOperations(t *testing.T) {
 		t.Fatalf("retry: %d %+v", code, again)
 	}
 
-	var turns host.TurnPage
+	var turns protocol.TurnPage
 	if code := e.httpDo("GET", base+"/sessions/"+sid+"/turns", e.viewer, nil, &turns); code != 200 || len(turns.Turns) != 1 ||
 		turns.Turns[0].Outcome != host.OutcomeCompleted {
 		t.Fatalf("turns: %d %+v", code, turns)
 	}
-	var msgs host.MessagePage
+	var msgs protocol.MessagePage
 	if code := e.httpDo("GET", base+"/sessions/"+sid+"/messages?afterVersion=0&limit=100", e.viewer, nil, &msgs); code != 200 || len(msgs.Messages) < 2 {
 		t.Fatalf("messages: %d %+v", code, msgs)
 	}
-	var one host.MessagePage
+	var one protocol.MessagePage
 	if code := e.httpDo("GET", base+"/sessions/"+sid+"/messages?afterVersion=1", e.viewer, nil, &one); code != 200 || len(one.Messages) != len(msgs.Messages)-1 {
 		t.Fatalf("afterVersion: %d %d vs %d", code, len(one.Messages), len(msgs.Messages))
 	}

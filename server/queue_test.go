@@ -39,7 +39,7 @@ func TestQueueFansOutToEveryCollaborator(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	alice := e.dial(e.member, false)
 	bob := e.dial(e.token("bob", auth.RoleMember, time.Hour), true)
-	var cr host.CreateSessionResult
+	var cr protocol.CreateSessionResult
 	alice.must("session.create", map[string]any{"workspace": testWS, "clientSubmitId": "c1",
 		"content": map[string]any{"text": "/sim hang"}}, &cr)
 	sid, run := cr.Session.ID, cr.Turn.ID
@@ -75,7 +75,7 @@ func TestQueueFansOutToEveryCollaborator(t *testing.T) {
 	}
 	// REST: the same queue.
 	var got struct {
-		Queue host.Queue `json:"queue"`
+		Queue protocol.Queue `json:"queue"`
 	}
 	if code := e.httpDo("GET", "/v1/workspaces/"+testWS+"/sessions/"+sid+"/queue", e.viewer, nil, &got); code != 200 || len(got.Queue.Entries) != 1 {
 		t.Fatalf("GET queue: %d %+v", code, got)
@@ -87,7 +87,7 @@ func TestQueueFansOutToEveryCollaborator(t *testing.T) {
 	if f := carol.request("queue.retract", retract); f.OK || f.Error.Code != protocol.CodeForbidden {
 		t.Fatalf("viewer retract: %s", f.raw)
 	}
-	var rr host.RetractResult
+	var rr protocol.RetractResult
 	if code := e.httpDo("POST", "/v1/workspaces/"+testWS+"/sessions/"+sid+"/queue/retract", e.token("bob", auth.RoleMember, time.Hour),
 		map[string]any{"entryId": sr.Entry.ID}, &rr); code != 200 || rr.Entry.State != host.QueueRetracted {
 		t.Fatalf("author retract over REST: %d %+v", code, rr)
@@ -108,7 +108,7 @@ func TestQueueFansOutToEveryCollaborator(t *testing.T) {
 		return err == nil && len(q.Entries) == 0
 	})
 	// Interrupt answers the canonical terminal.
-	var ir host.InterruptResult
+	var ir protocol.InterruptResult
 	alice.must("turn.interrupt", map[string]any{"workspace": testWS, "sessionId": sid, "turnId": run}, &ir)
 	if ir.Turn.ID != run || ir.Turn.Outcome != host.OutcomeCanceled || ir.Turn.CanceledByName != "Alice" {
 		t.Fatalf("interrupt: %+v", ir.Turn)

@@ -94,7 +94,7 @@ func seedTenant(t *testing.T, e *env, owner *client, ws string) tenant {
 	t.Helper()
 	tn := tenant{ws: ws, submitID: "seed-" + ws, prompt: "/sim words=3\nhello from " + ws,
 		nextID: "next-" + ws, next: "/sim words=2\nmore from " + ws}
-	var cr host.CreateSessionResult
+	var cr protocol.CreateSessionResult
 	owner.must("session.create", map[string]any{"workspace": ws, "title": "idle", "clientSubmitId": tn.submitID,
 		"content": map[string]any{"text": tn.prompt}}, &cr)
 	tn.idle, tn.idleTurn = cr.Session.ID, cr.Turn.ID
@@ -452,7 +452,7 @@ func TestEveryOperationRefusesHostileCallers(t *testing.T) {
 			if create {
 				// Created in A under B's clientSubmitId and content: a new
 				// session of A, never B's replayed.
-				var res host.CreateSessionResult
+				var res protocol.CreateSessionResult
 				mustJSON(t, f.Result, &res)
 				if res.Session.WorkspaceID != wsA || res.Session.ID == B.idle || res.Turn == nil {
 					t.Fatalf("%s: %s", label, f.raw)

@@ -434,7 +434,7 @@ func TestSubscribeAdmissionGivesRetryAfter(t *testing.T) {
 // bigSession creates a session whose snapshot is ~200 KiB (its prompt).
 func bigSession(t *testing.T, cl *client) string {
 	t.Helper()
-	var res host.CreateSessionResult
+	var res protocol.CreateSessionResult
 	cl.must("session.create", map[string]any{"workspace": testWS, "title": "big",
 		"content": map[string]any{"text": "/sim words=1\n" + strings.Repeat("big snapshot ", 200<<10/13)}}, &res)
 	return res.Session.ID

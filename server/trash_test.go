@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/protocol"
 )
 
@@ -71,7 +70,7 @@ func TestTrashLifecycleOverTheWire(t *testing.T) {
 		t.Fatalf("both sessionId and sessionIds: %s", f.raw)
 	}
 
-	var del host.DeleteSessionsResult
+	var del protocol.DeleteSessionsResult
 	alice.must("session.delete", map[string]any{"workspace": testWS, "sessionIds": []string{s.ID}}, &del)
 	if len(del.DeletedSessionIDs) != 1 || del.DeletedSessionIDs[0] != s.ID {
 		t.Fatalf("delete: %+v", del)
@@ -81,13 +80,13 @@ func TestTrashLifecycleOverTheWire(t *testing.T) {
 		t.Fatalf("get deleted: %s", f.raw)
 	}
 
-	var trash host.DeletedPage
+	var trash protocol.DeletedPage
 	watcher.must("session.listDeleted", map[string]any{"workspace": testWS}, &trash)
 	if len(trash.Sessions) != 1 || trash.Sessions[0].Session.ID != s.ID || trash.Sessions[0].Tombstone.DeletedBy != "alice" || trash.Sessions[0].Tombstone.DeletedByName == "" || !trash.Sessions[0].Tombstone.Restorable {
 		t.Fatalf("trash: %+v", trash)
 	}
 
-	var rr host.RestoreResult
+	var rr protocol.RestoreResult
 	alice.must("session.restore", map[string]any{"workspace": testWS, "sessionId": s.ID}, &rr)
 	if !rr.Restored || rr.Session.ID != s.ID {
 		t.Fatalf("restore: %+v", rr)
@@ -96,7 +95,7 @@ func TestTrashLifecycleOverTheWire(t *testing.T) {
 	waitKinds(t, watcher, protocol.KindSessionSummary, s.ID, ws.Sub, ss.Sub)
 
 	alice.must("session.delete", map[string]any{"workspace": testWS, "sessionId": s.ID}, &del)
-	var pr host.PurgeResult
+	var pr protocol.PurgeResult
 	admin.must("session.purge", map[string]any{"workspace": testWS, "sessionIds": []string{s.ID}}, &pr)
 	if len(pr.Purged) != 1 || pr.Counts.Sessions != 1 {
 		t.Fatalf("purge: %+v", pr)

@@ -23,9 +23,9 @@ type subResult struct {
 	Snapshot  *protocol.SessionSnapshot `json:"snapshot"`
 }
 
-func createSession(t *testing.T, cl *client) host.Session {
+func createSession(t *testing.T, cl *client) protocol.Session {
 	t.Helper()
-	var res host.CreateSessionResult
+	var res protocol.CreateSessionResult
 	cl.must("session.create", map[string]any{"workspace": testWS, "title": "pairing"}, &res)
 	return res.Session
 }
@@ -218,12 +218,12 @@ func TestRetriedSubmitAfterDroppedResponse(t *testing.T) {
 		t.Fatalf("second retry: %s", f.raw)
 	}
 
-	var turns host.TurnPage
+	var turns protocol.TurnPage
 	b.must("turn.list", map[string]any{"workspace": testWS, "sessionId": sess.ID}, &turns)
 	if len(turns.Turns) != 1 || turns.Turns[0].ID != sr.Turn.ID {
 		t.Fatalf("want exactly one turn, got %+v", turns.Turns)
 	}
-	var msgs host.MessagePage
+	var msgs protocol.MessagePage
 	b.must("message.list", map[string]any{"workspace": testWS, "sessionId": sess.ID}, &msgs)
 	users := 0
 	for _, m := range msgs.Messages {
@@ -446,7 +446,7 @@ func TestForbiddenAndBadFrames(t *testing.T) {
 	if f.OK || f.Error.Code != protocol.CodeForbidden || f.Error.Retryable {
 		t.Fatalf("viewer submit: %s", f.raw)
 	}
-	var turns host.TurnPage
+	var turns protocol.TurnPage
 	v.must("turn.list", map[string]any{"workspace": testWS, "sessionId": sess.ID}, &turns)
 	if len(turns.Turns) != 0 {
 		t.Fatalf("viewer submit changed something: %+v", turns.Turns)
@@ -485,7 +485,7 @@ func TestForbiddenAndBadFrames(t *testing.T) {
 	if f.OK || f.Error.Code != protocol.CodeNotFound {
 		t.Fatalf("missing session: %s", f.raw)
 	}
-	var list host.SessionPage
+	var list protocol.SessionPage
 	m.must("session.list", map[string]any{"workspace": testWS}, &list)
 	if len(list.Sessions) != 1 {
 		t.Fatalf("list: %+v", list)
