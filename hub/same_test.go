@@ -7,45 +7,8 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/internal/testfill"
 )
-
-// nonZero sets v (settable) to a value other than its zero value.
-func nonZero(t *testing.T, v reflect.Value) {
-	t.Helper()
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString("x")
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(7)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(7)
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(7)
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-	case reflect.Slice:
-		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
-		nonZero(t, v.Index(0))
-	case reflect.Map:
-		m := reflect.MakeMap(v.Type())
-		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-		nonZero(t, k)
-		m.SetMapIndex(k, e)
-		v.Set(m)
-	case reflect.Struct:
-		if v.Type() == timeType {
-			v.Set(reflect.ValueOf(time.Unix(1_700_000_000, 0)))
-			return
-		}
-		for i := range v.NumField() {
-			nonZero(t, v.Field(i))
-		}
-	default:
-		t.Fatalf("no non-zero value for %s", v.Type())
-	}
-}
 
 // checkEveryField: changing any one field of a zero T makes eq report a
 // change, except the fields named in ignored (which must exist). So a new
@@ -62,7 +25,7 @@ func checkEveryField[T any](t *testing.T, eq func(a, b T) bool, ignored ...strin
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		var changed T
-		nonZero(t, reflect.ValueOf(&changed).Elem().Field(i))
+		testfill.Fill(reflect.ValueOf(&changed).Elem().Field(i))
 		if got := !eq(zero, changed); got == slices.Contains(ignored, f.Name) {
 			t.Errorf("%s.%s: change detected %v", typ, f.Name, got)
 		}

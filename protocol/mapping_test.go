@@ -9,58 +9,22 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/ensemble-dev/ensemble/internal/testfill"
 )
 
 // fromFuncs are the domain → wire mappings.
-var fromFuncs = []any{FromSession, FromTurn, FromMessage, FromInteraction, FromGoalState, FromAgentInfo, FromQueue, FromQueueEntry, FromCreateSessionResult, FromSessionPage, FromTurnPage, FromMessagePage, FromSendResult, FromCancelResult, FromRespondResult, FromRestoreGraphResult, FromDeleteSessionsResult, FromDeletedPage, FromRestoreResult, FromPurgeResult, FromGoalControlResult, FromRetractResult, FromInterruptResult, FromGoalSummary, FromTurnLabels, FromMessageContent, FromToolCall, FromInteractionOption, FromInteractionResponse, FromGoal, FromGoalObservation, FromDeletedComponent, FromDeletedSession, FromPurgedTree, FromPurgeCounts, FromGoalOperation, FromGoalProvenance, FromAttachmentRef, FromQuote, FromToolDiff, FromGoalSpec, FromTombstone}
-
-// fill sets every field of v (recursively) to a value that is not zero,
-// so a field the mapping forgets shows in the encoding.
-func fill(v reflect.Value, depth int) {
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString("s")
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(3)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(3)
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(1.5)
-	case reflect.Pointer:
-		if depth < 6 {
-			v.Set(reflect.New(v.Type().Elem()))
-			fill(v.Elem(), depth+1)
-		}
-	case reflect.Slice:
-		if v.Type() == reflect.TypeFor[json.RawMessage]() {
-			v.SetBytes([]byte(`{"k":1}`))
-			return
-		}
-		if depth < 6 {
-			v.Set(reflect.MakeSlice(v.Type(), 2, 2))
-			fill(v.Index(0), depth+1)
-		}
-	case reflect.Map:
-		m := reflect.MakeMap(v.Type())
-		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-		fill(k, depth+1)
-		fill(e, depth+1)
-		m.SetMapIndex(k, e)
-		v.Set(m)
-	case reflect.Struct:
-		if v.Type() == reflect.TypeFor[time.Time]() {
-			v.Set(reflect.ValueOf(time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)))
-			return
-		}
-		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() {
-				fill(v.Field(i), depth+1)
-			}
-		}
-	}
+var fromFuncs = []any{
+	FromSession, FromTurn, FromMessage, FromInteraction, FromGoalState, FromAgentInfo,
+	FromQueue, FromQueueEntry, FromCreateSessionResult, FromSessionPage, FromTurnPage,
+	FromMessagePage, FromSendResult, FromCancelResult, FromRespondResult,
+	FromRestoreGraphResult, FromDeleteSessionsResult, FromDeletedPage, FromRestoreResult,
+	FromPurgeResult, FromGoalControlResult, FromRetractResult, FromInterruptResult,
+	FromGoalSummary, FromTurnLabels, FromMessageContent, FromToolCall, FromInteractionOption,
+	FromInteractionResponse, FromGoal, FromGoalObservation, FromDeletedComponent,
+	FromDeletedSession, FromPurgedTree, FromPurgeCounts, FromGoalOperation,
+	FromGoalProvenance, FromAttachmentRef, FromQuote, FromToolDiff, FromGoalSpec,
+	FromTombstone,
 }
 
 var update = flag.Bool("update", false, "rewrite testdata/wire.golden.json from the mappings")
@@ -79,7 +43,7 @@ func TestMappingKeepsTheEncoding(t *testing.T) {
 		for _, full := range []bool{false, true} {
 			v := reflect.New(in).Elem()
 			if full {
-				fill(v, 0)
+				testfill.Fill(v)
 			}
 			b, err := json.Marshal(f.Call([]reflect.Value{v})[0].Interface())
 			if err != nil {
