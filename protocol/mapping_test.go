@@ -101,3 +101,20 @@ func TestWireOnlyDomainTypesHaveNoTags(t *testing.T) {
 		}
 	}
 }
+
+// What a client sends maps onto the domain without losing a field: every
+// To function undoes its From function.
+func TestToHostUndoesFromHost(t *testing.T) {
+	roundTrip(t, FromMessageContent, ToMessageContent)
+	roundTrip(t, FromGoalSpec, ToGoalSpec)
+	roundTrip(t, FromInteractionResponse, ToInteractionResponse)
+}
+
+func roundTrip[H, W any](t *testing.T, from func(H) W, to func(W) H) {
+	t.Helper()
+	var h H
+	testfill.Fill(reflect.ValueOf(&h).Elem())
+	if back := to(from(h)); !reflect.DeepEqual(back, h) {
+		t.Errorf("%T: %+v came back as %+v", h, h, back)
+	}
+}

@@ -66,12 +66,12 @@ type SessionRef struct {
 // SessionCreateInput is the input of session.create.
 type SessionCreateInput struct {
 	WorkspaceRef
-	Content        *host.MessageContent `json:"content"`
-	ClientSubmitID string               `json:"clientSubmitId"`
-	Title          string               `json:"title"`
-	Agent          string               `json:"agent"`
-	Settings       map[string]string    `json:"settings"`
-	Goal           *host.GoalSpec       `json:"goal"`
+	Content        *MessageContent   `json:"content"`
+	ClientSubmitID string            `json:"clientSubmitId"`
+	Title          string            `json:"title"`
+	Agent          string            `json:"agent"`
+	Settings       map[string]string `json:"settings"`
+	Goal           *GoalSpec         `json:"goal"`
 }
 
 // SessionListInput is the input of session.list and session.listDeleted.
@@ -117,11 +117,11 @@ type SessionIDsInput struct {
 // SubmitInput is the input of turn.message.submit.
 type SubmitInput struct {
 	WorkspaceRef
-	SessionID      string              `json:"sessionId"`
-	ClientSubmitID string              `json:"clientSubmitId"`
-	Content        host.MessageContent `json:"content"`
-	Placement      host.Placement      `json:"placement"`
-	TurnID         string              `json:"turnId"`
+	SessionID      string         `json:"sessionId"`
+	ClientSubmitID string         `json:"clientSubmitId"`
+	Content        MessageContent `json:"content"`
+	Placement      host.Placement `json:"placement"`
+	TurnID         string         `json:"turnId"`
 	// AllowFollowup: steering that cannot reach the running turn is
 	// queued as a follow-up instead of refused.
 	AllowFollowup bool `json:"allowFollowup"`
@@ -146,19 +146,19 @@ type RetractInput struct {
 // RespondInput is the input of interaction.respond.
 type RespondInput struct {
 	WorkspaceRef
-	SessionID string                    `json:"sessionId"`
-	TurnID    string                    `json:"turnId"`
-	RequestID string                    `json:"requestId"`
-	Response  *host.InteractionResponse `json:"response"`
+	SessionID string               `json:"sessionId"`
+	TurnID    string               `json:"turnId"`
+	RequestID string               `json:"requestId"`
+	Response  *InteractionResponse `json:"response"`
 }
 
 // GoalControlInput is the input of goal.control.
 type GoalControlInput struct {
 	WorkspaceRef
-	SessionID      string         `json:"sessionId"`
-	ClientSubmitID string         `json:"clientSubmitId"`
-	Action         string         `json:"action"`
-	Goal           *host.GoalSpec `json:"goal"`
+	SessionID      string    `json:"sessionId"`
+	ClientSubmitID string    `json:"clientSubmitId"`
+	Action         string    `json:"action"`
+	Goal           *GoalSpec `json:"goal"`
 }
 
 // TurnListInput is the input of turn.list.

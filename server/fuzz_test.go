@@ -134,9 +134,9 @@ func checkRoundTrip(t *testing.T, fn opFunc, in input) {
 func contentOf(in input) *host.MessageContent {
 	switch v := in.(type) {
 	case protocol.SessionCreateInput:
-		return v.Content
+		return protocol.ToHost(v.Content, protocol.ToMessageContent)
 	case protocol.SubmitInput:
-		return &v.Content
+		return new(protocol.ToMessageContent(v.Content))
 	}
 	return nil
 }

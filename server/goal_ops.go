@@ -13,7 +13,7 @@ import (
 func goalControl(ctx context.Context, s *Server, c caller, in protocol.GoalControlInput) (any, error) {
 	return wire(protocol.FromGoalControlResult)(s.cfg.Host.GoalControl(ctx, host.GoalControlInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, ClientSubmitID: in.ClientSubmitID,
-		Action: in.Action, Goal: in.Goal, By: c.p.UserID, ByName: c.p.Name,
+		Action: in.Action, Goal: protocol.ToHost(in.Goal, protocol.ToGoalSpec), By: c.p.UserID, ByName: c.p.Name,
 	}))
 }
 

@@ -14,6 +14,6 @@ func interactionRespond(ctx context.Context, s *Server, c caller, in protocol.Re
 	return wire(protocol.FromRespondResult)(s.cfg.Host.RespondInteraction(ctx, host.RespondInput{
 		Ref: host.InteractionRef{WorkspaceID: in.Workspace, SessionID: in.SessionID,
 			TurnID: in.TurnID, RequestID: in.RequestID},
-		Response: *in.Response, RespondedBy: c.p.UserID, RespondedByName: c.p.Name,
+		Response: protocol.ToInteractionResponse(*in.Response), RespondedBy: c.p.UserID, RespondedByName: c.p.Name,
 	}))
 }

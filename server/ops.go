@@ -45,7 +45,7 @@ type input interface{ WorkspaceID() string }
 func checkLimits(in input, l Limits) error {
 	switch in := in.(type) {
 	case protocol.SessionCreateInput:
-		if err := checkContent(in.Content, l); err != nil {
+		if err := checkContent(protocol.ToHost(in.Content, protocol.ToMessageContent), l); err != nil {
 			return err
 		}
 		return checkSettings(in.Settings)
@@ -55,7 +55,7 @@ func checkLimits(in input, l Limits) error {
 		}
 		return checkSettings(*in.Settings)
 	case protocol.SubmitInput:
-		return checkContent(&in.Content, l)
+		return checkContent(new(protocol.ToMessageContent(in.Content)), l)
 	}
 	return nil
 }
@@ -206,9 +206,9 @@ func sessionCreate(ctx context.Context, s *Server, c caller, in protocol.Session
 		return nil, errorf(host.CodeUnsupported, "this server runs one agent (%s); choosing another is not supported", s.cfg.Host.Agent().Name)
 	}
 	return wire(protocol.FromCreateSessionResult)(s.cfg.Host.CreateSession(ctx, host.CreateSessionInput{
-		WorkspaceID: in.Workspace, Title: in.Title, Settings: in.Settings, Content: in.Content,
-		ClientSubmitID: in.ClientSubmitID, CreatedBy: c.p.UserID, CreatedByName: c.p.Name,
-		Goal: in.Goal,
+		WorkspaceID: in.Workspace, Title: in.Title, Settings: in.Settings,
+		Content: protocol.ToHost(in.Content, protocol.ToMessageContent), ClientSubmitID: in.ClientSubmitID,
+		CreatedBy: c.p.UserID, CreatedByName: c.p.Name, Goal: protocol.ToHost(in.Goal, protocol.ToGoalSpec),
 	}))
 }
 
@@ -253,7 +253,7 @@ func sessionContinueFresh(ctx context.Context, s *Server, _ caller, in protocol.
 func turnSubmit(ctx context.Context, s *Server, c caller, in protocol.SubmitInput) (any, error) {
 	return wire(protocol.FromSendResult)(s.cfg.Host.SendInput(ctx, host.SendInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, ClientSubmitID: in.ClientSubmitID,
-		Content: in.Content, Placement: in.Placement, TurnID: in.TurnID, SubmittedBy: c.p.UserID,
+		Content: protocol.ToMessageContent(in.Content), Placement: in.Placement, TurnID: in.TurnID, SubmittedBy: c.p.UserID,
 		SubmittedByName: c.p.Name, AllowFollowup: in.AllowFollowup,
 	}))
 }
