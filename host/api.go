@@ -21,10 +21,10 @@ type CreateSessionInput struct {
 // CreateSessionResult is the created (or, on retry, existing) session and,
 // with initial content, its first Turn.
 type CreateSessionResult struct {
-	Session Session `json:"session"`
-	Turn    *Turn   `json:"turn,omitempty"`
+	Session Session
+	Turn    *Turn
 	// Goal is the initial goal's control result.
-	Goal *GoalControlResult `json:"goal,omitempty"`
+	Goal *GoalControlResult
 }
 
 // Placement chooses where a submission goes when a Turn is active.
@@ -62,6 +62,8 @@ const (
 
 // SendResult is the outcome of SendInput. Replayed is true when the
 // ClientSubmitID was already claimed and no new dispatch happened.
+// Its JSON tags are the forwarding encoding (a submit reply between
+// replicas), not the client protocol: clients get protocol.SendResult.
 type SendResult struct {
 	Disposition Disposition `json:"disposition"`
 	Turn        *Turn       `json:"turn,omitempty"`
@@ -90,6 +92,8 @@ type CancelInput struct {
 
 // CancelResult keeps durable intent, provider confirmation and canonical
 // settlement as separate facts.
+// Its JSON tags are the forwarding encoding (a cancel reply between
+// replicas), not the client protocol: clients get protocol.CancelResult.
 type CancelResult struct {
 	IntentAccepted    bool `json:"intentAccepted"`
 	ProviderConfirmed bool `json:"providerConfirmed"`

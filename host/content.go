@@ -14,6 +14,8 @@ const MaxContentBytes = 256 << 10
 // MessageContent is the one canonical content shape from the wire to the
 // store: model-facing text, optional human-facing display text, ordered
 // attachment references and ordered quotes. Attachment bytes live elsewhere.
+// Its JSON tags are the stored encoding (content columns), not the client
+// protocol: clients get protocol.MessageContent.
 type MessageContent struct {
 	Text        string          `json:"text"`
 	DisplayText string          `json:"displayText,omitempty"`
@@ -22,6 +24,8 @@ type MessageContent struct {
 }
 
 // AttachmentRef names an attachment stored outside the canonical record.
+// Its JSON tags are the stored encoding (inside MessageContent), not the
+// client protocol: clients get protocol.AttachmentRef.
 type AttachmentRef struct {
 	ID        string `json:"id"`
 	Name      string `json:"name,omitempty"`
@@ -30,6 +34,8 @@ type AttachmentRef struct {
 }
 
 // Quote is a structured reference to earlier text the user quoted.
+// Its JSON tags are the stored encoding (inside MessageContent), not the
+// client protocol: clients get protocol.Quote.
 type Quote struct {
 	MessageID string `json:"messageId,omitempty"`
 	Text      string `json:"text"`

@@ -37,10 +37,10 @@ type DeleteSessionsInput struct {
 // DeletedComponent is one connected group of sessions a delete tombstoned
 // together; it is restored or purged as a whole.
 type DeletedComponent struct {
-	RootSessionID string   `json:"rootSessionId"`
-	Generation    string   `json:"generation"`
-	SessionIDs    []string `json:"sessionIds"`
-	Restorable    bool     `json:"restorable"`
+	RootSessionID string
+	Generation    string
+	SessionIDs    []string
+	Restorable    bool
 }
 
 // DeleteSessionsResult reports the committed delete. Deleting an already
@@ -50,9 +50,9 @@ type DeletedComponent struct {
 // CleanupFailures lists sessions whose live runtime could not be released
 // after the commit: the delete stands, the runtime is released later.
 type DeleteSessionsResult struct {
-	DeletedSessionIDs []string           `json:"deletedSessionIds"`
-	Components        []DeletedComponent `json:"components"`
-	CleanupFailures   []string           `json:"cleanupFailures,omitempty"`
+	DeletedSessionIDs []string
+	Components        []DeletedComponent
+	CleanupFailures   []string
 }
 
 // ErrSessionTreeChanged: the store resolved a different closure inside

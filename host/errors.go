@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// Code is one entry of the closed list of error codes that every transport
-// shows to clients. docs/protocol.md documents each.
+// Code classifies a Host error. It is the domain's classification, not the
+// wire: protocol.ErrorCode maps each onto the code clients see.
 type Code string
 
 const (
@@ -23,13 +23,6 @@ const (
 	CodeUnavailable       Code = "unavailable"
 	CodeInternal          Code = "internal"
 )
-
-// Codes lists every code, in documentation order.
-var Codes = []Code{
-	CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeInvalidInput,
-	CodeOperationConflict, CodeSessionBusy, CodeNotDispatched, CodeOutcomeUnknown,
-	CodeUnsupported, CodeRateLimited, CodeUnavailable, CodeInternal,
-}
 
 // Retryable reports whether a client may retry the same request unchanged.
 func (c Code) Retryable() bool {

@@ -273,8 +273,8 @@ type RestoreGraphInput struct {
 // RestoreGraphResult names the restored sessions; Created is false when
 // the identical graph was already there (an idempotent replay).
 type RestoreGraphResult struct {
-	Sessions []string `json:"sessions"`
-	Created  bool     `json:"created"`
+	Sessions []string
+	Created  bool
 }
 
 // RestoreSessionGraph writes a graph in one transaction without starting

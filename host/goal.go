@@ -43,11 +43,11 @@ type GoalControlInput struct {
 type GoalControlResult struct {
 	// Goal is the durable desired projection after the operation (absent
 	// when the session has no goal or it was cleared).
-	Goal           *Goal         `json:"goal,omitempty"`
-	State          GoalState     `json:"state"`
-	IntentAccepted bool          `json:"intentAccepted"`
-	Operation      GoalOperation `json:"operation"`
-	Replayed       bool          `json:"replayed"`
+	Goal           *Goal
+	State          GoalState
+	IntentAccepted bool
+	Operation      GoalOperation
+	Replayed       bool
 }
 
 func (in GoalControlInput) validate() (*GoalSpec, error) {

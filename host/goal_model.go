@@ -32,6 +32,8 @@ func (s GoalStatus) Valid() bool {
 }
 
 // GoalSpec is what a person (or the provider) asks for.
+// Its JSON tags are the stored encoding (inside goal operations), not the
+// client protocol: clients get protocol.GoalSpec.
 type GoalSpec struct {
 	Objective string `json:"objective"`
 	Criteria  string `json:"criteria,omitempty"`
@@ -43,6 +45,8 @@ type GoalSpec struct {
 }
 
 // Goal is the durable desired projection of a session's goal.
+// Its JSON tags are the stored encoding (goal records), not the client
+// protocol: clients get protocol.Goal.
 type Goal struct {
 	GoalSpec
 	Status GoalStatus `json:"status"`
@@ -79,6 +83,8 @@ func (g *Goal) Live() bool { return g != nil && (g.Status == GoalActive || g.Sta
 
 // GoalObservation is the last thing the provider reported about the goal,
 // kept apart from the desired projection (the seed's GoalState.Observed).
+// Its JSON tags are the stored encoding (inside GoalState), not the client
+// protocol: clients get protocol.GoalObservation.
 type GoalObservation struct {
 	Status    string    `json:"status"`
 	Objective string    `json:"objective,omitempty"`
@@ -91,6 +97,8 @@ type GoalObservation struct {
 // GoalState is one session's goal record: the desired projection, the last
 // provider observation and the versions that order their changes. It is
 // the payload of goal.get and of every goal_state event.
+// Its JSON tags are the stored and outbox-fact encoding, not the client
+// protocol: clients get protocol.GoalState.
 type GoalState struct {
 	WorkspaceID string `json:"workspace"`
 	SessionID   string `json:"sessionId"`
@@ -142,6 +150,8 @@ const (
 
 // GoalOperation is one durable goal mutation, keyed by (workspace,
 // clientSubmitId) so a retry anywhere returns it instead of repeating it.
+// Its JSON tags are the stored encoding (goal operation records), not the
+// client protocol: clients get protocol.GoalOperation.
 type GoalOperation struct {
 	WorkspaceID    string             `json:"workspace"`
 	ClientSubmitID string             `json:"clientSubmitId"`
@@ -198,6 +208,8 @@ const ReasonGoalBudgetExhausted = "goal_budget_exhausted"
 // GoalProvenance is the immutable goal identity a goal turn was admitted
 // for. Only a turn whose provenance equals the goal's current operation
 // and revision may advance it.
+// Its JSON tags are the stored encoding (inside turn labels), not the client
+// protocol: clients get protocol.GoalProvenance.
 type GoalProvenance struct {
 	Kind        string `json:"kind"`
 	OperationID string `json:"operationId"`
@@ -280,6 +292,8 @@ func goalDigest(sessionID, action string, spec *GoalSpec) string {
 }
 
 // GoalSummary is the compact goal a session list row shows (a badge).
+// Its JSON tags are the forwarding encoding (inside Session), not the client
+// protocol: clients get protocol.GoalSummary.
 type GoalSummary struct {
 	Status GoalStatus `json:"status"`
 	// Objective is cut to GoalSummaryObjectiveMax runes: the row shows a

@@ -56,6 +56,8 @@ type InteractionRef struct {
 
 // InteractionOption is one answer the agent offers. Kind is the agent's
 // hint (ACP: allow_once, allow_always, reject_once, reject_always).
+// Its JSON tags are the stored encoding (the options column), not the client
+// protocol: clients get protocol.InteractionOption.
 type InteractionOption struct {
 	ID   string `json:"optionId"`
 	Name string `json:"name"`
@@ -68,12 +70,16 @@ func (o InteractionOption) Denial() bool { return strings.HasPrefix(o.Kind, "rej
 // InteractionResponse is one responder's decision. Payload is optional
 // JSON (for example {"message": "use the staging database instead"}); it
 // carries no identity fields.
+// Its JSON tags are the stored encoding (the response column), not the
+// client protocol: clients get protocol.InteractionResponse.
 type InteractionResponse struct {
 	OptionID string          `json:"optionId"`
 	Payload  json.RawMessage `json:"payload,omitempty"`
 }
 
 // Interaction is one agent request waiting for (or decided by) a person.
+// Its JSON tags are the export encoding, not the client protocol: clients
+// get protocol.Interaction.
 type Interaction struct {
 	WorkspaceID string `json:"workspace"`
 	SessionID   string `json:"sessionId"`
@@ -174,8 +180,8 @@ type RespondInput struct {
 // RespondResult tells the responder whether their answer is the canonical
 // one, with the interaction as it now stands.
 type RespondResult struct {
-	Disposition InteractionDisposition `json:"disposition"`
-	Interaction Interaction            `json:"interaction"`
+	Disposition InteractionDisposition
+	Interaction Interaction
 }
 
 // Runtime operation lifecycle: prepared → leased → completed | failed.

@@ -7,6 +7,9 @@ import (
 
 // Session is one agent conversation in a workspace. Placement (workspace,
 // parent, root) is immutable; tombstones are columns so restore is lossless.
+// Its JSON tags are the forwarding encoding (a session.update or
+// session.fork reply between replicas), not the client protocol: clients get
+// protocol.Session.
 type Session struct {
 	WorkspaceID string `json:"workspace"`
 	ID          string `json:"id"`
@@ -114,6 +117,8 @@ const (
 const StopServerShutdown = "server_shutdown"
 
 // Turn is one user submission and the agent's work on it.
+// Its JSON tags are the export and forwarding encoding, not the client
+// protocol: clients get protocol.Turn.
 type Turn struct {
 	WorkspaceID string    `json:"workspace"`
 	SessionID   string    `json:"sessionId"`
@@ -149,6 +154,8 @@ type Turn struct {
 // TurnLabels are display facts recorded as they happen, so a label never
 // depends on what the server runs today: the author's display name at
 // admission, who asked to stop it, and the agent that ran it.
+// Its JSON tags are the stored encoding (the turn labels column), not the
+// client protocol: clients get protocol.TurnLabels.
 type TurnLabels struct {
 	SubmittedByName string `json:"submittedByName,omitempty"`
 	CanceledBy      string `json:"canceledBy,omitempty"`
@@ -191,6 +198,8 @@ const (
 // Message is one transcript entry. Version is the session-wide version of
 // its last change (the sync cursor); Ordinal is the version at creation
 // (the display order).
+// Its JSON tags are the export and outbox-delta encoding, not the client
+// protocol: clients get protocol.Message.
 type Message struct {
 	WorkspaceID string         `json:"workspace"`
 	SessionID   string         `json:"sessionId"`
@@ -212,6 +221,8 @@ type Message struct {
 }
 
 // ToolCall is the latest known state of one agent tool call.
+// Its JSON tags are the stored encoding (tool columns), not the client
+// protocol: clients get protocol.ToolCall.
 type ToolCall struct {
 	ID     string          `json:"id"`
 	Title  string          `json:"title,omitempty"`
@@ -225,6 +236,8 @@ type ToolCall struct {
 }
 
 // ToolDiff is one file edit: OldText is absent for a new file.
+// Its JSON tags are the stored encoding (inside ToolCall), not the client
+// protocol: clients get protocol.ToolDiff.
 type ToolDiff struct {
 	Path    string  `json:"path"`
 	OldText *string `json:"oldText,omitempty"`
@@ -280,6 +293,9 @@ type Fact struct {
 const (
 	FactSessionChanged     = "session/changed"
 	FactTranscriptAdvanced = "transcript/advanced"
+	// FactResync is a workspace-wide resync (a fact with no SessionID): a
+	// bus sends it when it may have lost facts, and every watcher rereads.
+	FactResync = "bus/resync"
 )
 
 // Quarantined is a record recovery could not process; it is set aside and

@@ -105,8 +105,8 @@ type SessionQuery struct {
 
 // SessionPage is one page of visible (non-provisional, non-deleted) sessions.
 type SessionPage struct {
-	Sessions   []Session `json:"sessions"`
-	NextCursor string    `json:"nextCursor,omitempty"`
+	Sessions   []Session
+	NextCursor string
 }
 
 // TurnQuery pages turns newest first. Before is a Turn.Seq (0 = newest).
@@ -117,9 +117,9 @@ type TurnQuery struct {
 
 // TurnPage is one page of turns, newest first.
 type TurnPage struct {
-	Turns      []Turn `json:"turns"`
-	HasMore    bool   `json:"hasMore"`
-	NextCursor int64  `json:"nextCursor,omitempty"`
+	Turns      []Turn
+	HasMore    bool
+	NextCursor int64
 }
 
 // MessageQuery selects messages by version. AfterVersion returns the oldest
@@ -134,8 +134,8 @@ type MessageQuery struct {
 
 // MessagePage is one page of messages, ascending by version.
 type MessagePage struct {
-	Messages []Message `json:"messages"`
-	HasMore  bool      `json:"hasMore"`
+	Messages []Message
+	HasMore  bool
 }
 
 // OutboxRow is one durable fact awaiting publication.
@@ -230,6 +230,8 @@ func (NoRuntimeCapabilities) SupportsSteering(string, string) bool { return fals
 func (NoRuntimeCapabilities) SteeringReady(context.Context, TurnRef) error { return nil }
 
 // AgentInfo labels the agent behind a runtime.
+// Its JSON tags are the stored encoding (inside turn labels), not the client
+// protocol: clients get protocol.AgentInfo.
 type AgentInfo struct {
 	Name string `json:"name"`
 	// Version is what the agent reported about itself (ACP initialize

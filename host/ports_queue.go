@@ -79,6 +79,8 @@ func (s QueueEntryState) Valid() bool {
 
 // QueueEntry is one message admitted while a turn ran: steering for the
 // running turn or a follow-up for the next one.
+// Its JSON tags are the forwarding encoding (inside SendResult), not the
+// client protocol: clients get protocol.QueueEntry.
 type QueueEntry struct {
 	WorkspaceID    string          `json:"workspace"`
 	SessionID      string          `json:"sessionId"`
@@ -109,10 +111,10 @@ type QueueEntry struct {
 // Queue is a session's queue: its revision, the stop fence an interrupt
 // set, and the entries still waiting, in order.
 type Queue struct {
-	Revision    int64        `json:"revision"`
-	FenceTurnID string       `json:"fenceTurnId,omitempty"`
-	Entries     []QueueEntry `json:"entries"`
+	Revision    int64
+	FenceTurnID string
+	Entries     []QueueEntry
 	// Steering: the session's agent takes input into a running turn, as
 	// far as the replica that answers knows (Host.Queue fills it).
-	Steering bool `json:"steering"`
+	Steering bool
 }

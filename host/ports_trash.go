@@ -10,18 +10,18 @@ import (
 // clears exactly the sessions of that generation, and a purge is fenced by
 // the exact DeletedAt it selected.
 type Tombstone struct {
-	DeletedAt time.Time `json:"deletedAt"`
+	DeletedAt time.Time
 	// Generation identifies one deleted component; empty on a legacy
 	// tombstone (deleted before tombstones were lossless).
-	Generation string `json:"generation,omitempty"`
+	Generation string
 	// ComponentRoot is the topmost session of the component.
-	ComponentRoot string `json:"componentRoot,omitempty"`
-	DeletedBy     string `json:"deletedBy,omitempty"`
+	ComponentRoot string
+	DeletedBy     string
 	// DeletedByName is the deleter's display name at the time.
-	DeletedByName string `json:"deletedByName,omitempty"`
+	DeletedByName string
 	// Restorable is false for a legacy tombstone and for a component that
 	// absorbed one: such a component can only be purged.
-	Restorable bool `json:"restorable"`
+	Restorable bool
 }
 
 // TreeSession is one session of an execution tree with its tombstone (nil
@@ -69,14 +69,14 @@ type DeletedQuery struct {
 // DeletedSession is one topmost tombstone in the trash: the session as it
 // was, its tombstone and how many sessions its component holds.
 type DeletedSession struct {
-	Session   Session   `json:"session"`
-	Tombstone Tombstone `json:"tombstone"`
+	Session   Session
+	Tombstone Tombstone
 }
 
 // DeletedPage is one page of the trash.
 type DeletedPage struct {
-	Sessions   []DeletedSession `json:"sessions"`
-	NextCursor string           `json:"nextCursor,omitempty"`
+	Sessions   []DeletedSession
+	NextCursor string
 }
 
 // PurgeCandidate is a topmost tombstone retention may remove, with the
@@ -89,10 +89,10 @@ type PurgeCandidate struct {
 
 // PurgeCounts are the content-free aggregates of a purge.
 type PurgeCounts struct {
-	Sessions     int `json:"sessions"`
-	Turns        int `json:"turns"`
-	Messages     int `json:"messages"`
-	Interactions int `json:"interactions"`
+	Sessions     int
+	Turns        int
+	Messages     int
+	Interactions int
 }
 
 func (c *PurgeCounts) add(o PurgeCounts) {

@@ -15,19 +15,19 @@ type PurgeInput struct {
 
 // PurgedTree is the content-free descriptor of one removed tree.
 type PurgedTree struct {
-	WorkspaceID   string    `json:"workspace"`
-	RootSessionID string    `json:"rootSessionId"`
-	DeletedAt     time.Time `json:"deletedAt"`
-	SessionIDs    []string  `json:"sessionIds"`
+	WorkspaceID   string
+	RootSessionID string
+	DeletedAt     time.Time
+	SessionIDs    []string
 }
 
 // PurgeResult reports what a purge removed: per tree descriptors and
 // aggregate counts. Kept lists chosen or candidate sessions left in place
 // (already gone, restored meanwhile, or holding a live or too-new member).
 type PurgeResult struct {
-	Purged []PurgedTree `json:"purged"`
-	Kept   []string     `json:"kept"`
-	Counts PurgeCounts  `json:"counts"`
+	Purged []PurgedTree
+	Kept   []string
+	Counts PurgeCounts
 }
 
 // PurgeLocker is part of Store: retention runs on the replica holding the

@@ -85,8 +85,8 @@ type RetractInput struct {
 
 // RetractResult is the retracted entry and the queue revision.
 type RetractResult struct {
-	Entry         QueueEntry `json:"entry"`
-	QueueRevision int64      `json:"queueRevision"`
+	Entry         QueueEntry
+	QueueRevision int64
 }
 
 // InterruptInput stops the exact running Turn through the queue.
@@ -101,7 +101,7 @@ type InterruptInput struct {
 // InterruptResult is the canonical terminal Turn: every interrupt of the
 // same Turn (concurrent, retried, on any replica) answers the same one.
 type InterruptResult struct {
-	Turn Turn `json:"turn"`
+	Turn Turn
 }
 
 // queueState is the in-process part: successor Turns to dispatch.

@@ -36,9 +36,9 @@ type RestoreInput struct {
 // component. Restored is false when the session was already live (a
 // retried restore).
 type RestoreResult struct {
-	Session            Session  `json:"session"`
-	RestoredSessionIDs []string `json:"restoredSessionIds"`
-	Restored           bool     `json:"restored"`
+	Session            Session
+	RestoredSessionIDs []string
+	Restored           bool
 }
 
 // Reasons of a refused restore or purge.

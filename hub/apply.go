@@ -1,6 +1,9 @@
 package hub
 
-import "github.com/ensemble-dev/ensemble/host"
+import (
+	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
+)
 
 // applyDelta applies a committed transcript delta to a session topic's view
 // and emits its events, each encoded once. The delta is the committed change
@@ -37,12 +40,12 @@ func (t *topic) applyDelta(d *host.TranscriptDelta) bool {
 		}
 		old := sv.msgs[v.m.ID]
 		if ch.Message == nil && old != nil && old.m.Streaming && v.m.Streaming && ch.Tool == nil && ch.Text != "" {
-			t.emitAt(KindMessageDelta, "", MessageDelta{
+			t.emitAt(protocol.KindMessageDelta, "", protocol.MessageDelta{
 				SessionID: t.sid, TurnID: v.m.TurnID, MessageID: v.m.ID,
 				Offset: ch.Offset, Text: ch.Text, Version: v.m.Version, UpdatedAt: v.m.UpdatedAt,
 			}, ver)
 		} else {
-			t.emitAt(KindMessageUpdate, "", MessageUpdate{Message: v.message()}, ver)
+			t.emitAt(protocol.KindMessageUpdate, "", protocol.MessageUpdate{Message: protocol.FromMessage(v.message())}, ver)
 		}
 		sv.put(v)
 	}

@@ -22,9 +22,6 @@ type Bus interface {
 	Subscribe(workspace string, fn func(host.Fact)) (unsubscribe func())
 }
 
-// FactResync is the kind a bus uses for a workspace-wide resync fact.
-const FactResync = "bus/resync"
-
 // LocalBus is the in-process bus: host.Observer on one side, Bus on the
 // other. Publish calls subscribers synchronously, outside the bus lock, so
 // a subscriber may (un)subscribe from inside its callback.
@@ -92,7 +89,7 @@ func (b *LocalBus) Subscribe(ws string, fn func(host.Fact)) func() {
 
 // Resync asks every subscriber of ws to reread its whole workspace.
 func (b *LocalBus) Resync(ws string) {
-	_ = b.Publish(context.Background(), []host.Fact{{WorkspaceID: ws, Kind: FactResync}})
+	_ = b.Publish(context.Background(), []host.Fact{{WorkspaceID: ws, Kind: host.FactResync}})
 }
 
 // Workspaces reports how many workspaces have subscribers (for tests and

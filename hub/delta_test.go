@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 	"github.com/ensemble-dev/ensemble/sqlite"
 )
 
@@ -150,7 +151,7 @@ func (w *transcriptWriter) commit(t testing.TB) host.TranscriptDelta {
 type wsClient struct {
 	t         testing.TB
 	c         *websocket.Conn
-	msgs      map[string]host.Message
+	msgs      map[string]protocol.Message
 	pos       int64
 	recovered bool
 	frames    chan []byte
@@ -167,13 +168,13 @@ type clientFrame struct {
 }
 
 type resultFrame struct {
-	SubscribeResult
-	Snapshot *SessionSnapshot `json:"snapshot"`
+	protocol.SubscribeResult
+	Snapshot *protocol.SessionSnapshot `json:"snapshot"`
 }
 
 func newWSClient(t testing.TB, c *websocket.Conn) *wsClient {
 	c.SetReadLimit(-1) // snapshots are larger than the default 32 KiB
-	cl := &wsClient{t: t, c: c, msgs: map[string]host.Message{}, frames: make(chan []byte, 4096)}
+	cl := &wsClient{t: t, c: c, msgs: map[string]protocol.Message{}, frames: make(chan []byte, 4096)}
 	go func() {
 		defer close(cl.frames)
 		for {
@@ -209,7 +210,7 @@ func (cl *wsClient) apply(f clientFrame) {
 	if f.Result != nil {
 		cl.recovered = f.Result.Recovered
 		if snap := f.Result.Snapshot; snap != nil {
-			cl.msgs = map[string]host.Message{}
+			cl.msgs = map[string]protocol.Message{}
 			for _, m := range snap.Messages {
 				cl.msgs[m.ID] = m
 			}
@@ -225,12 +226,12 @@ func (cl *wsClient) apply(f clientFrame) {
 		return
 	}
 	switch f.Kind {
-	case KindMessageUpdate:
-		var u MessageUpdate
+	case protocol.KindMessageUpdate:
+		var u protocol.MessageUpdate
 		_ = json.Unmarshal(f.Payload, &u)
 		cl.put(u.Message)
-	case KindMessageDelta:
-		var d MessageDelta
+	case protocol.KindMessageDelta:
+		var d protocol.MessageDelta
 		_ = json.Unmarshal(f.Payload, &d)
 		m, ok := cl.msgs[d.MessageID]
 		if !ok {
@@ -252,7 +253,7 @@ func (cl *wsClient) apply(f clientFrame) {
 	}
 }
 
-func (cl *wsClient) put(m host.Message) {
+func (cl *wsClient) put(m protocol.Message) {
 	if old, ok := cl.msgs[m.ID]; !ok || old.Version < m.Version {
 		cl.msgs[m.ID] = m
 	}
@@ -260,22 +261,22 @@ func (cl *wsClient) put(m host.Message) {
 
 // transcript is the client's messages encoded ascending by version.
 func (cl *wsClient) transcript() string {
-	ms := make([]host.Message, 0, len(cl.msgs))
+	ms := make([]protocol.Message, 0, len(cl.msgs))
 	for _, m := range cl.msgs {
 		ms = append(ms, m)
 	}
 	return encodeMessages(ms)
 }
 
-func encodeMessages(ms []host.Message) string {
+func encodeMessages(ms []protocol.Message) string {
 	ms = slices.Clone(ms)
-	slices.SortFunc(ms, func(a, b host.Message) int { return int(a.Version - b.Version) })
+	slices.SortFunc(ms, func(a, b protocol.Message) int { return int(a.Version - b.Version) })
 	b, _ := json.Marshal(ms)
 	return string(b)
 }
 
 // watch attaches a real WebSocket connection to h and subscribes it.
-func watch(t testing.TB, h *Hub, ws, sid string, pos *Position) *wsClient {
+func watch(t testing.TB, h *Hub, ws, sid string, pos *protocol.Position) *wsClient {
 	t.Helper()
 	srv, cli := wsPair(t)
 	c, err := h.Attach(srv, host.RandomID("c"), nil, ConnOptions{})
@@ -285,7 +286,7 @@ func watch(t testing.TB, h *Hub, ws, sid string, pos *Position) *wsClient {
 	go c.Run(func([]byte) {})
 	cl := newWSClient(t, cli)
 	err = h.Subscribe(context.Background(), c, SubscribeRequest{Workspace: ws, Topic: TopicSession, SessionID: sid, Position: pos},
-		func(res SubscribeResult) { c.SendJSON(map[string]any{"type": "response", "result": res}) })
+		func(res protocol.SubscribeResult) { c.SendJSON(map[string]any{"type": "response", "result": res}) })
 	if err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}
@@ -321,7 +322,7 @@ func reread(t testing.TB, st host.Store, w *transcriptWriter) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return encodeMessages(p.Messages)
+	return encodeMessages(protocol.FromMessages(p.Messages))
 }
 
 // TestDeltaApplyMatchesReread is the differential test: over random commits

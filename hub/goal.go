@@ -5,11 +5,8 @@ import (
 	"errors"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
-
-// KindGoalState is pushed to a session's watchers on every change of its
-// public goal projection; the payload is the complete host.GoalState.
-const KindGoalState = "goal_state"
 
 // GoalReader (Config.Goals) is how a session topic loads its goal
 // (*host.Host implements it).
@@ -85,7 +82,7 @@ func (h *Hub) onGoalFact(f host.Fact) {
 	}
 	t.sv.goal = &g
 	if t.loaded {
-		t.emit(KindGoalState, "", g)
+		t.emit(protocol.KindGoalState, "", protocol.FromGoalState(g))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // goal_state facts are pushed in Seq order: a duplicate, an older state
@@ -58,7 +59,7 @@ func TestGoalStateAppliesOnlyNewerSeq(t *testing.T) {
 			Payload host.GoalState
 		}
 		_ = json.Unmarshal(ev.data, &f)
-		if f.Kind == KindGoalState {
+		if f.Kind == protocol.KindGoalState {
 			seqs = append(seqs, f.Payload.Seq)
 		}
 	}
@@ -152,7 +153,7 @@ func TestGoalStateHeldAtSameSeq(t *testing.T) {
 			Payload host.GoalState
 		}
 		_ = json.Unmarshal(ev.data, &f)
-		if f.Kind == KindGoalState {
+		if f.Kind == protocol.KindGoalState {
 			got = append(got, fmt.Sprintf("%d/%v", f.Payload.Seq, f.Payload.Held))
 		}
 	}

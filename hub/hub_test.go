@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // fakeReader serves canned state; GetSession can be held to widen races.
@@ -175,7 +176,7 @@ func TestMessageDeltaOffsetsAreUTF16(t *testing.T) {
 	tp.applyMessagesLocked([]host.Message{msg(4, "rewritten", false)}, 4, true)
 	tp.mu.Unlock()
 	var kinds []string
-	var delta MessageDelta
+	var delta protocol.MessageDelta
 	for _, ev := range tp.ring.evs[tp.ring.head:] {
 		var f struct {
 			Kind    string
@@ -183,7 +184,7 @@ func TestMessageDeltaOffsetsAreUTF16(t *testing.T) {
 		}
 		_ = json.Unmarshal(ev.data, &f)
 		kinds = append(kinds, f.Kind)
-		if f.Kind == KindMessageDelta {
+		if f.Kind == protocol.KindMessageDelta {
 			_ = json.Unmarshal(f.Payload, &delta)
 		}
 	}
@@ -303,7 +304,7 @@ func TestTopicsLingerThenGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	err = h.Subscribe(ctx, c, SubscribeRequest{Workspace: "w", Topic: TopicSession, SessionID: "missing"}, func(SubscribeResult) {
+	err = h.Subscribe(ctx, c, SubscribeRequest{Workspace: "w", Topic: TopicSession, SessionID: "missing"}, func(protocol.SubscribeResult) {
 		t.Fatal("replied to a failed subscribe")
 	})
 	if host.CodeOf(err) != host.CodeNotFound {
@@ -311,8 +312,8 @@ func TestTopicsLingerThenGo(t *testing.T) {
 	}
 	waitUntil(t, func() bool { return h.Stats().Topics == 0 && bus.Workspaces() == 0 })
 
-	var res SubscribeResult
-	if err := h.Subscribe(ctx, c, SubscribeRequest{Workspace: "w", Topic: TopicWorkspace}, func(r SubscribeResult) { res = r }); err != nil {
+	var res protocol.SubscribeResult
+	if err := h.Subscribe(ctx, c, SubscribeRequest{Workspace: "w", Topic: TopicWorkspace}, func(r protocol.SubscribeResult) { res = r }); err != nil {
 		t.Fatal(err)
 	}
 	if res.Sub != "workspace:w" || bus.Workspaces() != 1 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // treeReader serves one interaction tree for root "r".
@@ -35,20 +36,20 @@ func (f *treeReader) set(tree host.InteractionTree) {
 }
 
 // treeEvents decodes a topic's interaction_snapshot events.
-func treeEvents(t *testing.T, tp *topic) []InteractionSnapshot {
+func treeEvents(t *testing.T, tp *topic) []protocol.InteractionSnapshot {
 	t.Helper()
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	var out []InteractionSnapshot
+	var out []protocol.InteractionSnapshot
 	for _, ev := range tp.ring.evs[tp.ring.head:] {
 		var f struct {
-			Kind    string              `json:"kind"`
-			Payload InteractionSnapshot `json:"payload"`
+			Kind    string                       `json:"kind"`
+			Payload protocol.InteractionSnapshot `json:"payload"`
 		}
 		if err := json.Unmarshal(ev.data, &f); err != nil {
 			t.Fatal(err)
 		}
-		if f.Kind == KindInteractionSnapshot {
+		if f.Kind == protocol.KindInteractionSnapshot {
 			out = append(out, f.Payload)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // Presence: who is connected to each workspace and watching each session,
@@ -17,9 +19,6 @@ import (
 // its people once its entries expire. A topic gets a `presence` event only
 // when the merged list changed, at most once per tick (coalesced and
 // rate-limited by construction).
-
-// KindPresence is the event kind carrying a topic's merged presence.
-const KindPresence = "presence"
 
 // PresenceEntry is one person's presence on one topic from one replica
 // (their connections there folded: earliest since, typing if any types).
@@ -43,37 +42,18 @@ type PresenceStore interface {
 	List(ctx context.Context, ws string) ([]PresenceEntry, error)
 }
 
-// Watcher is one person in a presence list: their connections merged
-// (earliest since; typing if any connection types; every replica).
-type Watcher struct {
-	UserID   string    `json:"userId"`
-	Name     string    `json:"name,omitempty"`
-	Since    time.Time `json:"since"`
-	Typing   bool      `json:"typing"` // session topics only
-	Replicas []string  `json:"replicas"`
-	// Sessions lists the sessions this person watches (workspace topic only).
-	Sessions []string `json:"sessions,omitempty"`
-}
-
-// Presence is the payload of a presence event and the presence field of a
-// snapshot: everyone on the topic, ordered by arrival.
-type Presence struct {
-	SessionID string    `json:"sessionId,omitempty"`
-	Watchers  []Watcher `json:"watchers"`
-}
-
 // MergePresence folds entries into one Watcher per user for a topic:
 // sessionID "" is the workspace (every entry counts), otherwise only that
 // session's watchers count.
-func MergePresence(entries []PresenceEntry, sessionID string) Presence {
-	by := map[string]*Watcher{}
+func MergePresence(entries []PresenceEntry, sessionID string) protocol.Presence {
+	by := map[string]*protocol.Watcher{}
 	for _, e := range entries {
 		if sessionID != "" && e.SessionID != sessionID {
 			continue
 		}
 		w := by[e.UserID]
 		if w == nil {
-			w = &Watcher{UserID: e.UserID, Name: e.Name, Since: e.Since}
+			w = &protocol.Watcher{UserID: e.UserID, Name: e.Name, Since: e.Since}
 			by[e.UserID] = w
 		}
 		if e.Since.Before(w.Since) {
@@ -92,7 +72,7 @@ func MergePresence(entries []PresenceEntry, sessionID string) Presence {
 			w.Sessions = append(w.Sessions, e.SessionID)
 		}
 	}
-	out := Presence{SessionID: sessionID, Watchers: make([]Watcher, 0, len(by))}
+	out := protocol.Presence{SessionID: sessionID, Watchers: make([]protocol.Watcher, 0, len(by))}
 	for _, w := range by {
 		sort.Strings(w.Replicas)
 		sort.Strings(w.Sessions)
@@ -428,28 +408,27 @@ func (h *Hub) localPresence(now time.Time) (map[string][]PresenceEntry, time.Tim
 }
 
 // setPresence emits a presence event when the merged list changed.
-func (t *topic) setPresence(p Presence) {
-	key := jsonKey(p)
+func (t *topic) setPresence(p protocol.Presence) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if key == t.presenceKey {
+	if t.presenceSent && same(t.presence, p) {
 		return
 	}
-	first := t.presenceKey == ""
-	t.presence, t.presenceKey = p, key
+	first := !t.presenceSent
+	t.presence, t.presenceSent = p, true
 	if first && len(p.Watchers) == 0 {
 		return // nobody was here and nobody is: nothing to say
 	}
-	t.emit(KindPresence, "presence", p)
+	t.emit(protocol.KindPresence, "presence", p)
 }
 
 // presenceLocked is the topic's current presence for a snapshot. Caller
 // holds t.mu.
-func (t *topic) presenceLocked() Presence {
+func (t *topic) presenceLocked() protocol.Presence {
 	p := t.presence
 	p.SessionID = t.sid
 	if p.Watchers == nil {
-		p.Watchers = []Watcher{}
+		p.Watchers = []protocol.Watcher{}
 	}
 	return p
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 func TestMergePresence(t *testing.T) {
@@ -75,13 +76,13 @@ func fakeConn(t *testing.T, h *Hub, tp *topic, id, user, name string) *Conn {
 	return c
 }
 
-func topicPresence(tp *topic) Presence {
+func topicPresence(tp *topic) protocol.Presence {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	return tp.presenceLocked()
 }
 
-func names(p Presence) []string {
+func names(p protocol.Presence) []string {
 	var out []string
 	for _, w := range p.Watchers {
 		n := w.Name

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // The session message queue (issue 12) reaches watchers like the
@@ -12,43 +13,29 @@ import (
 // complete `queue` event when it changed (latest wins per session, so a
 // slow watcher skips stale queues). The session snapshot carries it.
 
-// KindQueue is the complete queue of one session.
-const KindQueue = "queue"
-
 // QueueReader (Config.Queues) reads a session's queue (*host.Host does).
 type QueueReader interface {
 	Queue(ctx context.Context, ws, sessionID string) (host.Queue, error)
-}
-
-// QueueState is the payload of a queue event and the queue of a session
-// snapshot: the revision, the stop fence and the waiting entries in order.
-type QueueState struct {
-	SessionID   string            `json:"sessionId"`
-	Revision    int64             `json:"revision"`
-	FenceTurnID string            `json:"fenceTurnId,omitempty"`
-	Entries     []host.QueueEntry `json:"entries"`
-	// Steering: the session's agent takes steering ("Steer now").
-	Steering bool `json:"steering"`
 }
 
 func dirtyQueue() dirtyMark { return dirtyMark{queue: true} }
 
 // readQueue reads the session's queue; ok is false when the reader keeps
 // none.
-func (t *topic) readQueue(ctx context.Context) (QueueState, bool, error) {
+func (t *topic) readQueue(ctx context.Context) (protocol.QueueState, bool, error) {
 	qr := t.h.cfg.Queues
 	if qr == nil {
-		return QueueState{}, false, nil
+		return protocol.QueueState{}, false, nil
 	}
 	q, err := qr.Queue(ctx, t.ws, t.sid)
 	switch host.CodeOf(err) {
 	case "":
 	case host.CodeNotFound:
-		return QueueState{SessionID: t.sid, Entries: []host.QueueEntry{}}, true, nil
+		return protocol.QueueState{SessionID: t.sid, Entries: []protocol.QueueEntry{}}, true, nil
 	default:
-		return QueueState{}, false, err
+		return protocol.QueueState{}, false, err
 	}
-	return QueueState{SessionID: t.sid, Revision: q.Revision, FenceTurnID: q.FenceTurnID, Entries: nonNil(q.Entries), Steering: q.Steering}, true, nil
+	return protocol.QueueState{SessionID: t.sid, Revision: q.Revision, FenceTurnID: q.FenceTurnID, Entries: nonNil(protocol.FromQueueEntries(q.Entries)), Steering: q.Steering}, true, nil
 }
 
 // refreshQueue rereads the queue and emits it when its revision moved.
@@ -64,6 +51,6 @@ func (t *topic) refreshQueue(ctx context.Context) error {
 		return nil // revisions only grow: this one is seen (or stale)
 	}
 	t.sv.queue = &q
-	t.emit(KindQueue, "queue:"+t.sid, q)
+	t.emit(protocol.KindQueue, "queue:"+t.sid, q)
 	return nil
 }

@@ -2,16 +2,15 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
-	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
-// workspaceView maps session id → the summary key last emitted.
+// workspaceView maps session id → the summary last emitted.
 type workspaceView struct {
-	keys map[string]string
+	sent map[string]host.Session
 }
 
 const maxWorkspaceView = 10000
@@ -50,10 +49,10 @@ func (t *topic) loadLocked(ctx context.Context) error {
 	s := c.Session
 	t.mu.Lock()
 	sv := &t.sv
-	sv.session, sv.sessionKey = &s, sessionKey(s)
-	sv.turns, sv.turnsMore, sv.turnKeys = c.Turns, c.TurnsHasMore, map[string]string{}
+	sv.session = &s
+	sv.turns, sv.turnsMore, sv.sentTurns = c.Turns, c.TurnsHasMore, map[string]host.Turn{}
 	for _, tr := range c.Turns {
-		sv.turnKeys[tr.ID] = jsonKey(tr)
+		sv.sentTurns[tr.ID] = tr
 	}
 	sv.msgs, sv.msgBytes, sv.msgsMore = map[string]*viewMsg{}, 0, c.MessagesHasMore
 	sv.lastVer, sv.clean, sv.floor = s.MessageVersion, true, 0
@@ -79,7 +78,7 @@ func (t *topic) loadLocked(ctx context.Context) error {
 		return err
 	}
 	t.mu.Lock()
-	t.sv.tree, t.sv.treeKey = &tree, jsonKey(tree)
+	t.sv.tree = &tree
 	t.mu.Unlock()
 	if q, ok, err := t.readQueue(ctx); err != nil {
 		return err
@@ -104,16 +103,16 @@ func rootOf(s host.Session) string {
 
 // readTree rereads the interaction tree. A root that is gone reads as an
 // empty tree.
-func (t *topic) readTree(ctx context.Context, root string) (InteractionSnapshot, error) {
+func (t *topic) readTree(ctx context.Context, root string) (protocol.InteractionSnapshot, error) {
 	tree, err := t.h.cfg.Reader.GetSessionInteractionTreeSnapshot(ctx, t.ws, root)
 	switch host.CodeOf(err) {
 	case "":
 	case host.CodeNotFound:
-		return InteractionSnapshot{RootSessionID: root, Interactions: []host.Interaction{}}, nil
+		return protocol.InteractionSnapshot{RootSessionID: root, Interactions: []protocol.Interaction{}}, nil
 	default:
-		return InteractionSnapshot{}, err
+		return protocol.InteractionSnapshot{}, err
 	}
-	return InteractionSnapshot{RootSessionID: root, TurnID: tree.RootTurnID, Interactions: nonNil(tree.Interactions)}, nil
+	return protocol.InteractionSnapshot{RootSessionID: root, TurnID: tree.RootTurnID, Interactions: protocol.FromInteractions(nonNil(tree.Interactions))}, nil
 }
 
 // refreshTree rereads the tree and emits one complete interaction_snapshot
@@ -130,14 +129,13 @@ func (t *topic) refreshTree(ctx context.Context) error {
 	if err := t.readHistory(ctx); err != nil {
 		return err
 	}
-	key := jsonKey(tree)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if key == t.sv.treeKey {
+	if t.sv.tree != nil && same(*t.sv.tree, tree) {
 		return nil
 	}
-	t.sv.tree, t.sv.treeKey = &tree, key
-	t.emit(KindInteractionSnapshot, "interactions:"+root, tree)
+	t.sv.tree = &tree
+	t.emit(protocol.KindInteractionSnapshot, "interactions:"+root, tree)
 	return nil
 }
 
@@ -203,8 +201,8 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 	if host.CodeOf(err) == host.CodeNotFound {
 		t.mu.Lock()
 		if t.sv.session != nil {
-			t.sv.session, t.sv.sessionKey = nil, ""
-			t.emit(KindSessionRemoved, "", SessionRemoved{Workspace: t.ws, SessionID: t.sid})
+			t.sv.session = nil
+			t.emit(protocol.KindSessionRemoved, "", protocol.SessionRemoved{Workspace: t.ws, SessionID: t.sid})
 		}
 		t.mu.Unlock()
 		return nil
@@ -241,31 +239,29 @@ func (t *topic) applySessionLocked(s host.Session) {
 		// Deltas applied while this was read moved the view further.
 		s.MessageVersion, s.UpdatedAt = sv.session.MessageVersion, sv.session.UpdatedAt
 	}
-	key := sessionKey(s)
-	changed := sv.session == nil || key != sv.sessionKey
-	sv.session, sv.sessionKey = &s, key
+	changed := sv.session == nil || !sameSummary(*sv.session, s)
+	sv.session = &s
 	if changed {
-		t.emit(KindSessionSummary, "session:"+s.ID, SessionSummary{Session: s})
+		t.emit(protocol.KindSessionSummary, "session:"+s.ID, protocol.SessionSummary{Session: protocol.FromSession(s)})
 	}
 }
 
 func (t *topic) applyTurnsLocked(tp host.TurnPage, extra []host.Turn) {
 	sv := &t.sv
-	keys := make(map[string]string, len(tp.Turns))
+	sent := make(map[string]host.Turn, len(tp.Turns))
 	for i := len(tp.Turns) - 1; i >= 0; i-- { // oldest first
 		tr := tp.Turns[i]
-		k := jsonKey(tr)
-		keys[tr.ID] = k
-		if sv.turnKeys[tr.ID] != k {
-			t.emit(KindTurnUpdate, "turn:"+tr.ID, TurnUpdate{Turn: tr})
+		sent[tr.ID] = tr
+		if old, ok := sv.sentTurns[tr.ID]; !ok || !sameTurn(old, tr) {
+			t.emit(protocol.KindTurnUpdate, "turn:"+tr.ID, protocol.TurnUpdate{Turn: protocol.FromTurn(tr)})
 		}
 	}
 	for _, tr := range extra { // changed turns older than the window
-		if sv.turnKeys[tr.ID] != jsonKey(tr) {
-			t.emit(KindTurnUpdate, "turn:"+tr.ID, TurnUpdate{Turn: tr})
+		if old, ok := sv.sentTurns[tr.ID]; !ok || !sameTurn(old, tr) {
+			t.emit(protocol.KindTurnUpdate, "turn:"+tr.ID, protocol.TurnUpdate{Turn: protocol.FromTurn(tr)})
 		}
 	}
-	sv.turns, sv.turnsMore, sv.turnKeys = tp.Turns, tp.HasMore, keys
+	sv.turns, sv.turnsMore, sv.sentTurns = tp.Turns, tp.HasMore, sent
 }
 
 // applyMessagesLocked emits message_delta when a streaming message only grew
@@ -292,12 +288,12 @@ func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bo
 		}
 		old := sv.msgs[m.ID]
 		if old != nil && isAppend(old, m) {
-			t.emitAt(KindMessageDelta, "", MessageDelta{
+			t.emitAt(protocol.KindMessageDelta, "", protocol.MessageDelta{
 				SessionID: m.SessionID, TurnID: m.TurnID, MessageID: m.ID,
 				Offset: old.u16, Text: m.Content.Text[old.n:], Version: m.Version, UpdatedAt: m.UpdatedAt,
 			}, ver)
 		} else {
-			t.emitAt(KindMessageUpdate, "", MessageUpdate{Message: m}, ver)
+			t.emitAt(protocol.KindMessageUpdate, "", protocol.MessageUpdate{Message: protocol.FromMessage(m)}, ver)
 		}
 		sv.put(newViewMsg(m))
 		sv.lastVer = m.Version
@@ -316,25 +312,7 @@ func isAppend(old *viewMsg, m host.Message) bool {
 		m.Content.Text[:old.n] != old.text() {
 		return false
 	}
-	return shapeKey(old.m) == shapeKey(m)
-}
-
-// shapeKey is a message without the fields an append changes.
-func shapeKey(m host.Message) string {
-	m.Content.Text, m.Version, m.UpdatedAt = "", 0, time.Time{}
-	return jsonKey(m)
-}
-
-// sessionKey ignores the fields every streamed token bumps, so watchers get
-// a session_summary for real changes (title, pin, active turn …) only.
-func sessionKey(s host.Session) string {
-	s.MessageVersion, s.UpdatedAt = 0, time.Time{}
-	return jsonKey(s)
-}
-
-func jsonKey(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
+	return sameShape(old.m, m)
 }
 
 func (t *topic) refreshWorkspace(ctx context.Context, d dirtySet) error {
@@ -359,7 +337,7 @@ func (t *topic) refreshWorkspace(ctx context.Context, d dirtySet) error {
 			delete(ids, p.Sessions[i].ID)
 		}
 		t.mu.Lock()
-		for id := range t.wv.keys { // known sessions beyond the first page
+		for id := range t.wv.sent { // known sessions beyond the first page
 			if len(ids) >= 256 {
 				break
 			}
@@ -389,9 +367,9 @@ func (t *topic) refreshWorkspace(ctx context.Context, d dirtySet) error {
 	defer t.mu.Unlock()
 	for _, x := range res {
 		if x.gone {
-			if _, known := t.wv.keys[x.id]; known {
-				delete(t.wv.keys, x.id)
-				t.emit(KindSessionRemoved, "session:"+x.id, SessionRemoved{Workspace: t.ws, SessionID: x.id})
+			if _, known := t.wv.sent[x.id]; known {
+				delete(t.wv.sent, x.id)
+				t.emit(protocol.KindSessionRemoved, "session:"+x.id, protocol.SessionRemoved{Workspace: t.ws, SessionID: x.id})
 			}
 			continue
 		}
@@ -410,32 +388,31 @@ func hasSession(ss []host.Session, id string) bool {
 }
 
 func (t *topic) applyWorkspaceSessionLocked(s host.Session) {
-	if t.wv.keys == nil {
-		t.wv.keys = map[string]string{}
+	if t.wv.sent == nil {
+		t.wv.sent = map[string]host.Session{}
 	}
-	k := sessionKey(s)
-	if t.wv.keys[s.ID] == k {
+	if old, ok := t.wv.sent[s.ID]; ok && sameSummary(old, s) {
 		return
 	}
-	if len(t.wv.keys) >= maxWorkspaceView {
-		for id := range t.wv.keys { // forgetting one only costs a redundant summary later
-			delete(t.wv.keys, id)
+	if len(t.wv.sent) >= maxWorkspaceView {
+		for id := range t.wv.sent { // forgetting one only costs a redundant summary later
+			delete(t.wv.sent, id)
 			break
 		}
 	}
-	t.wv.keys[s.ID] = k
-	t.emit(KindSessionSummary, "session:"+s.ID, SessionSummary{Session: s})
+	t.wv.sent[s.ID] = s
+	t.emit(protocol.KindSessionSummary, "session:"+s.ID, protocol.SessionSummary{Session: protocol.FromSession(s)})
 }
 
 // workspaceSnapshotLocked brings existing watchers up to a freshly read
 // first page, so the new watcher's snapshot and seq line up. Caller holds
 // readMu (the page was read under it) and mu.
-func (t *topic) workspaceSnapshotLocked(p host.SessionPage) WorkspaceSnapshot {
+func (t *topic) workspaceSnapshotLocked(p host.SessionPage) protocol.WorkspaceSnapshot {
 	for i := len(p.Sessions) - 1; i >= 0; i-- {
 		t.applyWorkspaceSessionLocked(p.Sessions[i])
 	}
 	if p.Sessions == nil {
 		p.Sessions = []host.Session{}
 	}
-	return WorkspaceSnapshot{Sessions: p.Sessions, NextCursor: p.NextCursor, Presence: t.presenceLocked()}
+	return protocol.WorkspaceSnapshot{Sessions: protocol.FromSessions(p.Sessions), NextCursor: p.NextCursor, Presence: t.presenceLocked()}
 }

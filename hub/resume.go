@@ -5,31 +5,11 @@ import (
 	"sort"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
-// Position is a durable session stream position: the stream epoch names
-// the session's message history and Version is a canonical message
-// version, so the same position means the same state on every replica. A
-// client resumes from it on any replica; only another epoch (history
-// rewritten) or a position older than the replica's window and the store
-// catch-up bound gives a snapshot.
-type Position struct {
-	Epoch   string `json:"epoch"`
-	Version int64  `json:"version"`
-}
-
-// SessionChanges is what a recovery from a position carries besides the
-// replayed events: the current session and turn window (latest-wins state
-// the position does not order) and, when the missed messages are not
-// replayed as events, every message changed after the position, complete.
-type SessionChanges struct {
-	Session  host.Session   `json:"session"`
-	Turns    []host.Turn    `json:"turns"`
-	Messages []host.Message `json:"messages"`
-}
-
 // validPosition checks a position's shape (the caller checks its epoch).
-func validPosition(p *Position, kind topicKind) error {
+func validPosition(p *protocol.Position, kind topicKind) error {
 	switch {
 	case kind != kindSession:
 		return host.Errorf(host.CodeInvalidInput, "a position resumes session topics only")
@@ -77,23 +57,21 @@ func (t *topic) prepareResume(ctx context.Context, v int64) (*host.Changes, erro
 // exact events after it), from the window, or from a store read (read has
 // the changes after v). ok is false when none can: the caller answers with
 // a snapshot. Caller holds readMu and mu.
-func (t *topic) resumeLocked(v int64, read *host.Changes) (res SubscribeResult, replay []*event, ok bool) {
+func (t *topic) resumeLocked(v int64, read *host.Changes) (res protocol.SubscribeResult, replay []*event, ok bool) {
 	sv := &t.sv
 	if sv.session == nil || v > sv.lastVer {
 		return res, nil, false
 	}
-	ch := &SessionChanges{Session: *sv.session, Turns: sv.turns, Messages: []host.Message{}}
-	if ch.Turns == nil {
-		ch.Turns = []host.Turn{}
-	}
-	res = SubscribeResult{Sub: t.name, Epoch: t.epoch, Recovered: true, Changes: ch}
+	ch := &protocol.SessionChanges{Session: protocol.FromSession(*sv.session),
+		Turns: nonNil(protocol.FromTurns(sv.turns)), Messages: []protocol.Message{}}
+	res = protocol.SubscribeResult{Sub: t.name, Epoch: t.epoch, Recovered: true, Changes: ch}
 	if evs, seq, found := t.ring.after(v); found {
-		res.Seq, res.Position = seq, &Position{Epoch: t.streamEpoch, Version: v}
+		res.Seq, res.Position = seq, &protocol.Position{Epoch: t.streamEpoch, Version: v}
 		return res, evs, true
 	}
 	res.Seq, res.Position = t.seq, t.positionLocked()
 	if v >= sv.floor {
-		ch.Messages = sv.messagesAfter(v)
+		ch.Messages = protocol.FromMessages(sv.messagesAfter(v))
 		return res, nil, true
 	}
 	if read == nil || read.Session.MessageVersion < sv.floor {
@@ -108,11 +86,11 @@ func (t *topic) resumeLocked(v int64, read *host.Changes) (res SubscribeResult, 
 		byID[m.ID] = m
 	}
 	for _, m := range byID {
-		ch.Messages = append(ch.Messages, m)
+		ch.Messages = append(ch.Messages, protocol.FromMessage(m))
 	}
 	sort.Slice(ch.Messages, func(i, j int) bool { return ch.Messages[i].Version < ch.Messages[j].Version })
 	if s := read.Session.MessageVersion; s > sv.lastVer {
-		res.Position = &Position{Epoch: t.streamEpoch, Version: s}
+		res.Position = &protocol.Position{Epoch: t.streamEpoch, Version: s}
 	}
 	return res, nil, true
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // stream commits one streamed answer chunk by chunk to a real store and
@@ -68,8 +69,8 @@ func (cl *wsClient) drain(ver int64) string {
 		if !ok {
 			cl.t.Fatalf("client stuck at position %d, want %d", cl.pos, ver)
 		}
-		if f.Kind == KindMessageDelta {
-			var d MessageDelta
+		if f.Kind == protocol.KindMessageDelta {
+			var d protocol.MessageDelta
 			_ = json.Unmarshal(f.Payload, &d)
 			b.WriteString(d.Text)
 		}
@@ -77,15 +78,15 @@ func (cl *wsClient) drain(ver int64) string {
 	return b.String()
 }
 
-func subscribeErr(t *testing.T, h *Hub, req SubscribeRequest) (SubscribeResult, error) {
+func subscribeErr(t *testing.T, h *Hub, req SubscribeRequest) (protocol.SubscribeResult, error) {
 	t.Helper()
 	srv, _ := wsPair(t)
 	c, err := h.Attach(srv, host.RandomID("c"), nil, ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res SubscribeResult
-	err = h.Subscribe(context.Background(), c, req, func(r SubscribeResult) { res = r })
+	var res protocol.SubscribeResult
+	err = h.Subscribe(context.Background(), c, req, func(r protocol.SubscribeResult) { res = r })
 	return res, err
 }
 
@@ -115,7 +116,7 @@ func TestResumeFromPositionOnAnotherHub(t *testing.T) {
 		s.chunk(t, c)
 	}
 	a.drain(w.ver)
-	pos := Position{Epoch: hubs[0].streamEpochFor(t, w.ws, w.sid), Version: a.pos}
+	pos := protocol.Position{Epoch: hubs[0].streamEpochFor(t, w.ws, w.sid), Version: a.pos}
 	seen := a.msgs["answer"].Content.Text
 	_ = a.c.CloseNow() // leaves mid-answer
 	var missing strings.Builder
@@ -130,7 +131,7 @@ func TestResumeFromPositionOnAnotherHub(t *testing.T) {
 	if !b.recovered {
 		t.Fatal("resume on hub B: recovered = false")
 	}
-	b.msgs = map[string]host.Message{"answer": {ID: "answer", Version: pos.Version, Content: host.MessageContent{Text: seen}}}
+	b.msgs = map[string]protocol.Message{"answer": {ID: "answer", Version: pos.Version, Content: protocol.MessageContent{Text: seen}}}
 	if got := b.drain(w.ver); got != missing.String() {
 		t.Fatalf("hub B replayed %q, want exactly the missing suffix %q", got, missing.String())
 	}
@@ -164,30 +165,30 @@ func TestResumePositionOldForeignBad(t *testing.T) {
 		(&stream{w: w, bus: bus, id: fmt.Sprint("m", i)}).chunk(t, "x")
 	}
 	epoch := h.streamEpochFor(t, w.ws, w.sid)
-	req := func(p Position) SubscribeRequest {
+	req := func(p protocol.Position) SubscribeRequest {
 		return SubscribeRequest{Workspace: w.ws, Topic: TopicSession, SessionID: w.sid, Position: &p}
 	}
 
-	res, err := subscribeErr(t, h, req(Position{Epoch: "h1.other", Version: 3}))
+	res, err := subscribeErr(t, h, req(protocol.Position{Epoch: "h1.other", Version: 3}))
 	if err != nil || res.Recovered || res.Snapshot == nil {
 		t.Fatalf("foreign epoch: recovered=%v err=%v", res.Recovered, err)
 	}
 	// Below the 2-message window: read from the store.
-	res, err = subscribeErr(t, h, req(Position{Epoch: epoch, Version: 1}))
+	res, err = subscribeErr(t, h, req(protocol.Position{Epoch: epoch, Version: 1}))
 	if err != nil || !res.Recovered || len(res.Changes.Messages) != 4 {
 		t.Fatalf("old position within the catch-up bound: recovered=%v err=%v", res.Recovered, err)
 	}
 	// Older than the window and the catch-up bound: a snapshot.
-	res, err = subscribeErr(t, h, req(Position{Epoch: epoch, Version: 0}))
+	res, err = subscribeErr(t, h, req(protocol.Position{Epoch: epoch, Version: 0}))
 	if err != nil || res.Recovered || res.Snapshot == nil {
 		t.Fatalf("too old: recovered=%v err=%v", res.Recovered, err)
 	}
-	for _, bad := range []Position{{Epoch: "", Version: 1}, {Epoch: epoch, Version: -1}, {Epoch: strings.Repeat("e", 65)}, {Epoch: epoch, Version: 99}} {
+	for _, bad := range []protocol.Position{{Epoch: "", Version: 1}, {Epoch: epoch, Version: -1}, {Epoch: strings.Repeat("e", 65)}, {Epoch: epoch, Version: 99}} {
 		if _, err := subscribeErr(t, h, req(bad)); host.CodeOf(err) != host.CodeInvalidInput {
 			t.Fatalf("position %+v: err %v, want invalid_input", bad, err)
 		}
 	}
-	_, err = subscribeErr(t, h, SubscribeRequest{Workspace: w.ws, Topic: TopicWorkspace, Position: &Position{Epoch: epoch}})
+	_, err = subscribeErr(t, h, SubscribeRequest{Workspace: w.ws, Topic: TopicWorkspace, Position: &protocol.Position{Epoch: epoch}})
 	if host.CodeOf(err) != host.CodeInvalidInput {
 		t.Fatalf("position on a workspace topic: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // Topic kinds a client subscribes to.
@@ -19,38 +20,17 @@ type SubscribeRequest struct {
 	Workspace string
 	Topic     string
 	SessionID string
-	Resume    *Resume
+	Resume    *protocol.Resume
 	// Position resumes a session topic on any replica (resume.go); Resume
 	// is tried first, and only matches the replica that served it.
-	Position *Position
-}
-
-// Resume is the position a reconnecting client last saw.
-type Resume struct {
-	Epoch string `json:"epoch"`
-	Seq   int64  `json:"seq"`
-}
-
-// SubscribeResult answers subscribe. Recovered: the client's state is
-// brought forward by Changes (when set) and by the events with seq above
-// Seq that follow. Otherwise Snapshot is the complete current state and
-// events with seq above Seq follow. Position (session topics) is the
-// durable stream position the result leaves the client at, when it is one.
-type SubscribeResult struct {
-	Sub       string          `json:"sub"`
-	Epoch     string          `json:"epoch"`
-	Seq       int64           `json:"seq"`
-	Recovered bool            `json:"recovered"`
-	Position  *Position       `json:"position,omitempty"`
-	Changes   *SessionChanges `json:"changes,omitempty"`
-	Snapshot  any             `json:"snapshot,omitempty"`
+	Position *protocol.Position
 }
 
 // Subscribe registers c on a topic. reply is called under the topic's
 // emission lock and must enqueue the response on c (Conn.Send): that is
 // what guarantees the response reaches the client before any event above
 // its seq. Subscribing again to the same topic answers afresh.
-func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, reply func(SubscribeResult)) error {
+func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, reply func(protocol.SubscribeResult)) error {
 	kind := kindWorkspace
 	switch req.Topic {
 	case TopicWorkspace:
@@ -111,16 +91,16 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var res SubscribeResult
+	var res protocol.SubscribeResult
 	var replay []*event
 	ok := false
 	if resumed {
 		// Deltas emit without readMu, so the ring may have moved on since
 		// the check above: look again under the emission lock.
 		if replay, ok = t.ring.since(req.Resume.Seq, t.seq); ok {
-			res = SubscribeResult{Sub: t.name, Epoch: t.epoch, Seq: req.Resume.Seq, Recovered: true}
+			res = protocol.SubscribeResult{Sub: t.name, Epoch: t.epoch, Seq: req.Resume.Seq, Recovered: true}
 			if v := t.ring.verAt(req.Resume.Seq); v > 0 && kind == kindSession {
-				res.Position = &Position{Epoch: t.streamEpoch, Version: v}
+				res.Position = &protocol.Position{Epoch: t.streamEpoch, Version: v}
 			}
 		}
 	} else if byPosition {
@@ -131,12 +111,12 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 		if err != nil {
 			return err
 		}
-		res = SubscribeResult{Sub: t.name, Epoch: t.epoch, Seq: t.seq, Snapshot: snap, Position: t.positionLocked()}
+		res = protocol.SubscribeResult{Sub: t.name, Epoch: t.epoch, Seq: t.seq, Snapshot: snap, Position: t.positionLocked()}
 	} else if !ok {
 		if resumed { // unreachable: only rereads, under readMu, emit on workspace topics
 			return host.Errorf(host.CodeUnavailable, "resume raced with new events; subscribe again")
 		}
-		res = SubscribeResult{Sub: t.name, Epoch: t.epoch, Seq: t.seq, Snapshot: t.workspaceSnapshotLocked(page)}
+		res = protocol.SubscribeResult{Sub: t.name, Epoch: t.epoch, Seq: t.seq, Snapshot: t.workspaceSnapshotLocked(page)}
 	}
 	c.subMu.Lock()
 	if c.detached {

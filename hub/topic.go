@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 type topicKind int
@@ -50,9 +52,9 @@ type topic struct {
 	loaded bool
 	sv     sessionView
 	wv     workspaceView
-	// presence last emitted (presence.go), and its encoding.
-	presence    Presence
-	presenceKey string
+	// presence last emitted (presence.go); presenceSent: one was.
+	presence     protocol.Presence
+	presenceSent bool
 	// root is the session's immutable tree root (a string), set at load.
 	root atomic.Value
 	// streamEpoch names the session's message history (streamEpochOf),
@@ -96,17 +98,9 @@ type event struct {
 	key string
 }
 
-type eventFrame struct {
-	Type  string `json:"type"`
-	Sub   string `json:"sub"`
-	Epoch string `json:"epoch"`
-	Seq   int64  `json:"seq"`
-	Kind  string `json:"kind"`
-	// Version is the durable stream position after this event, on the
-	// session events that end at one.
-	Version int64 `json:"version,omitempty"`
-	Payload any   `json:"payload"`
-}
+// eventFrame is the wire event frame (the alias keeps conn.go's
+// superseded frame on the same type).
+type eventFrame = protocol.EventFrame
 
 // emit encodes one event once, keeps it in the ring and queues the same
 // bytes on every watcher. Caller holds t.mu.
@@ -114,7 +108,7 @@ func (t *topic) emit(kind, key string, payload any) { t.emitAt(kind, key, payloa
 
 // emitAt emits an event that leaves the stream at position ver (0: none).
 func (t *topic) emitAt(kind, key string, payload any, ver int64) {
-	data, err := json.Marshal(eventFrame{Type: "event", Sub: t.name, Epoch: t.epoch, Seq: t.seq + 1, Kind: kind, Version: ver, Payload: payload})
+	data, err := json.Marshal(eventFrame{Type: protocol.FrameEvent, Sub: t.name, Epoch: t.epoch, Seq: t.seq + 1, Kind: kind, Version: ver, Payload: payload})
 	if err != nil {
 		t.h.log.Error("hub: encode event", "topic", t.name, "kind", kind, "err", err)
 		return

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // A trash fact is pushed to the workspace topic as trash_changed at once,
@@ -34,13 +35,13 @@ func TestTrashFactPushesWithoutReread(t *testing.T) {
 		t.Fatalf("%d events, want 1", len(evs))
 	}
 	var fr0 struct {
-		Kind    string       `json:"kind"`
-		Payload TrashChanged `json:"payload"`
+		Kind    string                `json:"kind"`
+		Payload protocol.TrashChanged `json:"payload"`
 	}
 	if err := json.Unmarshal(evs[0].data, &fr0); err != nil {
 		t.Fatal(err)
 	}
-	if fr0.Kind != KindTrashChanged || fr0.Payload.Workspace != "w" || !slices.Equal(fr0.Payload.Purged, []string{"a", "b"}) ||
+	if fr0.Kind != protocol.KindTrashChanged || fr0.Payload.Workspace != "w" || !slices.Equal(fr0.Payload.Purged, []string{"a", "b"}) ||
 		fr0.Payload.Deleted == nil || fr0.Payload.Restored == nil {
 		t.Fatalf("event %s", evs[0].data)
 	}

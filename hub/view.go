@@ -6,17 +6,18 @@ import (
 	"strconv"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // sessionView is what a session topic last emitted: enough to diff the next
 // reread, to apply the next committed delta and to answer a snapshot or a
 // resume without touching the store.
 type sessionView struct {
-	session    *host.Session // nil: not visible (deleted)
-	sessionKey string
-	turns      []host.Turn // newest first
-	turnsMore  bool
-	turnKeys   map[string]string
+	session   *host.Session // nil: not visible (deleted)
+	turns     []host.Turn   // newest first
+	turnsMore bool
+	// sentTurns is each turn of the window as last emitted.
+	sentTurns map[string]host.Turn
 	// msgs is a window of the newest changes: every message whose version
 	// is above floor. Older ones are paged with message.list.
 	msgs     map[string]*viewMsg
@@ -28,16 +29,14 @@ type sessionView struct {
 	// reread that stopped inside a commit), so lastVer is a position.
 	lastVer int64
 	clean   bool
-	// tree is the interaction tree last emitted (nil: none read yet);
-	// treeKey its encoding.
-	tree    *InteractionSnapshot
-	treeKey string
+	// tree is the interaction tree last emitted (nil: none read yet).
+	tree *protocol.InteractionSnapshot
 	// history: every interaction of the window's turns, as last read.
 	history []host.Interaction
 	// goal is the session's goal state with the highest Seq seen (goal.go).
 	goal *host.GoalState
 	// queue is the session's queue last emitted (nil: none read).
-	queue *QueueState
+	queue *protocol.QueueState
 }
 
 // viewMsg is one message of the window. Streamed text is appended to a
@@ -146,26 +145,33 @@ func (sv *sessionView) messagesAfter(version int64) []host.Message {
 
 // position is the view's durable stream position, nil when the view is not
 // at a commit boundary.
-func (t *topic) positionLocked() *Position {
+func (t *topic) positionLocked() *protocol.Position {
 	if !t.sv.clean {
 		return nil
 	}
-	return &Position{Epoch: t.streamEpoch, Version: t.sv.lastVer}
+	return &protocol.Position{Epoch: t.streamEpoch, Version: t.sv.lastVer}
 }
 
 // sessionSnapshotLocked answers a session subscribe from the view.
-func (t *topic) sessionSnapshotLocked() (SessionSnapshot, error) {
+func (t *topic) sessionSnapshotLocked() (protocol.SessionSnapshot, error) {
 	sv := &t.sv
 	if sv.session == nil {
-		return SessionSnapshot{}, host.Errorf(host.CodeNotFound, "session %s not found", t.sid)
+		return protocol.SessionSnapshot{}, host.Errorf(host.CodeNotFound, "session %s not found", t.sid)
 	}
-	turns := sv.turns
-	if turns == nil {
-		turns = []host.Turn{}
+	var agent *protocol.AgentInfo
+	if a := t.h.agent(); a != nil {
+		w := protocol.FromAgentInfo(*a)
+		agent = &w
 	}
-	return SessionSnapshot{Session: *sv.session, Turns: turns, TurnsHasMore: sv.turnsMore,
-		Messages: sv.messagesAfter(-1), MessagesHasMore: sv.msgsMore, InteractionTree: sv.tree,
-		Interactions: nonNil(sv.history), Presence: t.presenceLocked(), Agent: t.h.agent(), Goal: sv.goal, Queue: sv.queue}, nil
+	var goal *protocol.GoalState
+	if sv.goal != nil {
+		g := protocol.FromGoalState(*sv.goal)
+		goal = &g
+	}
+	return protocol.SessionSnapshot{Session: protocol.FromSession(*sv.session), Turns: nonNil(protocol.FromTurns(sv.turns)),
+		TurnsHasMore: sv.turnsMore, Messages: protocol.FromMessages(sv.messagesAfter(-1)), MessagesHasMore: sv.msgsMore,
+		InteractionTree: sv.tree, Interactions: nonNil(protocol.FromInteractions(sv.history)), Presence: t.presenceLocked(),
+		Agent: agent, Goal: goal, Queue: sv.queue}, nil
 }
 
 // AgentReader (Config.Agent) says what the agent attests now (the Host

@@ -28,10 +28,6 @@ import (
 	"github.com/ensemble-dev/ensemble/host"
 )
 
-// FactResync is the kind of the workspace-wide resync fact (a fact with no
-// SessionID). It equals hub.FactResync; this package does not import the hub.
-const FactResync = "bus/resync"
-
 // Options tune a Bus. Zero values take the defaults.
 type Options struct {
 	// Prefix namespaces every key and channel (default "ensemble:"), so
@@ -281,7 +277,7 @@ func (b *Bus) deliver(ws string, facts []host.Fact) {
 // Resync asks every local subscriber of ws to reread its whole workspace.
 func (b *Bus) Resync(ws string) {
 	b.stats.resyncs.Add(1)
-	b.deliver(ws, []host.Fact{{WorkspaceID: ws, Kind: FactResync}})
+	b.deliver(ws, []host.Fact{{WorkspaceID: ws, Kind: host.FactResync}})
 }
 
 func (b *Bus) kickReconcile() {

@@ -29,12 +29,6 @@ var (
 // liveness bound, not a performance assertion.
 const patience = 15 * time.Second
 
-func TestResyncKindMatchesHub(t *testing.T) {
-	if FactResync != hub.FactResync {
-		t.Fatalf("FactResync %q must equal hub.FactResync %q", FactResync, hub.FactResync)
-	}
-}
-
 // redisURL returns the shared test Redis or skips.
 func redisURL(t *testing.T) string {
 	t.Helper()
@@ -117,7 +111,7 @@ func (r *recorder) waitFor(t *testing.T, what string, n int, pred func(host.Fact
 	}
 }
 
-func isResync(f host.Fact) bool { return f.Kind == FactResync && f.SessionID == "" }
+func isResync(f host.Fact) bool { return f.Kind == host.FactResync && f.SessionID == "" }
 
 func isSession(id string) func(host.Fact) bool {
 	return func(f host.Fact) bool { return f.SessionID == id }

@@ -8,7 +8,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/ensemble-dev/ensemble/host"
-	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // TestCommittedDeltasMatchReread is the differential test end to end: the
@@ -23,7 +23,7 @@ func TestCommittedDeltasMatchReread(t *testing.T) {
 	sess := createSession(t, a)
 	var res positionResult
 	a.must("subscribe", map[string]any{"workspace": testWS, "topic": "session", "sessionId": sess.ID}, &res)
-	msgs := map[string]host.Message{}
+	msgs := map[string]protocol.Message{}
 	for _, m := range res.Snapshot.Messages {
 		msgs[m.ID] = m
 	}
@@ -48,12 +48,12 @@ func TestCommittedDeltasMatchReread(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return encodeByVersion(p.Messages)
+		return encodeByVersion(protocol.FromMessages(p.Messages))
 	}
 	want := canonical()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got := make([]host.Message, 0, len(msgs))
+		got := make([]protocol.Message, 0, len(msgs))
 		for _, m := range msgs {
 			got = append(got, m)
 		}
@@ -65,14 +65,14 @@ func TestCommittedDeltasMatchReread(t *testing.T) {
 		}
 		f := a.nextEvent(10 * time.Second)
 		switch f.Kind {
-		case hub.KindMessageUpdate:
-			var p hub.MessageUpdate
+		case protocol.KindMessageUpdate:
+			var p protocol.MessageUpdate
 			mustJSON(t, f.Payload, &p)
 			if old, ok := msgs[p.Message.ID]; !ok || old.Version < p.Message.Version {
 				msgs[p.Message.ID] = p.Message
 			}
-		case hub.KindMessageDelta:
-			var p hub.MessageDelta
+		case protocol.KindMessageDelta:
+			var p protocol.MessageDelta
 			mustJSON(t, f.Payload, &p)
 			m, ok := msgs[p.MessageID]
 			if !ok {
@@ -95,9 +95,9 @@ func TestCommittedDeltasMatchReread(t *testing.T) {
 	}
 }
 
-func encodeByVersion(ms []host.Message) string {
+func encodeByVersion(ms []protocol.Message) string {
 	ms = slices.Clone(ms)
-	slices.SortFunc(ms, func(a, b host.Message) int { return int(a.Version - b.Version) })
+	slices.SortFunc(ms, func(a, b protocol.Message) int { return int(a.Version - b.Version) })
 	b, _ := json.Marshal(ms)
 	return string(b)
 }

@@ -8,21 +8,13 @@ import (
 	"time"
 
 	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // defaultReconnectJitter spreads the reconnects of a draining replica's
 // clients: each is told to wait a uniform random delay below it, so the
 // replicas that take them over see a ramp, not a cliff.
 const defaultReconnectJitter = 5 * time.Second
-
-// reconnectFrame precedes a drain's close: reconnect (to any replica)
-// after AfterMs. The close that follows is 4001 with the same delay in
-// its reason, for clients that only look at close codes.
-type reconnectFrame struct {
-	Type    string `json:"type"`
-	Reason  string `json:"reason"`
-	AfterMs int64  `json:"afterMs"`
-}
 
 func (s *Server) reconnectDelay() time.Duration {
 	j := s.cfg.ReconnectJitter
@@ -35,7 +27,7 @@ func (s *Server) reconnectDelay() time.Duration {
 // sendReconnect tells one connection to reconnect elsewhere and closes it.
 func (s *Server) sendReconnect(c *hub.Conn) {
 	d := s.reconnectDelay()
-	c.SendJSON(reconnectFrame{Type: "reconnect", Reason: "draining", AfterMs: d.Milliseconds()})
+	c.SendJSON(protocol.ReconnectFrame{Type: protocol.FrameReconnect, Reason: "draining", AfterMs: d.Milliseconds()})
 	c.Close(hub.CloseShutdown, "server draining; reconnect in "+strconv.FormatInt(d.Milliseconds(), 10)+" ms")
 }
 

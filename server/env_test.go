@@ -21,6 +21,7 @@ import (
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 	"github.com/ensemble-dev/ensemble/runtime/acp"
 	"github.com/ensemble-dev/ensemble/runtime/sim"
 	"github.com/ensemble-dev/ensemble/sqlite"
@@ -122,7 +123,7 @@ type frame struct {
 	ID      json.RawMessage `json:"id"`
 	OK      bool            `json:"ok"`
 	Result  json.RawMessage `json:"result"`
-	Error   *wireError      `json:"error"`
+	Error   *protocol.Error `json:"error"`
 	Sub     string          `json:"sub"`
 	Epoch   string          `json:"epoch"`
 	Seq     int64           `json:"seq"`
@@ -160,7 +161,7 @@ func (e *env) dial(token string, hello bool) *client {
 }
 
 func (e *env) dialRaw(token string, hello bool) *client {
-	return e.dialProto(token, hello, Subprotocol)
+	return e.dialProto(token, hello, protocol.Subprotocol)
 }
 
 func (e *env) dialProto(token string, hello bool, protocols ...string) *client {
@@ -370,7 +371,7 @@ func (e *env) httpDo(method, path, token string, body any, out any) int {
 }
 
 type errBody struct {
-	Error wireError `json:"error"`
+	Error protocol.Error `json:"error"`
 }
 
 // waitSettled polls until the turn settles.

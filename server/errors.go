@@ -4,27 +4,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
-
-// wireError is the error object of every failed response, WebSocket or
-// HTTP. Code is from the closed list in host.Codes.
-type wireError struct {
-	Code      host.Code `json:"code"`
-	Message   string    `json:"message"`
-	Retryable bool      `json:"retryable"`
-	Reason    string    `json:"reason,omitempty"`
-	// RetryAfterMs is a back-off hint on some retryable errors: retry no
-	// sooner than this.
-	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
-}
 
 // toWire classifies err. Typed Host errors keep their message and reason;
 // anything else gets a generic message so internals never leak (the cause
 // is logged instead).
-func toWire(err error, log *slog.Logger, op string) wireError {
+func toWire(err error, log *slog.Logger, op string) protocol.Error {
 	var rl *retryLater
 	if errors.As(err, &rl) {
 		w := toWire(rl.err, log, op)
@@ -36,7 +24,8 @@ func toWire(err error, log *slog.Logger, op string) wireError {
 		if he.Code == host.CodeInternal {
 			log.Error("internal error", "op", op, "err", err)
 		}
-		return wireError{Code: he.Code, Message: he.Message, Retryable: he.Code.Retryable(), Reason: he.Reason}
+		code := protocol.ErrorCode(he.Code)
+		return protocol.Error{Code: code, Message: he.Message, Retryable: code.Retryable(), Reason: he.Reason}
 	}
 	code := host.CodeOf(err)
 	reason := ""
@@ -57,34 +46,21 @@ func toWire(err error, log *slog.Logger, op string) wireError {
 	default:
 		log.Error("internal error", "op", op, "err", err)
 	}
-	return wireError{Code: code, Message: msg, Retryable: code.Retryable(), Reason: reason}
+	wc := protocol.ErrorCode(code)
+	return protocol.Error{Code: wc, Message: msg, Retryable: wc.Retryable(), Reason: reason}
 }
 
 func errorf(code host.Code, format string, args ...any) error {
 	return host.Errorf(code, format, args...)
 }
 
-// httpStatus maps a code to its HTTP status.
-func httpStatus(c host.Code) int {
-	switch c {
-	case host.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case host.CodeForbidden:
-		return http.StatusForbidden
-	case host.CodeNotFound:
-		return http.StatusNotFound
-	case host.CodeInvalidInput:
-		return http.StatusBadRequest
-	case host.CodeOperationConflict, host.CodeSessionBusy, host.CodeNotDispatched:
-		return http.StatusConflict
-	case host.CodeOutcomeUnknown:
-		return http.StatusBadGateway
-	case host.CodeUnsupported:
-		return http.StatusNotImplemented
-	case host.CodeRateLimited:
-		return http.StatusTooManyRequests
-	case host.CodeUnavailable:
-		return http.StatusServiceUnavailable
+// wire maps a Host result onto its protocol type; an error passes through
+// with no result.
+func wire[A, B any](f func(A) B) func(A, error) (any, error) {
+	return func(v A, err error) (any, error) {
+		if err != nil {
+			return nil, err
+		}
+		return f(v), nil
 	}
-	return http.StatusInternalServerError
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // Every unavailable answer names what is unavailable (issue 11): typed
@@ -23,7 +24,7 @@ func TestUnavailableCarriesReason(t *testing.T) {
 	}
 	for _, c := range cases {
 		w := toWire(c.err, log, "test")
-		if w.Code != host.CodeUnavailable || !w.Retryable || w.Reason != c.reason {
+		if w.Code != protocol.CodeUnavailable || !w.Retryable || w.Reason != c.reason {
 			t.Errorf("toWire(%v) = %+v, want unavailable/%s", c.err, w, c.reason)
 		}
 	}

@@ -2,53 +2,39 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // Session fork, export and import (issue 14). Registered here so the
 // shared op and route tables stay untouched but for one line each.
 
 func init() {
-	ops["session.fork"] = op("session.fork", sessionFork)
-	ops["session.export"] = op("session.export", sessionExport)
-	ops["session.import"] = op("session.import", sessionImport)
+	ops[protocol.OpSessionFork] = op(protocol.OpSessionFork, sessionFork)
+	ops[protocol.OpSessionExport] = op(protocol.OpSessionExport, sessionExport)
+	ops[protocol.OpSessionImport] = op(protocol.OpSessionImport, sessionImport)
 	restTable = append(restTable,
-		restRoute{http.MethodGet, "/sessions/{sessionId}/export", "session.export", http.StatusOK},
-		restRoute{http.MethodPost, "/imports", "session.import", http.StatusOK})
+		restRoute{http.MethodGet, "/sessions/{sessionId}/export", protocol.OpSessionExport, http.StatusOK},
+		restRoute{http.MethodPost, "/imports", protocol.OpSessionImport, http.StatusOK})
 }
 
-type sessionForkIn struct {
-	wsField
-	SessionID      string `json:"sessionId"`
-	TurnID         string `json:"turnId"`
-	ClientSubmitID string `json:"clientSubmitId"`
-}
-
-func sessionFork(ctx context.Context, s *Server, c caller, in sessionForkIn) (any, error) {
+func sessionFork(ctx context.Context, s *Server, c caller, in protocol.SessionForkInput) (any, error) {
 	sess, err := s.cfg.Host.ForkSession(ctx, host.ForkSessionInput{WorkspaceID: in.Workspace,
 		SessionID: in.SessionID, TurnID: in.TurnID, ClientSubmitID: in.ClientSubmitID,
 		By: c.p.UserID, ByName: c.p.Name})
 	if err != nil {
 		return nil, err
 	}
-	return sessionResult{Session: sess}, nil
+	return protocol.SessionResult{Session: protocol.FromSession(sess)}, nil
 }
 
-func sessionExport(ctx context.Context, s *Server, _ caller, in sessionRef) (any, error) {
+func sessionExport(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (any, error) {
 	return s.cfg.Host.ExportSession(ctx, in.Workspace, in.SessionID)
 }
 
-type sessionImportIn struct {
-	wsField
-	// User owns the imported sessions; default: the caller.
-	User  string          `json:"user"`
-	Graph json.RawMessage `json:"graph"`
-}
-
-func sessionImport(ctx context.Context, s *Server, c caller, in sessionImportIn) (any, error) {
+func sessionImport(ctx context.Context, s *Server, c caller, in protocol.SessionImportInput) (any, error) {
 	g, err := host.DecodeGraph(in.Graph)
 	if err != nil {
 		return nil, err
@@ -61,5 +47,5 @@ func sessionImport(ctx context.Context, s *Server, c caller, in sessionImportIn)
 	if res.Sessions == nil {
 		res.Sessions = []string{}
 	}
-	return res, err
+	return wire(protocol.FromRestoreGraphResult)(res, err)
 }

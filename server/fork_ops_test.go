@@ -12,6 +12,7 @@ import (
 
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // Fork, export and import over REST, end to end through the Host.
@@ -20,7 +21,7 @@ func TestForkExportImportOverHTTP(t *testing.T) {
 	admin := e.token("adam", auth.RoleAdmin, time.Hour)
 	member := e.token("mia", auth.RoleMember, time.Hour)
 	base := "/v1/workspaces/" + testWS
-	var created host.CreateSessionResult
+	var created protocol.CreateSessionResult
 	if code := e.httpDo("POST", base+"/sessions", member, map[string]any{"title": "Notes",
 		"clientSubmitId": "h-1", "content": map[string]any{"text": "/sim instant\nhello"}}, &created); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
@@ -28,12 +29,12 @@ func TestForkExportImportOverHTTP(t *testing.T) {
 	sid := created.Session.ID
 	e.waitSettled(sid, created.Turn.ID)
 
-	var forked sessionResult
+	var forked protocol.SessionResult
 	if code := e.httpDo("POST", base+"/sessions/"+sid+"/fork", member, map[string]any{
 		"turnId": created.Turn.ID, "clientSubmitId": "fork-h-1"}, &forked); code != http.StatusCreated || forked.Session.Title != "Notes (2)" {
 		t.Fatalf("fork: %d %+v", code, forked.Session)
 	}
-	var again sessionResult
+	var again protocol.SessionResult
 	if code := e.httpDo("POST", base+"/sessions/"+sid+"/fork", member, map[string]any{
 		"turnId": created.Turn.ID, "clientSubmitId": "fork-h-1"}, &again); code != http.StatusCreated || again.Session.ID != forked.Session.ID {
 		t.Fatalf("fork replay: %d %+v", code, again.Session)
@@ -56,7 +57,7 @@ func TestForkExportImportOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res host.RestoreGraphResult
+	var res protocol.RestoreGraphResult
 	if code := e.httpDo("POST", "/v1/workspaces/w2/imports", tok2, map[string]any{"user": "carol", "graph": graph}, &res); code != http.StatusOK || !res.Created || len(res.Sessions) != 1 {
 		t.Fatalf("import: %d %+v", code, res)
 	}
@@ -97,20 +98,20 @@ func TestSessionSettingsOutsideRootOverHTTP(t *testing.T) {
 	if code := e.httpDo("POST", base, member, map[string]any{"settings": map[string]string{"cwd": "/etc"}}, &eb); code != http.StatusBadRequest || eb.Error.Reason != host.ReasonCwdOutsideRoot {
 		t.Fatalf("create outside the root: %d %+v", code, eb)
 	}
-	var created host.CreateSessionResult
+	var created protocol.CreateSessionResult
 	if code := e.httpDo("POST", base, member, map[string]any{}, &created); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	path := base + "/" + created.Session.ID
 	for _, cwd := range []string{"/etc", "..", "proj/../.."} {
-		if code := e.httpDo("PATCH", path, member, map[string]any{"settings": map[string]string{"cwd": cwd}}, &eb); code != http.StatusBadRequest || eb.Error.Code != host.CodeInvalidInput || eb.Error.Reason != host.ReasonCwdOutsideRoot {
+		if code := e.httpDo("PATCH", path, member, map[string]any{"settings": map[string]string{"cwd": cwd}}, &eb); code != http.StatusBadRequest || eb.Error.Code != protocol.CodeInvalidInput || eb.Error.Reason != host.ReasonCwdOutsideRoot {
 			t.Fatalf("cwd %q: %d %+v", cwd, code, eb)
 		}
 	}
 	if code := e.httpDo("PATCH", path, viewer, map[string]any{"settings": map[string]string{"cwd": "proj"}}, &eb); code != http.StatusForbidden {
 		t.Fatalf("viewer settings: %d", code)
 	}
-	var got sessionResult
+	var got protocol.SessionResult
 	if code := e.httpDo("PATCH", path, member, map[string]any{"settings": map[string]string{"cwd": "proj"}, "pinned": true}, &got); code != http.StatusOK ||
 		got.Session.Settings["cwd"] != filepath.Join(root, "proj") || !got.Session.Pinned {
 		t.Fatalf("valid settings: %d %+v", code, got.Session)

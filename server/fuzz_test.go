@@ -17,6 +17,7 @@ import (
 
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // Fuzz targets for everything the server decodes from a client: the frame
@@ -68,7 +69,7 @@ func FuzzFrame(f *testing.F) {
 
 // fuzzOps is every operation the protocol defines, plus auth.refresh.
 func fuzzOps() []string {
-	names := append(auth.Operations(), opAuthRefresh)
+	names := append(auth.Operations(), protocol.OpAuthRefresh)
 	slices.Sort(names)
 	return names
 }
@@ -86,8 +87,8 @@ func FuzzOperationInput(f *testing.F) {
 	outsider := caller{p: auth.Principal{UserID: "fuzz", Workspaces: map[string]auth.Role{"elsewhere": auth.RoleAdmin}}}
 	f.Fuzz(func(t *testing.T, sel uint8, input []byte) {
 		name := names[int(sel)%len(names)]
-		if name == opAuthRefresh {
-			var in refreshIn
+		if name == protocol.OpAuthRefresh {
+			var in protocol.RefreshInput
 			if err := decodeStrict(input, &in); err != nil {
 				mustInvalidInput(t, err)
 			}
@@ -99,12 +100,10 @@ func FuzzOperationInput(f *testing.F) {
 				mustInvalidInput(t, err)
 			} else {
 				checkRoundTrip(t, fn, in)
-				if l, ok := in.(limited); ok {
-					if err := l.checkLimits(s.limits); err != nil {
-						mustInvalidInput(t, err)
-					} else if c := contentOf(in); c != nil && contentSize(*c) > s.limits.MaxPromptBytes {
-						t.Fatalf("content of %d bytes passed", contentSize(*c))
-					}
+				if err := checkLimits(in, s.limits); err != nil {
+					mustInvalidInput(t, err)
+				} else if c := contentOf(in); c != nil && contentSize(*c) > s.limits.MaxPromptBytes {
+					t.Fatalf("content of %d bytes passed", contentSize(*c))
 				}
 			}
 		}
@@ -134,10 +133,10 @@ func checkRoundTrip(t *testing.T, fn opFunc, in input) {
 
 func contentOf(in input) *host.MessageContent {
 	switch v := in.(type) {
-	case sessionCreateIn:
-		return v.Content
-	case submitIn:
-		return &v.Content
+	case protocol.SessionCreateInput:
+		return protocol.ToHost(v.Content, protocol.ToMessageContent)
+	case protocol.SubmitInput:
+		return new(protocol.ToMessageContent(v.Content))
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ensemble-dev/ensemble/auth/authtest"
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // shortToken expires within two seconds (exp has one-second resolution).
@@ -45,14 +46,14 @@ func TestTokenExpiryMidSubscription(t *testing.T) {
 	stale, fresh := e.dial(tok, true), e.dial(tok, false)
 	subscribeSession(t, stale, sess.ID, nil)
 	subFresh := subscribeSession(t, fresh, sess.ID, nil)
-	var ready readyFrame
+	var ready protocol.ReadyFrame
 	mustJSON(t, fresh.ready.raw, &ready)
 	if ready.ExpiresAt.IsZero() || time.Until(ready.ExpiresAt) > 3*time.Second {
 		t.Fatalf("ready.expiresAt %v", ready.ExpiresAt)
 	}
 
 	f := fresh.request("auth.refresh", map[string]any{"token": e.token("alice", auth.RoleMember, time.Hour)})
-	var rr refreshResult
+	var rr protocol.RefreshResult
 	if !f.OK {
 		t.Fatalf("refresh: %s", f.raw)
 	}
@@ -65,7 +66,7 @@ func TestTokenExpiryMidSubscription(t *testing.T) {
 	for {
 		f := stale.next(10 * time.Second)
 		if f.Type == "error" {
-			if f.Error.Code != host.CodeUnauthenticated || f.Error.Reason != "token_expired" {
+			if f.Error.Code != protocol.CodeUnauthenticated || f.Error.Reason != "token_expired" {
 				t.Fatalf("expiry error %s", f.raw)
 			}
 			break
@@ -96,13 +97,13 @@ func TestAuthRefreshRefusals(t *testing.T) {
 	cases := []struct {
 		name  string
 		input map[string]any
-		code  host.Code
+		code  protocol.Code
 		rsn   string
 	}{
-		{"garbage", map[string]any{"token": "not-a-jwt"}, host.CodeUnauthenticated, ""},
-		{"expired", map[string]any{"token": e.tokenExpired()}, host.CodeUnauthenticated, "token_expired"},
-		{"another user", map[string]any{"token": e.token("mallory", auth.RoleAdmin, time.Hour)}, host.CodeInvalidInput, "different_user"},
-		{"unknown field", map[string]any{"token": e.member, "extra": 1}, host.CodeInvalidInput, ""},
+		{"garbage", map[string]any{"token": "not-a-jwt"}, protocol.CodeUnauthenticated, ""},
+		{"expired", map[string]any{"token": e.tokenExpired()}, protocol.CodeUnauthenticated, "token_expired"},
+		{"another user", map[string]any{"token": e.token("mallory", auth.RoleAdmin, time.Hour)}, protocol.CodeInvalidInput, "different_user"},
+		{"unknown field", map[string]any{"token": e.member, "extra": 1}, protocol.CodeInvalidInput, ""},
 	}
 	for _, c := range cases {
 		f := cl.request("auth.refresh", c.input)
@@ -111,7 +112,7 @@ func TestAuthRefreshRefusals(t *testing.T) {
 		}
 	}
 	// Nothing changed: still alice, still a member, still subscribed.
-	var res host.CreateSessionResult
+	var res protocol.CreateSessionResult
 	cl.must("session.create", map[string]any{"workspace": testWS}, &res)
 	if res.Session.CreatedBy != "alice" {
 		t.Fatalf("principal changed: %+v", res.Session)
@@ -138,7 +139,7 @@ func TestAuthRefreshRefusals(t *testing.T) {
 		}
 	}
 	f := cl.request("session.get", map[string]any{"workspace": testWS, "sessionId": sess.ID})
-	if f.OK || f.Error.Code != host.CodeForbidden {
+	if f.OK || f.Error.Code != protocol.CodeForbidden {
 		t.Fatalf("after narrowing: %s", f.raw)
 	}
 }
@@ -177,7 +178,7 @@ func TestRequestRateLimit(t *testing.T) {
 	}
 	for range 3 {
 		f := cl.request("session.list", map[string]any{"workspace": testWS})
-		if f.OK || f.Error.Code != host.CodeRateLimited || !f.Error.Retryable || f.Error.Reason != "request_rate" {
+		if f.OK || f.Error.Code != protocol.CodeRateLimited || !f.Error.Retryable || f.Error.Reason != "request_rate" {
 			t.Fatalf("over the rate: %s", f.raw)
 		}
 	}
@@ -204,7 +205,7 @@ func TestInFlightLimit(t *testing.T) {
 		<-started
 	}
 	f := cl.request("session.list", map[string]any{"workspace": testWS})
-	if f.OK || f.Error.Code != host.CodeRateLimited || f.Error.Reason != "in_flight" || !f.Error.Retryable {
+	if f.OK || f.Error.Code != protocol.CodeRateLimited || f.Error.Reason != "in_flight" || !f.Error.Retryable {
 		t.Fatalf("third in flight: %s", f.raw)
 	}
 	close(release)
@@ -213,7 +214,7 @@ func TestInFlightLimit(t *testing.T) {
 		if f.Type != "response" {
 			continue
 		}
-		if f.OK || f.Error.Code != host.CodeNotFound {
+		if f.OK || f.Error.Code != protocol.CodeNotFound {
 			t.Fatalf("held request: %s", f.raw)
 		}
 		seen[string(f.ID)] = true
@@ -230,20 +231,20 @@ func TestConnectionLimitPerUser(t *testing.T) {
 	// A third by header: 429 before the upgrade.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, resp, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{Subprotocol},
+	_, resp, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol},
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + e.member}}})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("third by header: %v %v", resp, err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	var eb errBody
-	if json.Unmarshal(b, &eb) != nil || eb.Error.Code != host.CodeRateLimited || eb.Error.Reason != "too_many_connections" {
+	if json.Unmarshal(b, &eb) != nil || eb.Error.Code != protocol.CodeRateLimited || eb.Error.Reason != "too_many_connections" {
 		t.Fatalf("third by header: %s", b)
 	}
 	// A third by hello: an error frame, then 4029.
 	cl := e.dialRaw(e.member, true)
 	f := cl.next(5 * time.Second)
-	if f.Type != "error" || f.Error.Code != host.CodeRateLimited || f.Error.Reason != "too_many_connections" {
+	if f.Type != "error" || f.Error.Code != protocol.CodeRateLimited || f.Error.Reason != "too_many_connections" {
 		t.Fatalf("third by hello: %s", f.raw)
 	}
 	if code := cl.closeStatus(5 * time.Second); code != CloseTooManyConnections {
@@ -254,7 +255,7 @@ func TestConnectionLimitPerUser(t *testing.T) {
 	// Closing one frees a slot.
 	_ = a.c.Close(websocket.StatusNormalClosure, "")
 	waitFor(t, func() bool {
-		c, _, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{Subprotocol},
+		c, _, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol},
 			HTTPHeader: http.Header{"Authorization": {"Bearer " + e.member}}})
 		if err != nil {
 			return false
@@ -290,7 +291,7 @@ func (e *env) httpDoWS(token string) int {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	opts := &websocket.DialOptions{Subprotocols: []string{Subprotocol}}
+	opts := &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol}}
 	if token != "" {
 		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + token}}
 	}
@@ -315,7 +316,7 @@ func TestHTTPRateLimitPerUser(t *testing.T) {
 	}
 	var eb errBody
 	if code := e.httpDo("GET", path, e.member, nil, &eb); code != http.StatusTooManyRequests ||
-		eb.Error.Code != host.CodeRateLimited || eb.Error.Reason != "request_rate" || !eb.Error.Retryable {
+		eb.Error.Code != protocol.CodeRateLimited || eb.Error.Reason != "request_rate" || !eb.Error.Retryable {
 		t.Fatalf("over the rate: %d %+v", code, eb)
 	}
 	if code := e.httpDo("GET", path, e.viewer, nil, nil); code != 200 {
@@ -336,7 +337,7 @@ func TestContentAndBodyLimits(t *testing.T) {
 	for i, content := range over {
 		f := cl.request("turn.message.submit", map[string]any{"workspace": testWS, "sessionId": sess.ID,
 			"clientSubmitId": "big-" + string(rune('a'+i)), "content": content})
-		if f.OK || f.Error.Code != host.CodeInvalidInput || f.Error.Reason != "content_too_large" {
+		if f.OK || f.Error.Code != protocol.CodeInvalidInput || f.Error.Reason != "content_too_large" {
 			t.Errorf("WS content %d: %s", i, f.raw)
 		}
 		f = cl.request("session.create", map[string]any{"workspace": testWS, "content": content})
@@ -358,9 +359,9 @@ func TestContentAndBodyLimits(t *testing.T) {
 	if f.OK || f.Error.Reason != "setting_too_large" {
 		t.Errorf("settings: %s", f.raw)
 	}
-	var turns host.TurnPage
+	var turns protocol.TurnPage
 	cl.must("turn.list", map[string]any{"workspace": testWS, "sessionId": sess.ID}, &turns)
-	var list host.SessionPage
+	var list protocol.SessionPage
 	cl.must("session.list", map[string]any{"workspace": testWS}, &list)
 	if len(turns.Turns) != 0 || len(list.Sessions) != 1 {
 		t.Fatalf("a refused input changed state: %d turns, %d sessions", len(turns.Turns), len(list.Sessions))
@@ -380,7 +381,7 @@ func TestOriginAllowlist(t *testing.T) {
 		if origin != "" {
 			h.Set("Origin", origin)
 		}
-		c, resp, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{Subprotocol}, HTTPHeader: h})
+		c, resp, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol}, HTTPHeader: h})
 		if err == nil {
 			_ = c.CloseNow()
 			return 101, errBody{}
@@ -408,7 +409,7 @@ func TestOriginAllowlist(t *testing.T) {
 		if code != want {
 			t.Errorf("origin %q: %d, want %d", origin, code, want)
 		}
-		if want == 403 && (eb.Error.Code != host.CodeForbidden || eb.Error.Reason != "origin_not_allowed") {
+		if want == 403 && (eb.Error.Code != protocol.CodeForbidden || eb.Error.Reason != "origin_not_allowed") {
 			t.Errorf("origin %q: body %+v", origin, eb.Error)
 		}
 	}
@@ -495,7 +496,7 @@ func TestInputKeysAreCaseSensitive(t *testing.T) {
 	// Without the check, "sessionid" would win over the path's sessionId.
 	if code := e.httpDo("POST", "/v1/workspaces/"+testWS+"/sessions/"+sess.ID+"/messages", e.member,
 		map[string]any{"sessionid": other.ID, "clientSubmitId": "case", "content": map[string]any{"text": "hi"}}, &eb); code != 400 ||
-		eb.Error.Code != host.CodeInvalidInput {
+		eb.Error.Code != protocol.CodeInvalidInput {
 		t.Fatalf("case-folded body key: %d %+v", code, eb)
 	}
 	for _, in := range []map[string]any{
@@ -507,11 +508,11 @@ func TestInputKeysAreCaseSensitive(t *testing.T) {
 		if _, ok := in["sessionId"]; ok {
 			op = "turn.message.submit"
 		}
-		if f := cl.request(op, in); f.OK || f.Error.Code != host.CodeInvalidInput {
+		if f := cl.request(op, in); f.OK || f.Error.Code != protocol.CodeInvalidInput {
 			t.Errorf("%v: %s", in, f.raw)
 		}
 	}
-	var turns host.TurnPage
+	var turns protocol.TurnPage
 	cl.must("turn.list", map[string]any{"workspace": testWS, "sessionId": other.ID}, &turns)
 	if len(turns.Turns) != 0 {
 		t.Fatal("a refused input started a turn")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // restRoute maps one HTTP route onto an operation.
@@ -25,28 +26,28 @@ type restRoute struct {
 
 // restTable is every REST route; openapi.json documents the same list.
 var restTable = []restRoute{
-	{http.MethodPost, "/sessions", "session.create", http.StatusCreated},
-	{http.MethodGet, "/sessions", "session.list", http.StatusOK},
-	{http.MethodGet, "/sessions/{sessionId}", "session.get", http.StatusOK},
-	{http.MethodPatch, "/sessions/{sessionId}", "session.update", http.StatusOK},
-	{http.MethodDelete, "/sessions/{sessionId}", "session.delete", http.StatusOK},
-	{http.MethodPost, "/sessions/{sessionId}/restore", "session.restore", http.StatusOK},
-	{http.MethodPost, "/sessions/{sessionId}/purge", "session.purge", http.StatusOK},
-	{http.MethodPost, "/sessions/delete", "session.delete", http.StatusOK},
-	{http.MethodGet, "/trash", "session.listDeleted", http.StatusOK},
-	{http.MethodPost, "/trash/purge", "session.purge", http.StatusOK},
-	{http.MethodPost, "/sessions/{sessionId}/fork", "session.fork", http.StatusCreated},
-	{http.MethodPost, "/sessions/{sessionId}/continue-fresh", "session.continueFresh", http.StatusOK},
-	{http.MethodPost, "/sessions/{sessionId}/messages", "turn.message.submit", http.StatusOK},
-	{http.MethodGet, "/sessions/{sessionId}/messages", "message.list", http.StatusOK},
-	{http.MethodGet, "/sessions/{sessionId}/queue", "queue.get", http.StatusOK},
-	{http.MethodPost, "/sessions/{sessionId}/queue/retract", "queue.retract", http.StatusOK},
-	{http.MethodGet, "/sessions/{sessionId}/turns", "turn.list", http.StatusOK},
-	{http.MethodPost, "/sessions/{sessionId}/turns/{turnId}/cancel", "turn.cancel", http.StatusOK},
-	{http.MethodPost, "/sessions/{sessionId}/turns/{turnId}/interrupt", "turn.interrupt", http.StatusOK},
-	{http.MethodPost, "/sessions/{sessionId}/turns/{turnId}/interactions/{requestId}/respond", "interaction.respond", http.StatusOK},
-	{http.MethodGet, "/sessions/{sessionId}/goal", "goal.get", http.StatusOK},
-	{http.MethodPost, "/sessions/{sessionId}/goal", "goal.control", http.StatusOK},
+	{http.MethodPost, "/sessions", protocol.OpSessionCreate, http.StatusCreated},
+	{http.MethodGet, "/sessions", protocol.OpSessionList, http.StatusOK},
+	{http.MethodGet, "/sessions/{sessionId}", protocol.OpSessionGet, http.StatusOK},
+	{http.MethodPatch, "/sessions/{sessionId}", protocol.OpSessionUpdate, http.StatusOK},
+	{http.MethodDelete, "/sessions/{sessionId}", protocol.OpSessionDelete, http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/restore", protocol.OpSessionRestore, http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/purge", protocol.OpSessionPurge, http.StatusOK},
+	{http.MethodPost, "/sessions/delete", protocol.OpSessionDelete, http.StatusOK},
+	{http.MethodGet, "/trash", protocol.OpSessionListDeleted, http.StatusOK},
+	{http.MethodPost, "/trash/purge", protocol.OpSessionPurge, http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/fork", protocol.OpSessionFork, http.StatusCreated},
+	{http.MethodPost, "/sessions/{sessionId}/continue-fresh", protocol.OpSessionContinueFresh, http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/messages", protocol.OpTurnSubmit, http.StatusOK},
+	{http.MethodGet, "/sessions/{sessionId}/messages", protocol.OpMessageList, http.StatusOK},
+	{http.MethodGet, "/sessions/{sessionId}/queue", protocol.OpQueueGet, http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/queue/retract", protocol.OpQueueRetract, http.StatusOK},
+	{http.MethodGet, "/sessions/{sessionId}/turns", protocol.OpTurnList, http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/turns/{turnId}/cancel", protocol.OpTurnCancel, http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/turns/{turnId}/interrupt", protocol.OpTurnInterrupt, http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/turns/{turnId}/interactions/{requestId}/respond", protocol.OpInteractionRespond, http.StatusOK},
+	{http.MethodGet, "/sessions/{sessionId}/goal", protocol.OpGoalGet, http.StatusOK},
+	{http.MethodPost, "/sessions/{sessionId}/goal", protocol.OpGoalControl, http.StatusOK},
 }
 
 // numericQuery are the query parameters that are numbers in the input.
@@ -80,7 +81,7 @@ func (s *Server) rest(op string, okStatus int) http.HandlerFunc {
 			s.metrics.limit("http_rate")
 			s.metrics.request("http", op, string(host.CodeRateLimited))
 			retryAfter(w)
-			writeHTTPError(w, http.StatusTooManyRequests, wireError{Code: host.CodeRateLimited, Retryable: true,
+			writeHTTPError(w, http.StatusTooManyRequests, protocol.Error{Code: protocol.CodeRateLimited, Retryable: true,
 				Reason: "request_rate", Message: "too many requests from this user; slow down"})
 			return
 		}
@@ -92,7 +93,7 @@ func (s *Server) rest(op string, okStatus int) http.HandlerFunc {
 		if err != nil {
 			we := toWire(err, s.log, op)
 			s.metrics.request("http", op, string(we.Code))
-			writeHTTPError(w, httpStatus(we.Code), we)
+			writeHTTPError(w, we.Code.HTTPStatus(), we)
 			return
 		}
 		s.metrics.request("http", op, "ok")
@@ -172,8 +173,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func writeHTTPError(w http.ResponseWriter, status int, we wireError) {
+func writeHTTPError(w http.ResponseWriter, status int, we protocol.Error) {
 	writeJSON(w, status, struct {
-		Error wireError `json:"error"`
+		Error protocol.Error `json:"error"`
 	}{we})
 }

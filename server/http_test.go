@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 func TestHTTPOperations(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	base := "/v1/workspaces/" + testWS
 
-	var created host.CreateSessionResult
+	var created protocol.CreateSessionResult
 	if code := e.httpDo("POST", base+"/sessions", e.member, map[string]any{"title": "over http"}, &created); code != 201 {
 		t.Fatalf("create: %d", code)
 	}
@@ -27,7 +28,7 @@ func TestHTTPOperations(t *testing.T) {
 	if code := e.httpDo("GET", base+"/sessions/"+sid, e.viewer, nil, &got); code != 200 || got.Session.ID != sid {
 		t.Fatalf("get: %d %+v", code, got)
 	}
-	var list host.SessionPage
+	var list protocol.SessionPage
 	if code := e.httpDo("GET", base+"/sessions?limit=10", e.viewer, nil, &list); code != 200 || len(list.Sessions) != 1 {
 		t.Fatalf("list: %d %+v", code, list)
 	}
@@ -46,16 +47,16 @@ func TestHTTPOperations(t *testing.T) {
 		t.Fatalf("retry: %d %+v", code, again)
 	}
 
-	var turns host.TurnPage
+	var turns protocol.TurnPage
 	if code := e.httpDo("GET", base+"/sessions/"+sid+"/turns", e.viewer, nil, &turns); code != 200 || len(turns.Turns) != 1 ||
 		turns.Turns[0].Outcome != host.OutcomeCompleted {
 		t.Fatalf("turns: %d %+v", code, turns)
 	}
-	var msgs host.MessagePage
+	var msgs protocol.MessagePage
 	if code := e.httpDo("GET", base+"/sessions/"+sid+"/messages?afterVersion=0&limit=100", e.viewer, nil, &msgs); code != 200 || len(msgs.Messages) < 2 {
 		t.Fatalf("messages: %d %+v", code, msgs)
 	}
-	var one host.MessagePage
+	var one protocol.MessagePage
 	if code := e.httpDo("GET", base+"/sessions/"+sid+"/messages?afterVersion=1", e.viewer, nil, &one); code != 200 || len(one.Messages) != len(msgs.Messages)-1 {
 		t.Fatalf("afterVersion: %d %d vs %d", code, len(one.Messages), len(msgs.Messages))
 	}
@@ -67,7 +68,7 @@ func TestHTTPOperations(t *testing.T) {
 	var busy errBody
 	if code := e.httpDo("POST", base+"/sessions/"+sid+"/messages", e.member,
 		map[string]any{"clientSubmitId": "http-busy", "content": map[string]any{"text": "another"}}, &busy); code != 409 ||
-		busy.Error.Code != host.CodeSessionBusy || !busy.Error.Retryable {
+		busy.Error.Code != protocol.CodeSessionBusy || !busy.Error.Retryable {
 		t.Fatalf("busy: %d %+v", code, busy)
 	}
 	var cr host.CancelResult
@@ -80,27 +81,27 @@ func TestHTTPOperations(t *testing.T) {
 		method, path, token string
 		body                any
 		status              int
-		code                host.Code
+		code                protocol.Code
 	}{
-		{"GET", base + "/sessions", "", nil, 401, host.CodeUnauthenticated},
-		{"GET", base + "/sessions", "nope", nil, 401, host.CodeUnauthenticated},
-		{"POST", base + "/sessions/" + sid + "/messages", e.viewer, map[string]any{"clientSubmitId": "v", "content": map[string]any{"text": "x"}}, 403, host.CodeForbidden},
-		{"GET", "/v1/workspaces/w2/sessions", e.member, nil, 403, host.CodeForbidden},
-		{"GET", base + "/sessions/ses_missing", e.member, nil, 404, host.CodeNotFound},
-		{"POST", base + "/sessions", e.member, `{"title": 5}`, 400, host.CodeInvalidInput},
-		{"POST", base + "/sessions", e.member, `{"bogus": true}`, 400, host.CodeInvalidInput},
-		{"POST", base + "/sessions", e.member, `{not json`, 400, host.CodeInvalidInput},
-		{"POST", base + "/sessions", e.member, map[string]any{"workspace": "w2"}, 400, host.CodeInvalidInput},
-		{"GET", base + "/sessions?limit=ten", e.member, nil, 400, host.CodeInvalidInput},
-		{"GET", base + "/sessions?colour=red", e.member, nil, 400, host.CodeInvalidInput},
-		{"POST", base + "/sessions/" + sid + "/messages", e.member, map[string]any{"clientSubmitId": "http-1", "content": map[string]any{"text": "different"}}, 409, host.CodeOperationConflict},
+		{"GET", base + "/sessions", "", nil, 401, protocol.CodeUnauthenticated},
+		{"GET", base + "/sessions", "nope", nil, 401, protocol.CodeUnauthenticated},
+		{"POST", base + "/sessions/" + sid + "/messages", e.viewer, map[string]any{"clientSubmitId": "v", "content": map[string]any{"text": "x"}}, 403, protocol.CodeForbidden},
+		{"GET", "/v1/workspaces/w2/sessions", e.member, nil, 403, protocol.CodeForbidden},
+		{"GET", base + "/sessions/ses_missing", e.member, nil, 404, protocol.CodeNotFound},
+		{"POST", base + "/sessions", e.member, `{"title": 5}`, 400, protocol.CodeInvalidInput},
+		{"POST", base + "/sessions", e.member, `{"bogus": true}`, 400, protocol.CodeInvalidInput},
+		{"POST", base + "/sessions", e.member, `{not json`, 400, protocol.CodeInvalidInput},
+		{"POST", base + "/sessions", e.member, map[string]any{"workspace": "w2"}, 400, protocol.CodeInvalidInput},
+		{"GET", base + "/sessions?limit=ten", e.member, nil, 400, protocol.CodeInvalidInput},
+		{"GET", base + "/sessions?colour=red", e.member, nil, 400, protocol.CodeInvalidInput},
+		{"POST", base + "/sessions/" + sid + "/messages", e.member, map[string]any{"clientSubmitId": "http-1", "content": map[string]any{"text": "different"}}, 409, protocol.CodeOperationConflict},
 		{"GET", base + "/sessions/" + sid + "/goal", e.viewer, nil, 200, ""},
-		{"DELETE", base + "/sessions/" + sid, e.viewer, nil, 403, host.CodeForbidden},
-		{"POST", base + "/sessions/" + sid + "/purge", e.member, nil, 403, host.CodeForbidden},
-		{"POST", base + "/sessions/delete", e.member, map[string]any{"sessionIds": []string{}}, 400, host.CodeInvalidInput},
+		{"DELETE", base + "/sessions/" + sid, e.viewer, nil, 403, protocol.CodeForbidden},
+		{"POST", base + "/sessions/" + sid + "/purge", e.member, nil, 403, protocol.CodeForbidden},
+		{"POST", base + "/sessions/delete", e.member, map[string]any{"sessionIds": []string{}}, 400, protocol.CodeInvalidInput},
 		{"DELETE", base + "/sessions/" + sid, e.member, nil, 200, ""},
-		{"GET", base + "/sessions/" + sid, e.member, nil, 404, host.CodeNotFound},
-		{"GET", "/v1/nowhere", e.member, nil, 404, host.CodeNotFound},
+		{"GET", base + "/sessions/" + sid, e.member, nil, 404, protocol.CodeNotFound},
+		{"GET", "/v1/nowhere", e.member, nil, 404, protocol.CodeNotFound},
 	}
 	for _, c := range cases {
 		var eb errBody

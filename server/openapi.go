@@ -6,7 +6,9 @@ import (
 )
 
 // openapiJSON is the hand-written OpenAPI 3.1 description of the REST
-// routes; TestOpenAPICoversRoutes keeps it in step with restTable.
+// routes; TestOpenAPICoversRoutes keeps it in step with restTable, and
+// protocol's TestOpenAPISchemasMatchTypes keeps its schemas in step with
+// the protocol types.
 //
 //go:embed openapi.json
 var openapiJSON []byte

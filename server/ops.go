@@ -12,6 +12,7 @@ import (
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // caller is who runs an operation and over what. ws is nil over HTTP.
@@ -35,17 +36,29 @@ type opFunc struct {
 	run    func(ctx context.Context, s *Server, c caller, in input) (any, error)
 }
 
-// input is what every operation input has: the workspace it is scoped to.
-type input interface{ workspaceID() string }
+// input is what every operation input has (protocol.WorkspaceRef): the
+// workspace it is scoped to.
+type input interface{ WorkspaceID() string }
 
-type wsField struct {
-	Workspace string `json:"workspace"`
+// checkLimits checks the size limits of the inputs that have limits
+// beyond what decoding enforces.
+func checkLimits(in input, l Limits) error {
+	switch in := in.(type) {
+	case protocol.SessionCreateInput:
+		if err := checkContent(protocol.ToHost(in.Content, protocol.ToMessageContent), l); err != nil {
+			return err
+		}
+		return checkSettings(in.Settings)
+	case protocol.SessionUpdateInput:
+		if in.Settings == nil {
+			return nil
+		}
+		return checkSettings(*in.Settings)
+	case protocol.SubmitInput:
+		return checkContent(new(protocol.ToMessageContent(in.Content)), l)
+	}
+	return nil
 }
-
-func (w wsField) workspaceID() string { return w.Workspace }
-
-// limited is an input with size limits beyond what decoding enforces.
-type limited interface{ checkLimits(Limits) error }
 
 // op builds an operation that decodes its input strictly, authorizes the
 // caller in the input's workspace, checks the input's limits, then runs.
@@ -70,13 +83,11 @@ func (fn opFunc) call(ctx context.Context, s *Server, c caller, raw json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	if err := authorize(c.p, in.workspaceID(), fn.name); err != nil {
+	if err := authorize(c.p, in.WorkspaceID(), fn.name); err != nil {
 		return nil, err
 	}
-	if l, ok := in.(limited); ok {
-		if err := l.checkLimits(s.limits); err != nil {
-			return nil, err
-		}
+	if err := checkLimits(in, s.limits); err != nil {
+		return nil, err
 	}
 	return fn.run(ctx, s, c, in)
 }
@@ -139,26 +150,26 @@ func jsonProblem(err error) string {
 // Operations whose names the protocol defines but this server does not
 // implement yet answer unsupported; any other name is invalid input.
 var ops = map[string]opFunc{
-	"session.create":        op("session.create", sessionCreate),
-	"session.get":           op("session.get", sessionGet),
-	"session.list":          op("session.list", sessionList),
-	"session.update":        op("session.update", sessionUpdate),
-	"session.continueFresh": op("session.continueFresh", sessionContinueFresh),
-	"turn.message.submit":   op("turn.message.submit", turnSubmit),
-	"turn.cancel":           op("turn.cancel", turnCancel),
-	"turn.list":             op("turn.list", turnList),
-	"message.list":          op("message.list", messageList),
-	"interaction.respond":   op("interaction.respond", interactionRespond),
-	"subscribe":             op("subscribe", subscribe),
-	"unsubscribe":           op("unsubscribe", unsubscribe),
-	"presence.typing":       op("presence.typing", presenceTyping),
+	protocol.OpSessionCreate:        op(protocol.OpSessionCreate, sessionCreate),
+	protocol.OpSessionGet:           op(protocol.OpSessionGet, sessionGet),
+	protocol.OpSessionList:          op(protocol.OpSessionList, sessionList),
+	protocol.OpSessionUpdate:        op(protocol.OpSessionUpdate, sessionUpdate),
+	protocol.OpSessionContinueFresh: op(protocol.OpSessionContinueFresh, sessionContinueFresh),
+	protocol.OpTurnSubmit:           op(protocol.OpTurnSubmit, turnSubmit),
+	protocol.OpTurnCancel:           op(protocol.OpTurnCancel, turnCancel),
+	protocol.OpTurnList:             op(protocol.OpTurnList, turnList),
+	protocol.OpMessageList:          op(protocol.OpMessageList, messageList),
+	protocol.OpInteractionRespond:   op(protocol.OpInteractionRespond, interactionRespond),
+	protocol.OpSubscribe:            op(protocol.OpSubscribe, subscribe),
+	protocol.OpUnsubscribe:          op(protocol.OpUnsubscribe, unsubscribe),
+	protocol.OpPresenceTyping:       op(protocol.OpPresenceTyping, presenceTyping),
 	// trash_ops.go
-	"session.delete":      op("session.delete", sessionDelete),
-	"session.listDeleted": op("session.listDeleted", sessionListDeleted),
-	"session.restore":     op("session.restore", sessionRestore),
-	"session.purge":       op("session.purge", sessionPurge),
-	"goal.control":        op("goal.control", goalControl),
-	"goal.get":            op("goal.get", goalGet),
+	protocol.OpSessionDelete:      op(protocol.OpSessionDelete, sessionDelete),
+	protocol.OpSessionListDeleted: op(protocol.OpSessionListDeleted, sessionListDeleted),
+	protocol.OpSessionRestore:     op(protocol.OpSessionRestore, sessionRestore),
+	protocol.OpSessionPurge:       op(protocol.OpSessionPurge, sessionPurge),
+	protocol.OpGoalControl:        op(protocol.OpGoalControl, goalControl),
+	protocol.OpGoalGet:            op(protocol.OpGoalGet, goalGet),
 }
 
 // dispatch runs one operation for a caller.
@@ -172,7 +183,7 @@ func (s *Server) dispatch(ctx context.Context, c caller, name string, raw json.R
 	}
 	// A documented operation not implemented yet is still authorized
 	// first, so the answer never tells a non-member more than forbidden.
-	var in wsField
+	var in protocol.WorkspaceRef
 	if err := json.Unmarshal(orEmpty(raw), &in); err != nil {
 		return nil, errorf(host.CodeInvalidInput, "input: %s", jsonProblem(err))
 	}
@@ -184,64 +195,32 @@ func (s *Server) dispatch(ctx context.Context, c caller, name string, raw json.R
 
 // opLabel keeps metric labels to the closed operation list.
 func opLabel(name string) string {
-	if auth.KnownOperation(name) || name == opAuthRefresh {
+	if auth.KnownOperation(name) || name == protocol.OpAuthRefresh {
 		return name
 	}
 	return "unknown"
 }
 
-type sessionCreateIn struct {
-	wsField
-	Content        *host.MessageContent `json:"content"`
-	ClientSubmitID string               `json:"clientSubmitId"`
-	Title          string               `json:"title"`
-	Agent          string               `json:"agent"`
-	Settings       map[string]string    `json:"settings"`
-	Goal           *host.GoalSpec       `json:"goal"`
-}
-
-func (in sessionCreateIn) checkLimits(l Limits) error {
-	if err := checkContent(in.Content, l); err != nil {
-		return err
-	}
-	return checkSettings(in.Settings)
-}
-
-func sessionCreate(ctx context.Context, s *Server, c caller, in sessionCreateIn) (any, error) {
+func sessionCreate(ctx context.Context, s *Server, c caller, in protocol.SessionCreateInput) (any, error) {
 	if in.Agent != "" && in.Agent != s.cfg.Host.Agent().Name {
 		return nil, errorf(host.CodeUnsupported, "this server runs one agent (%s); choosing another is not supported", s.cfg.Host.Agent().Name)
 	}
-	return s.cfg.Host.CreateSession(ctx, host.CreateSessionInput{
-		WorkspaceID: in.Workspace, Title: in.Title, Settings: in.Settings, Content: in.Content,
-		ClientSubmitID: in.ClientSubmitID, CreatedBy: c.p.UserID, CreatedByName: c.p.Name,
-		Goal: in.Goal,
-	})
+	return wire(protocol.FromCreateSessionResult)(s.cfg.Host.CreateSession(ctx, host.CreateSessionInput{
+		WorkspaceID: in.Workspace, Title: in.Title, Settings: in.Settings,
+		Content: protocol.ToHost(in.Content, protocol.ToMessageContent), ClientSubmitID: in.ClientSubmitID,
+		CreatedBy: c.p.UserID, CreatedByName: c.p.Name, Goal: protocol.ToHost(in.Goal, protocol.ToGoalSpec),
+	}))
 }
 
-type sessionRef struct {
-	wsField
-	SessionID string `json:"sessionId"`
-}
-
-type sessionResult struct {
-	Session host.Session `json:"session"`
-}
-
-func sessionGet(ctx context.Context, s *Server, _ caller, in sessionRef) (any, error) {
+func sessionGet(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (any, error) {
 	sess, err := s.cfg.Host.GetSession(ctx, in.Workspace, in.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	return sessionResult{Session: sess}, nil
+	return protocol.SessionResult{Session: protocol.FromSession(sess)}, nil
 }
 
-type sessionListIn struct {
-	wsField
-	Cursor string `json:"cursor"`
-	Limit  int    `json:"limit"`
-}
-
-func sessionList(ctx context.Context, s *Server, _ caller, in sessionListIn) (any, error) {
+func sessionList(ctx context.Context, s *Server, _ caller, in protocol.SessionListInput) (any, error) {
 	if in.Limit < 0 {
 		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
 	}
@@ -249,25 +228,10 @@ func sessionList(ctx context.Context, s *Server, _ caller, in sessionListIn) (an
 	if p.Sessions == nil {
 		p.Sessions = []host.Session{}
 	}
-	return p, err
+	return wire(protocol.FromSessionPage)(p, err)
 }
 
-type sessionUpdateIn struct {
-	wsField
-	SessionID string             `json:"sessionId"`
-	Title     *string            `json:"title"`
-	Pinned    *bool              `json:"pinned"`
-	Settings  *map[string]string `json:"settings"`
-}
-
-func (in sessionUpdateIn) checkLimits(Limits) error {
-	if in.Settings == nil {
-		return nil
-	}
-	return checkSettings(*in.Settings)
-}
-
-func sessionUpdate(ctx context.Context, s *Server, _ caller, in sessionUpdateIn) (any, error) {
+func sessionUpdate(ctx context.Context, s *Server, _ caller, in protocol.SessionUpdateInput) (any, error) {
 	sess, err := s.cfg.Host.UpdateSession(ctx, host.UpdateSessionInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, Title: in.Title, Pinned: in.Pinned,
 		Settings: in.Settings,
@@ -275,57 +239,30 @@ func sessionUpdate(ctx context.Context, s *Server, _ caller, in sessionUpdateIn)
 	if err != nil {
 		return nil, err
 	}
-	return sessionResult{Session: sess}, nil
+	return protocol.SessionResult{Session: protocol.FromSession(sess)}, nil
 }
 
-type sessionIDIn struct {
-	wsField
-	SessionID string `json:"sessionId"`
-}
-
-func sessionContinueFresh(ctx context.Context, s *Server, _ caller, in sessionIDIn) (any, error) {
+func sessionContinueFresh(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (any, error) {
 	sess, err := s.cfg.Host.ContinueFresh(ctx, host.ContinueFreshInput{WorkspaceID: in.Workspace, SessionID: in.SessionID})
 	if err != nil {
 		return nil, err
 	}
-	return sessionResult{Session: sess}, nil
+	return protocol.SessionResult{Session: protocol.FromSession(sess)}, nil
 }
 
-type submitIn struct {
-	wsField
-	SessionID      string              `json:"sessionId"`
-	ClientSubmitID string              `json:"clientSubmitId"`
-	Content        host.MessageContent `json:"content"`
-	Placement      host.Placement      `json:"placement"`
-	TurnID         string              `json:"turnId"`
-	// AllowFollowup: steering that cannot reach the running turn is
-	// queued as a follow-up instead of refused.
-	AllowFollowup bool `json:"allowFollowup"`
-}
-
-func (in submitIn) checkLimits(l Limits) error { return checkContent(&in.Content, l) }
-
-func turnSubmit(ctx context.Context, s *Server, c caller, in submitIn) (any, error) {
-	return s.cfg.Host.SendInput(ctx, host.SendInput{
+func turnSubmit(ctx context.Context, s *Server, c caller, in protocol.SubmitInput) (any, error) {
+	return wire(protocol.FromSendResult)(s.cfg.Host.SendInput(ctx, host.SendInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, ClientSubmitID: in.ClientSubmitID,
-		Content: in.Content, Placement: in.Placement, TurnID: in.TurnID, SubmittedBy: c.p.UserID,
+		Content: protocol.ToMessageContent(in.Content), Placement: in.Placement, TurnID: in.TurnID, SubmittedBy: c.p.UserID,
 		SubmittedByName: c.p.Name, AllowFollowup: in.AllowFollowup,
-	})
+	}))
 }
 
 // defaultCancelWait is how long turn.cancel waits for settlement unless
 // the input says otherwise.
 const defaultCancelWait = 5 * time.Second
 
-type cancelIn struct {
-	wsField
-	SessionID string `json:"sessionId"`
-	TurnID    string `json:"turnId"`
-	// Wait is in milliseconds; nil means the default, 0 means do not wait.
-	Wait *int64 `json:"wait"`
-}
-
-func turnCancel(ctx context.Context, s *Server, c caller, in cancelIn) (any, error) {
+func turnCancel(ctx context.Context, s *Server, c caller, in protocol.CancelInput) (any, error) {
 	wait := defaultCancelWait
 	if in.Wait != nil {
 		if *in.Wait < 0 || *in.Wait > host.MaxCancelWait.Milliseconds() {
@@ -333,20 +270,13 @@ func turnCancel(ctx context.Context, s *Server, c caller, in cancelIn) (any, err
 		}
 		wait = time.Duration(*in.Wait) * time.Millisecond
 	}
-	return s.cfg.Host.CancelTurn(ctx, host.CancelInput{
+	return wire(protocol.FromCancelResult)(s.cfg.Host.CancelTurn(ctx, host.CancelInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, TurnID: in.TurnID, Wait: wait,
 		By: c.p.UserID, ByName: c.p.Name,
-	})
+	}))
 }
 
-type turnListIn struct {
-	wsField
-	SessionID string `json:"sessionId"`
-	Before    int64  `json:"before"`
-	Limit     int    `json:"limit"`
-}
-
-func turnList(ctx context.Context, s *Server, _ caller, in turnListIn) (any, error) {
+func turnList(ctx context.Context, s *Server, _ caller, in protocol.TurnListInput) (any, error) {
 	if in.Limit < 0 {
 		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
 	}
@@ -366,25 +296,10 @@ func turnList(ctx context.Context, s *Server, _ caller, in turnListIn) (any, err
 			return nil, err
 		}
 	}
-	return turnListResult{TurnPage: p, Interactions: hist}, nil
+	return protocol.TurnListResult{TurnPage: protocol.FromTurnPage(p), Interactions: protocol.FromInteractions(hist)}, nil
 }
 
-// turnListResult is a page of turns and their interaction history.
-type turnListResult struct {
-	host.TurnPage
-	Interactions []host.Interaction `json:"interactions"`
-}
-
-type messageListIn struct {
-	wsField
-	SessionID     string `json:"sessionId"`
-	AfterVersion  int64  `json:"afterVersion"`
-	BeforeVersion int64  `json:"beforeVersion"`
-	TurnID        string `json:"turnId"`
-	Limit         int    `json:"limit"`
-}
-
-func messageList(ctx context.Context, s *Server, _ caller, in messageListIn) (any, error) {
+func messageList(ctx context.Context, s *Server, _ caller, in protocol.MessageListInput) (any, error) {
 	if in.Limit < 0 {
 		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
 	}
@@ -394,19 +309,10 @@ func messageList(ctx context.Context, s *Server, _ caller, in messageListIn) (an
 	if p.Messages == nil {
 		p.Messages = []host.Message{}
 	}
-	return p, err
+	return wire(protocol.FromMessagePage)(p, err)
 }
 
-type subscribeIn struct {
-	wsField
-	Topic     string      `json:"topic"`
-	SessionID string      `json:"sessionId"`
-	Resume    *hub.Resume `json:"resume"`
-	// Position resumes a session topic on any replica.
-	Position *hub.Position `json:"position"`
-}
-
-func subscribe(ctx context.Context, s *Server, c caller, in subscribeIn) (any, error) {
+func subscribe(ctx context.Context, s *Server, c caller, in protocol.SubscribeInput) (any, error) {
 	if c.ws == nil {
 		return nil, errorf(host.CodeUnsupported, "subscribe is only available over the WebSocket")
 	}
@@ -417,39 +323,24 @@ func subscribe(ctx context.Context, s *Server, c caller, in subscribeIn) (any, e
 	defer release()
 	err = s.cfg.Hub.Subscribe(ctx, c.ws.conn, hub.SubscribeRequest{
 		Workspace: in.Workspace, Topic: in.Topic, SessionID: in.SessionID, Resume: in.Resume, Position: in.Position,
-	}, func(res hub.SubscribeResult) { c.reply(res) })
+	}, func(res protocol.SubscribeResult) { c.reply(res) })
 	if err != nil {
 		return nil, err
 	}
 	return nil, errReplied
 }
 
-type unsubscribeIn struct {
-	wsField
-	Sub string `json:"sub"`
-}
-
-type unsubscribeResult struct {
-	Unsubscribed bool `json:"unsubscribed"`
-}
-
-func unsubscribe(_ context.Context, s *Server, c caller, in unsubscribeIn) (any, error) {
+func unsubscribe(_ context.Context, s *Server, c caller, in protocol.UnsubscribeInput) (any, error) {
 	if c.ws == nil {
 		return nil, errorf(host.CodeUnsupported, "unsubscribe is only available over the WebSocket")
 	}
-	return unsubscribeResult{Unsubscribed: s.cfg.Hub.Unsubscribe(c.ws.conn, in.Workspace, in.Sub)}, nil
-}
-
-type typingIn struct {
-	wsField
-	SessionID string `json:"sessionId"`
-	Typing    bool   `json:"typing"`
+	return protocol.UnsubscribeResult{Unsubscribed: s.cfg.Hub.Unsubscribe(c.ws.conn, in.Workspace, in.Sub)}, nil
 }
 
 // presenceTyping says the caller is (or stopped) typing in a session they
 // watch on this connection; it lapses by itself after a few seconds, so a
 // client repeats it while the person keeps typing.
-func presenceTyping(_ context.Context, s *Server, c caller, in typingIn) (any, error) {
+func presenceTyping(_ context.Context, s *Server, c caller, in protocol.TypingInput) (any, error) {
 	if c.ws == nil {
 		return nil, errorf(host.CodeUnsupported, "presence.typing is only available over the WebSocket")
 	}
@@ -460,5 +351,5 @@ func presenceTyping(_ context.Context, s *Server, c caller, in typingIn) (any, e
 		return nil, errorf(host.CodeNotFound, "session %s is not watched on this connection: subscribe first", in.SessionID)
 	}
 	c.ws.conn.SetTyping(in.SessionID, in.Typing)
-	return struct{}{}, nil
+	return protocol.TypingResult{}, nil
 }

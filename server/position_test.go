@@ -6,13 +6,13 @@ import (
 
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
-	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 type positionResult struct {
 	subResult
-	Position *hub.Position       `json:"position"`
-	Changes  *hub.SessionChanges `json:"changes"`
+	Position *protocol.Position       `json:"position"`
+	Changes  *protocol.SessionChanges `json:"changes"`
 }
 
 // TestResumeFromPosition: a watcher that left resumes from its durable
@@ -75,18 +75,18 @@ func TestResumeFromPosition(t *testing.T) {
 		map[string]any{"epoch": first.Position.Epoch, "version": "x"},
 		map[string]any{"epoch": first.Position.Epoch, "version": 1, "seq": 2},
 	} {
-		if f := sub(b, testWS, bad); f.OK || f.Error.Code != host.CodeInvalidInput {
+		if f := sub(b, testWS, bad); f.OK || f.Error.Code != protocol.CodeInvalidInput {
 			t.Fatalf("position %v: %s", bad, f.raw)
 		}
 	}
 	f = b.request("subscribe", map[string]any{"workspace": testWS, "topic": "workspace", "position": first.Position})
-	if f.OK || f.Error.Code != host.CodeInvalidInput {
+	if f.OK || f.Error.Code != protocol.CodeInvalidInput {
 		t.Fatalf("position on a workspace topic: %s", f.raw)
 	}
 
 	// Another workspace: a non-member is forbidden; a member of both who
 	// names the session under the other workspace finds nothing.
-	if f := sub(b, "w2", first.Position); f.OK || f.Error.Code != host.CodeForbidden {
+	if f := sub(b, "w2", first.Position); f.OK || f.Error.Code != protocol.CodeForbidden {
 		t.Fatalf("non-member: %s", f.raw)
 	}
 	both, err := auth.Mint(testSecret, auth.Claims{Sub: "bob", Name: "Bob",
@@ -95,7 +95,7 @@ func TestResumeFromPosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := e.dial(both, false)
-	if f := sub(c, "w2", first.Position); f.OK || f.Error.Code != host.CodeNotFound {
+	if f := sub(c, "w2", first.Position); f.OK || f.Error.Code != protocol.CodeNotFound {
 		t.Fatalf("session under another workspace: %s", f.raw)
 	}
 }

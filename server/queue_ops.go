@@ -6,6 +6,7 @@ import (
 
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // The session message queue's operations (issue 12): queue.get,
@@ -13,48 +14,32 @@ import (
 // admission path that creates entries.
 
 func init() {
-	ops["queue.get"] = op("queue.get", queueGet)
-	ops["queue.retract"] = op("queue.retract", queueRetract)
-	ops["turn.interrupt"] = op("turn.interrupt", turnInterrupt)
+	ops[protocol.OpQueueGet] = op(protocol.OpQueueGet, queueGet)
+	ops[protocol.OpQueueRetract] = op(protocol.OpQueueRetract, queueRetract)
+	ops[protocol.OpTurnInterrupt] = op(protocol.OpTurnInterrupt, turnInterrupt)
 }
 
-func queueGet(ctx context.Context, s *Server, _ caller, in sessionIDIn) (any, error) {
+func queueGet(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (any, error) {
 	q, err := s.cfg.Host.Queue(ctx, in.Workspace, in.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	return struct {
-		Queue host.Queue `json:"queue"`
-	}{q}, nil
-}
-
-type retractIn struct {
-	wsField
-	SessionID string `json:"sessionId"`
-	EntryID   string `json:"entryId"`
+	return protocol.QueueResult{Queue: protocol.FromQueue(q)}, nil
 }
 
 // queueRetract: any member retracts their own entry; an admin any entry.
-func queueRetract(ctx context.Context, s *Server, c caller, in retractIn) (any, error) {
+func queueRetract(ctx context.Context, s *Server, c caller, in protocol.RetractInput) (any, error) {
 	role, _ := c.p.RoleIn(in.Workspace)
-	return s.cfg.Host.RetractQueued(ctx, host.RetractInput{
+	return wire(protocol.FromRetractResult)(s.cfg.Host.RetractQueued(ctx, host.RetractInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, EntryID: in.EntryID,
 		By: c.p.UserID, Admin: role >= auth.RoleAdmin,
-	})
-}
-
-type interruptIn struct {
-	wsField
-	SessionID string `json:"sessionId"`
-	TurnID    string `json:"turnId"`
-	// Wait is in milliseconds; nil means the default.
-	Wait *int64 `json:"wait"`
+	}))
 }
 
 // defaultInterruptWait is how long turn.interrupt waits for the terminal.
 const defaultInterruptWait = 10 * time.Second
 
-func turnInterrupt(ctx context.Context, s *Server, c caller, in interruptIn) (any, error) {
+func turnInterrupt(ctx context.Context, s *Server, c caller, in protocol.CancelInput) (any, error) {
 	wait := defaultInterruptWait
 	if in.Wait != nil {
 		if *in.Wait <= 0 || *in.Wait > host.MaxCancelWait.Milliseconds() {
@@ -62,8 +47,8 @@ func turnInterrupt(ctx context.Context, s *Server, c caller, in interruptIn) (an
 		}
 		wait = time.Duration(*in.Wait) * time.Millisecond
 	}
-	return s.cfg.Host.InterruptTurn(ctx, host.InterruptInput{
+	return wire(protocol.FromInterruptResult)(s.cfg.Host.InterruptTurn(ctx, host.InterruptInput{
 		WorkspaceID: in.Workspace, SessionID: in.SessionID, TurnID: in.TurnID, Wait: wait,
 		By: c.p.UserID, ByName: c.p.Name,
-	})
+	}))
 }

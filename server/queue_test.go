@@ -7,19 +7,19 @@ import (
 
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
-	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // queueEvent waits for a queue event on cl whose revision is at least rev.
-func queueEvent(t *testing.T, cl *client, rev int64) hub.QueueState {
+func queueEvent(t *testing.T, cl *client, rev int64) protocol.QueueState {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		f := cl.nextEvent(10 * time.Second)
-		if f.Kind != hub.KindQueue {
+		if f.Kind != protocol.KindQueue {
 			continue
 		}
-		var q hub.QueueState
+		var q protocol.QueueState
 		if err := json.Unmarshal(f.Payload, &q); err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +28,7 @@ func queueEvent(t *testing.T, cl *client, rev int64) hub.QueueState {
 		}
 	}
 	t.Fatalf("no queue event at revision %d", rev)
-	return hub.QueueState{}
+	return protocol.QueueState{}
 }
 
 // TestQueueFansOutToEveryCollaborator: two people watch a busy session;
@@ -39,7 +39,7 @@ func TestQueueFansOutToEveryCollaborator(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	alice := e.dial(e.member, false)
 	bob := e.dial(e.token("bob", auth.RoleMember, time.Hour), true)
-	var cr host.CreateSessionResult
+	var cr protocol.CreateSessionResult
 	alice.must("session.create", map[string]any{"workspace": testWS, "clientSubmitId": "c1",
 		"content": map[string]any{"text": "/sim hang"}}, &cr)
 	sid, run := cr.Session.ID, cr.Turn.ID
@@ -49,7 +49,7 @@ func TestQueueFansOutToEveryCollaborator(t *testing.T) {
 
 	// Without a placement a busy session still answers session_busy.
 	if f := bob.request("turn.message.submit", map[string]any{"workspace": testWS, "sessionId": sid,
-		"clientSubmitId": "b0", "content": map[string]any{"text": "hi"}}); f.OK || f.Error.Code != host.CodeSessionBusy {
+		"clientSubmitId": "b0", "content": map[string]any{"text": "hi"}}); f.OK || f.Error.Code != protocol.CodeSessionBusy {
 		t.Fatalf("submit without placement: %s", f.raw)
 	}
 	var sr host.SendResult
@@ -67,7 +67,7 @@ func TestQueueFansOutToEveryCollaborator(t *testing.T) {
 	// A late watcher's snapshot carries the queue.
 	carol := e.dial(e.viewer, false)
 	var snap struct {
-		Snapshot hub.SessionSnapshot `json:"snapshot"`
+		Snapshot protocol.SessionSnapshot `json:"snapshot"`
 	}
 	carol.must("subscribe", sub, &snap)
 	if snap.Snapshot.Queue == nil || len(snap.Snapshot.Queue.Entries) != 1 {
@@ -75,19 +75,19 @@ func TestQueueFansOutToEveryCollaborator(t *testing.T) {
 	}
 	// REST: the same queue.
 	var got struct {
-		Queue host.Queue `json:"queue"`
+		Queue protocol.Queue `json:"queue"`
 	}
 	if code := e.httpDo("GET", "/v1/workspaces/"+testWS+"/sessions/"+sid+"/queue", e.viewer, nil, &got); code != 200 || len(got.Queue.Entries) != 1 {
 		t.Fatalf("GET queue: %d %+v", code, got)
 	}
 	retract := map[string]any{"workspace": testWS, "sessionId": sid, "entryId": sr.Entry.ID}
-	if f := alice.request("queue.retract", retract); f.OK || f.Error.Code != host.CodeForbidden {
+	if f := alice.request("queue.retract", retract); f.OK || f.Error.Code != protocol.CodeForbidden {
 		t.Fatalf("retract of someone else's entry: %s", f.raw)
 	}
-	if f := carol.request("queue.retract", retract); f.OK || f.Error.Code != host.CodeForbidden {
+	if f := carol.request("queue.retract", retract); f.OK || f.Error.Code != protocol.CodeForbidden {
 		t.Fatalf("viewer retract: %s", f.raw)
 	}
-	var rr host.RetractResult
+	var rr protocol.RetractResult
 	if code := e.httpDo("POST", "/v1/workspaces/"+testWS+"/sessions/"+sid+"/queue/retract", e.token("bob", auth.RoleMember, time.Hour),
 		map[string]any{"entryId": sr.Entry.ID}, &rr); code != 200 || rr.Entry.State != host.QueueRetracted {
 		t.Fatalf("author retract over REST: %d %+v", code, rr)
@@ -108,7 +108,7 @@ func TestQueueFansOutToEveryCollaborator(t *testing.T) {
 		return err == nil && len(q.Entries) == 0
 	})
 	// Interrupt answers the canonical terminal.
-	var ir host.InterruptResult
+	var ir protocol.InterruptResult
 	alice.must("turn.interrupt", map[string]any{"workspace": testWS, "sessionId": sid, "turnId": run}, &ir)
 	if ir.Turn.ID != run || ir.Turn.Outcome != host.OutcomeCanceled || ir.Turn.CanceledByName != "Alice" {
 		t.Fatalf("interrupt: %+v", ir.Turn)

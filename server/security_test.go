@@ -20,6 +20,7 @@ import (
 	"github.com/ensemble-dev/ensemble/auth/authtest"
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // The security tests run the real server (SQLite, the sim agent over ACP,
@@ -93,7 +94,7 @@ func seedTenant(t *testing.T, e *env, owner *client, ws string) tenant {
 	t.Helper()
 	tn := tenant{ws: ws, submitID: "seed-" + ws, prompt: "/sim words=3\nhello from " + ws,
 		nextID: "next-" + ws, next: "/sim words=2\nmore from " + ws}
-	var cr host.CreateSessionResult
+	var cr protocol.CreateSessionResult
 	owner.must("session.create", map[string]any{"workspace": ws, "title": "idle", "clientSubmitId": tn.submitID,
 		"content": map[string]any{"text": tn.prompt}}, &cr)
 	tn.idle, tn.idleTurn = cr.Session.ID, cr.Turn.ID
@@ -261,7 +262,7 @@ func closedWithout(t *testing.T, cl *client, label string) websocket.StatusCode 
 
 // want is the documented answer: ok, or an error code (and reason).
 type want struct {
-	code   host.Code // "" = ok
+	code   protocol.Code // "" = ok
 	reason string
 }
 
@@ -290,7 +291,7 @@ func checkHTTP(t *testing.T, e *env, label, token, op string, in map[string]any,
 	_ = json.Unmarshal(raw, &eb)
 	wantStatus := okStatus
 	if w.code != "" {
-		wantStatus = httpStatus(w.code)
+		wantStatus = w.code.HTTPStatus()
 	}
 	if status != wantStatus || eb.Error.Code != w.code || (w.code != "" && (eb.Error.Retryable != w.code.Retryable() || eb.Error.Reason != w.reason)) {
 		t.Errorf("%s: HTTP %s %s: %d %s, want %d %v", label, method, path, status, raw, wantStatus, w)
@@ -343,7 +344,7 @@ func TestEveryOperationRefusesHostileCallers(t *testing.T) {
 		{"unknown kid", authtest.NewRSA("idp-2026").Sign(good), ""},
 	}
 	for _, c := range bad {
-		w := want{host.CodeUnauthenticated, c.reason}
+		w := want{protocol.CodeUnauthenticated, c.reason}
 		for _, op := range allOps {
 			label := c.name + " " + op
 			checkHTTP(t, e, label, c.tok, op, opInput(op, wsB, B), w)
@@ -370,7 +371,7 @@ func TestEveryOperationRefusesHostileCallers(t *testing.T) {
 		}
 		// The same token as a Bearer header on the upgrade: 401 before it.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, resp, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{Subprotocol},
+		_, resp, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol},
 			HTTPHeader: http.Header{"Authorization": {"Bearer " + c.tok}}})
 		cancel()
 		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
@@ -378,7 +379,7 @@ func TestEveryOperationRefusesHostileCallers(t *testing.T) {
 		} else {
 			b, _ := io.ReadAll(resp.Body)
 			var eb errBody
-			if json.Unmarshal(b, &eb) != nil || eb.Error.Code != host.CodeUnauthenticated || eb.Error.Reason != c.reason {
+			if json.Unmarshal(b, &eb) != nil || eb.Error.Code != protocol.CodeUnauthenticated || eb.Error.Reason != c.reason {
 				t.Errorf("%s: upgrade body %s", c.name, b)
 			}
 		}
@@ -401,31 +402,31 @@ func TestEveryOperationRefusesHostileCallers(t *testing.T) {
 	inOwn := func(op string, role auth.Role) want {
 		switch {
 		case !auth.Allowed(role, op):
-			return want{host.CodeForbidden, ""}
+			return want{protocol.CodeForbidden, ""}
 		case !implemented(op):
-			return want{host.CodeUnsupported, ""}
+			return want{protocol.CodeUnsupported, ""}
 		}
 		return want{}
 	}
 	crossTenant := func(op string, role auth.Role) want {
 		switch {
 		case !auth.Allowed(role, op):
-			return want{host.CodeForbidden, ""}
+			return want{protocol.CodeForbidden, ""}
 		case op == "session.create", op == "session.list", op == "session.listDeleted", op == "unsubscribe":
 			return want{} // creates in A; lists A (or A's trash); drops nothing
 		case op == "session.import":
-			return want{host.CodeInvalidInput, host.ReasonGraphInvalid} // imports only ever write A
+			return want{protocol.CodeInvalidInput, host.ReasonGraphInvalid} // imports only ever write A
 		case !implemented(op):
-			return want{host.CodeUnsupported, ""}
+			return want{protocol.CodeUnsupported, ""}
 		}
-		return want{host.CodeNotFound, ""}
+		return want{protocol.CodeNotFound, ""}
 	}
 	callers := []hostileCaller{
 		{"viewer of A", i.token("victor", map[string]string{wsA: "viewer"}), auth.RoleViewer, wsA, A, inOwn},
 		{"member of A naming B's ids", i.token("mia", map[string]string{wsA: "member"}), auth.RoleMember, wsA, B, crossTenant},
 		{"admin of A naming B's ids", i.token("adam", map[string]string{wsA: "admin"}), auth.RoleAdmin, wsA, B, crossTenant},
 		{"member of A naming B", i.token("mia", map[string]string{wsA: "member"}), auth.RoleNone, wsB, B,
-			func(string, auth.Role) want { return want{host.CodeForbidden, ""} }},
+			func(string, auth.Role) want { return want{protocol.CodeForbidden, ""} }},
 	}
 	for _, c := range callers {
 		cl := e.dial(c.token, c.name == "member of A naming B")
@@ -451,7 +452,7 @@ func TestEveryOperationRefusesHostileCallers(t *testing.T) {
 			if create {
 				// Created in A under B's clientSubmitId and content: a new
 				// session of A, never B's replayed.
-				var res host.CreateSessionResult
+				var res protocol.CreateSessionResult
 				mustJSON(t, f.Result, &res)
 				if res.Session.WorkspaceID != wsA || res.Session.ID == B.idle || res.Turn == nil {
 					t.Fatalf("%s: %s", label, f.raw)

@@ -18,18 +18,8 @@ import (
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
-
-// Subprotocol is the WebSocket subprotocol clients must request.
-const Subprotocol = "ensemble.v1"
-
-// SubprotocolBatch is protocol version 2: version 1 plus multi-event
-// frames (a JSON array of frames). A client opts in by offering it.
-const SubprotocolBatch = "ensemble.v2"
-
-// ProtocolVersion is sent in the ready frame (ProtocolVersion+1 for
-// SubprotocolBatch).
-const ProtocolVersion = 1
 
 func b2i(b bool) int {
 	if b {
@@ -143,11 +133,11 @@ func (s *Server) routes() *mux.Router {
 		r.PathPrefix("/").Handler(http.FileServerFS(s.cfg.Web))
 	}
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeHTTPError(w, http.StatusMethodNotAllowed, wireError{Code: host.CodeInvalidInput, Message: "method not allowed"})
+		writeHTTPError(w, http.StatusMethodNotAllowed, protocol.Error{Code: protocol.CodeInvalidInput, Message: "method not allowed"})
 	})
 	return r
 }
 
 func notFoundJSON(w http.ResponseWriter, _ *http.Request) {
-	writeHTTPError(w, http.StatusNotFound, wireError{Code: host.CodeNotFound, Message: "no such route"})
+	writeHTTPError(w, http.StatusNotFound, protocol.Error{Code: protocol.CodeNotFound, Message: "no such route"})
 }

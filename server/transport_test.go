@@ -19,6 +19,7 @@ import (
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // A client offering ensemble.v2 gets protocol 2 and may receive several
@@ -27,7 +28,7 @@ import (
 func TestMultiEventFramesOptIn(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	v1 := e.dial(e.member, false)
-	v2 := e.dialProto(e.member, true, SubprotocolBatch, Subprotocol)
+	v2 := e.dialProto(e.member, true, protocol.SubprotocolBatch, protocol.Subprotocol)
 	if f := v2.next(5 * time.Second); f.Type != "ready" || !strings.Contains(string(f.raw), `"protocol":2`) {
 		t.Fatalf("v2 ready: %s", f.raw)
 	}
@@ -188,7 +189,7 @@ func TestWebSocketOutlivesHTTPTimeouts(t *testing.T) {
 		Write: 300 * time.Millisecond, Idle: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/v1/ws", &websocket.DialOptions{Subprotocols: []string{Subprotocol},
+	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/v1/ws", &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol},
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + e.member}}})
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +262,7 @@ func rawSubscriber(t *testing.T, e *env, sid string) *websocket.Conn {
 	}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{Subprotocol}, HTTPClient: hc,
+	ws, _, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol}, HTTPClient: hc,
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + e.viewer}}})
 	if err != nil {
 		t.Fatal(err)
@@ -346,7 +347,7 @@ func TestResubscribeAmplificationIsBounded(t *testing.T) {
 		default:
 			var f frame
 			mustJSON(t, data, &f)
-			if f.Error == nil || f.Error.Reason != "superseded" || f.Error.Code != host.CodeOperationConflict {
+			if f.Error == nil || f.Error.Reason != "superseded" || f.Error.Code != protocol.CodeOperationConflict {
 				t.Fatalf("answer %s", data)
 			}
 			superseded++
@@ -387,7 +388,7 @@ func TestDrainFinishesInFlightThenSaysReconnect(t *testing.T) {
 		t.Fatalf("request while draining: %s", f.raw)
 	}
 	close(release)
-	if f := cl.await("held"); f.OK || f.Error.Code != host.CodeNotFound {
+	if f := cl.await("held"); f.OK || f.Error.Code != protocol.CodeNotFound {
 		t.Fatalf("the in-flight request did not finish: %s", f.raw)
 	}
 	var rc struct {
@@ -421,7 +422,7 @@ func TestSubscribeAdmissionGivesRetryAfter(t *testing.T) {
 	e.srv.subscribeSlots <- struct{}{} // another subscribe holds the only slot
 	in := map[string]any{"workspace": testWS, "topic": "session", "sessionId": sess.ID}
 	f := cl.request("subscribe", in)
-	if f.OK || f.Error.Code != host.CodeUnavailable || !f.Error.Retryable || f.Error.RetryAfterMs <= 0 {
+	if f.OK || f.Error.Code != protocol.CodeUnavailable || !f.Error.Retryable || f.Error.RetryAfterMs <= 0 {
 		t.Fatalf("subscribe over the limit: %s", f.raw)
 	}
 	<-e.srv.subscribeSlots
@@ -433,7 +434,7 @@ func TestSubscribeAdmissionGivesRetryAfter(t *testing.T) {
 // bigSession creates a session whose snapshot is ~200 KiB (its prompt).
 func bigSession(t *testing.T, cl *client) string {
 	t.Helper()
-	var res host.CreateSessionResult
+	var res protocol.CreateSessionResult
 	cl.must("session.create", map[string]any{"workspace": testWS, "title": "big",
 		"content": map[string]any{"text": "/sim words=1\n" + strings.Repeat("big snapshot ", 200<<10/13)}}, &res)
 	return res.Session.ID
@@ -450,7 +451,7 @@ func TestDrainTellsEveryClientBeforeWaitingOnHandshakes(t *testing.T) {
 	told := make(chan bool, n)
 	for range n {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, _, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{Subprotocol},
+		c, _, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{protocol.Subprotocol},
 			HTTPHeader: http.Header{"Authorization": {"Bearer " + e.member}}})
 		cancel()
 		if err != nil {

@@ -4,21 +4,15 @@ import (
 	"context"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // Deleted-session lifecycle operations (issue 14): session.delete,
 // session.listDeleted, session.restore and session.purge. Roles are in
 // auth's one permission table: members delete and restore, admins purge.
 
-// sessionIDsIn names one session (sessionId) or a batch (sessionIds),
-// never both.
-type sessionIDsIn struct {
-	wsField
-	SessionID  string   `json:"sessionId"`
-	SessionIDs []string `json:"sessionIds"`
-}
-
-func (in sessionIDsIn) ids() ([]string, error) {
+// sessionIDs is the one-or-many session list of a delete or purge.
+func sessionIDs(in protocol.SessionIDsInput) ([]string, error) {
 	switch {
 	case in.SessionID != "" && len(in.SessionIDs) > 0:
 		return nil, errorf(host.CodeInvalidInput, "give sessionId or sessionIds, not both")
@@ -32,29 +26,29 @@ func (in sessionIDsIn) ids() ([]string, error) {
 	return in.SessionIDs, nil
 }
 
-func sessionDelete(ctx context.Context, s *Server, c caller, in sessionIDsIn) (any, error) {
-	ids, err := in.ids()
+func sessionDelete(ctx context.Context, s *Server, c caller, in protocol.SessionIDsInput) (any, error) {
+	ids, err := sessionIDs(in)
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: in.Workspace, SessionIDs: ids, By: c.p.UserID, ByName: c.p.Name})
+	return wire(protocol.FromDeleteSessionsResult)(s.cfg.Host.DeleteSessions(ctx, host.DeleteSessionsInput{WorkspaceID: in.Workspace, SessionIDs: ids, By: c.p.UserID, ByName: c.p.Name}))
 }
 
-func sessionPurge(ctx context.Context, s *Server, _ caller, in sessionIDsIn) (any, error) {
-	ids, err := in.ids()
+func sessionPurge(ctx context.Context, s *Server, _ caller, in protocol.SessionIDsInput) (any, error) {
+	ids, err := sessionIDs(in)
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: in.Workspace, SessionIDs: ids})
+	return wire(protocol.FromPurgeResult)(s.cfg.Host.PurgeDeletedSessionTrees(ctx, host.PurgeInput{WorkspaceID: in.Workspace, SessionIDs: ids}))
 }
 
-func sessionRestore(ctx context.Context, s *Server, _ caller, in sessionIDIn) (any, error) {
-	return s.cfg.Host.RestoreDeletedSession(ctx, host.RestoreInput{WorkspaceID: in.Workspace, SessionID: in.SessionID})
+func sessionRestore(ctx context.Context, s *Server, _ caller, in protocol.SessionRef) (any, error) {
+	return wire(protocol.FromRestoreResult)(s.cfg.Host.RestoreDeletedSession(ctx, host.RestoreInput{WorkspaceID: in.Workspace, SessionID: in.SessionID}))
 }
 
-func sessionListDeleted(ctx context.Context, s *Server, _ caller, in sessionListIn) (any, error) {
+func sessionListDeleted(ctx context.Context, s *Server, _ caller, in protocol.SessionListInput) (any, error) {
 	if in.Limit < 0 {
 		return nil, errorf(host.CodeInvalidInput, "limit must not be negative")
 	}
-	return s.cfg.Host.ListDeletedSessions(ctx, in.Workspace, host.DeletedQuery{Cursor: in.Cursor, Limit: in.Limit})
+	return wire(protocol.FromDeletedPage)(s.cfg.Host.ListDeletedSessions(ctx, in.Workspace, host.DeletedQuery{Cursor: in.Cursor, Limit: in.Limit}))
 }

@@ -4,8 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ensemble-dev/ensemble/host"
-	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // waitKinds waits until each sub got an event of kind whose payload names
@@ -24,12 +23,12 @@ func waitKinds(t *testing.T, cl *client, kind, sessionID string, subs ...string)
 		}
 		var id string
 		switch kind {
-		case hub.KindSessionRemoved:
-			var p hub.SessionRemoved
+		case protocol.KindSessionRemoved:
+			var p protocol.SessionRemoved
 			mustJSON(t, f.Payload, &p)
 			id = p.SessionID
-		case hub.KindSessionSummary:
-			var p hub.SessionSummary
+		case protocol.KindSessionSummary:
+			var p protocol.SessionSummary
 			mustJSON(t, f.Payload, &p)
 			id = p.Session.ID
 		}
@@ -60,43 +59,43 @@ func TestTrashLifecycleOverTheWire(t *testing.T) {
 	ss := subscribeSession(t, watcher, s.ID, nil)
 
 	for _, op := range []string{"session.delete", "session.restore", "session.purge"} {
-		if f := watcher.request(op, map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != host.CodeForbidden {
+		if f := watcher.request(op, map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != protocol.CodeForbidden {
 			t.Fatalf("viewer %s: %s", op, f.raw)
 		}
 	}
-	if f := alice.request("session.purge", map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != host.CodeForbidden {
+	if f := alice.request("session.purge", map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != protocol.CodeForbidden {
 		t.Fatalf("member purge: %s", f.raw)
 	}
-	if f := alice.request("session.delete", map[string]any{"workspace": testWS, "sessionId": s.ID, "sessionIds": []string{s.ID}}); f.OK || f.Error.Code != host.CodeInvalidInput {
+	if f := alice.request("session.delete", map[string]any{"workspace": testWS, "sessionId": s.ID, "sessionIds": []string{s.ID}}); f.OK || f.Error.Code != protocol.CodeInvalidInput {
 		t.Fatalf("both sessionId and sessionIds: %s", f.raw)
 	}
 
-	var del host.DeleteSessionsResult
+	var del protocol.DeleteSessionsResult
 	alice.must("session.delete", map[string]any{"workspace": testWS, "sessionIds": []string{s.ID}}, &del)
 	if len(del.DeletedSessionIDs) != 1 || del.DeletedSessionIDs[0] != s.ID {
 		t.Fatalf("delete: %+v", del)
 	}
-	waitKinds(t, watcher, hub.KindSessionRemoved, s.ID, ws.Sub, ss.Sub)
-	if f := watcher.request("session.get", map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != host.CodeNotFound {
+	waitKinds(t, watcher, protocol.KindSessionRemoved, s.ID, ws.Sub, ss.Sub)
+	if f := watcher.request("session.get", map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != protocol.CodeNotFound {
 		t.Fatalf("get deleted: %s", f.raw)
 	}
 
-	var trash host.DeletedPage
+	var trash protocol.DeletedPage
 	watcher.must("session.listDeleted", map[string]any{"workspace": testWS}, &trash)
 	if len(trash.Sessions) != 1 || trash.Sessions[0].Session.ID != s.ID || trash.Sessions[0].Tombstone.DeletedBy != "alice" || trash.Sessions[0].Tombstone.DeletedByName == "" || !trash.Sessions[0].Tombstone.Restorable {
 		t.Fatalf("trash: %+v", trash)
 	}
 
-	var rr host.RestoreResult
+	var rr protocol.RestoreResult
 	alice.must("session.restore", map[string]any{"workspace": testWS, "sessionId": s.ID}, &rr)
 	if !rr.Restored || rr.Session.ID != s.ID {
 		t.Fatalf("restore: %+v", rr)
 	}
 	// It reappears on both topics.
-	waitKinds(t, watcher, hub.KindSessionSummary, s.ID, ws.Sub, ss.Sub)
+	waitKinds(t, watcher, protocol.KindSessionSummary, s.ID, ws.Sub, ss.Sub)
 
 	alice.must("session.delete", map[string]any{"workspace": testWS, "sessionId": s.ID}, &del)
-	var pr host.PurgeResult
+	var pr protocol.PurgeResult
 	admin.must("session.purge", map[string]any{"workspace": testWS, "sessionIds": []string{s.ID}}, &pr)
 	if len(pr.Purged) != 1 || pr.Counts.Sessions != 1 {
 		t.Fatalf("purge: %+v", pr)
@@ -105,22 +104,22 @@ func TestTrashLifecycleOverTheWire(t *testing.T) {
 	if len(trash.Sessions) != 0 {
 		t.Fatalf("trash after purge: %+v", trash)
 	}
-	if f := alice.request("session.restore", map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != host.CodeNotFound {
+	if f := alice.request("session.restore", map[string]any{"workspace": testWS, "sessionId": s.ID}); f.OK || f.Error.Code != protocol.CodeNotFound {
 		t.Fatalf("restore after purge: %s", f.raw)
 	}
 }
 
 // waitTrash waits for a trash_changed on sub whose payload has want in the
 // list pick selects.
-func waitTrash(t *testing.T, cl *client, sub string, pick func(hub.TrashChanged) []string, want string) {
+func waitTrash(t *testing.T, cl *client, sub string, pick func(protocol.TrashChanged) []string, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		f := cl.nextEvent(time.Until(deadline))
-		if f.Sub != sub || f.Kind != hub.KindTrashChanged {
+		if f.Sub != sub || f.Kind != protocol.KindTrashChanged {
 			continue
 		}
-		var p hub.TrashChanged
+		var p protocol.TrashChanged
 		mustJSON(t, f.Payload, &p)
 		if p.Workspace != testWS {
 			t.Fatalf("trash_changed of another workspace: %s", f.raw)
@@ -147,9 +146,9 @@ func TestTrashChangedReachesWorkspaceWatchers(t *testing.T) {
 		Sub string `json:"sub"`
 	}
 	watcher.must("subscribe", map[string]any{"workspace": testWS, "topic": "workspace"}, &ws)
-	deleted := func(p hub.TrashChanged) []string { return p.Deleted }
-	restored := func(p hub.TrashChanged) []string { return p.Restored }
-	purged := func(p hub.TrashChanged) []string { return p.Purged }
+	deleted := func(p protocol.TrashChanged) []string { return p.Deleted }
+	restored := func(p protocol.TrashChanged) []string { return p.Restored }
+	purged := func(p protocol.TrashChanged) []string { return p.Purged }
 
 	s := createSession(t, alice)
 	alice.must("session.delete", map[string]any{"workspace": testWS, "sessionId": s.ID}, nil)

@@ -20,6 +20,7 @@ import (
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // expiryGrace extends a connection past its token's exp by the verifier's
@@ -31,68 +32,8 @@ var expiryGrace = auth.DefaultLeeway
 // has to send its hello frame (a variable so tests can shorten it).
 var helloTimeout = 5 * time.Second
 
-// opAuthRefresh is the in-band token refresh. It is a request on the
-// connection, not a workspace operation: the token it carries is its
-// authorization, so it is not in the permission table.
-const opAuthRefresh = "auth.refresh"
-
 // maxIDBytes bounds a request id: 128 characters plus the JSON quotes.
 const maxIDBytes = 130
-
-// clientFrame is every frame a client may send.
-type clientFrame struct {
-	Type  string          `json:"type"`
-	ID    json.RawMessage `json:"id,omitempty"`
-	Op    string          `json:"op,omitempty"`
-	Input json.RawMessage `json:"input,omitempty"`
-	Token string          `json:"token,omitempty"`
-}
-
-type responseFrame struct {
-	Type   string          `json:"type"`
-	ID     json.RawMessage `json:"id"`
-	OK     bool            `json:"ok"`
-	Result any             `json:"result,omitempty"`
-	Error  *wireError      `json:"error,omitempty"`
-}
-
-type readyFrame struct {
-	Type         string         `json:"type"`
-	Protocol     int            `json:"protocol"`
-	ServerEpoch  string         `json:"serverEpoch"`
-	ConnectionID string         `json:"connectionId"`
-	Principal    auth.Principal `json:"principal"`
-	// ExpiresAt is the token's exp: refresh before it (auth.refresh).
-	ExpiresAt time.Time `json:"expiresAt"`
-	// OffsetUnit names the unit of message_delta offsets.
-	OffsetUnit string `json:"offsetUnit"`
-	// Agent is the agent this server runs now (labels of past turns come
-	// from the turns); Limits are the sizes a client checks before sending.
-	Agent  host.AgentInfo `json:"agent"`
-	Limits readyLimits    `json:"limits"`
-}
-
-type readyLimits struct {
-	MaxFrameBytes  int64 `json:"maxFrameBytes"`
-	MaxPromptBytes int   `json:"maxPromptBytes"`
-}
-
-// refreshResult answers auth.refresh.
-type refreshResult struct {
-	Principal auth.Principal `json:"principal"`
-	ExpiresAt time.Time      `json:"expiresAt"`
-}
-
-type errorFrame struct {
-	Type  string    `json:"type"`
-	Error wireError `json:"error"`
-}
-
-type unsubscribedFrame struct {
-	Type   string `json:"type"`
-	Sub    string `json:"sub"`
-	Reason string `json:"reason"`
-}
 
 var nullID = json.RawMessage("null")
 
@@ -112,8 +53,8 @@ func bearerToken(r *http.Request) (string, bool) {
 	return strings.TrimSpace(tok), true
 }
 
-func unauthenticated(err error) wireError {
-	w := wireError{Code: host.CodeUnauthenticated, Message: "missing or invalid token"}
+func unauthenticated(err error) protocol.Error {
+	w := protocol.Error{Code: protocol.CodeUnauthenticated, Message: "missing or invalid token"}
 	if errors.Is(err, auth.ErrExpired) {
 		w.Message, w.Reason = "token expired", "token_expired"
 	}
@@ -122,7 +63,7 @@ func unauthenticated(err error) wireError {
 
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if !s.enter() {
-		writeHTTPError(w, http.StatusServiceUnavailable, wireError{Code: host.CodeUnavailable,
+		writeHTTPError(w, http.StatusServiceUnavailable, protocol.Error{Code: protocol.CodeUnavailable,
 			Message: "server is shutting down", Retryable: true, Reason: host.ReasonShuttingDown})
 		return
 	}
@@ -135,7 +76,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if !s.originAllowed(r) {
 		s.log.Info("websocket origin refused", "origin", truncate(r.Header.Get("Origin"), 200), "remote", r.RemoteAddr)
 		s.metrics.limit("origin")
-		writeHTTPError(w, http.StatusForbidden, wireError{Code: host.CodeForbidden,
+		writeHTTPError(w, http.StatusForbidden, protocol.Error{Code: protocol.CodeForbidden,
 			Message: "this origin may not open a WebSocket here", Reason: "origin_not_allowed"})
 		return
 	}
@@ -168,14 +109,14 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			s.pendingHello.Add(-1)
 			s.log.Warn("websocket refused: too many connections waiting for hello", "limit", s.limits.MaxPendingHello)
 			s.metrics.limit("pending_hello")
-			writeHTTPError(w, http.StatusServiceUnavailable, wireError{Code: host.CodeUnavailable,
+			writeHTTPError(w, http.StatusServiceUnavailable, protocol.Error{Code: protocol.CodeUnavailable,
 				Message: "too many connections are authenticating; retry", Retryable: true, Reason: "pending_hello"})
 			return
 		}
 	}
 	hw := &smallHijack{ResponseWriter: w}
 	ws, err := websocket.Accept(hw, r, &websocket.AcceptOptions{
-		Subprotocols:    []string{SubprotocolBatch, Subprotocol}, // the newest the client offers
+		Subprotocols:    []string{protocol.SubprotocolBatch, protocol.Subprotocol}, // the newest the client offers
 		CompressionMode: websocket.CompressionDisabled,
 		OriginPatterns:  s.cfg.OriginPatterns,
 	})
@@ -185,8 +126,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		}
 		return // Accept answered the HTTP request
 	}
-	batch := ws.Subprotocol() == SubprotocolBatch
-	if !batch && ws.Subprotocol() != Subprotocol {
+	batch := ws.Subprotocol() == protocol.SubprotocolBatch
+	if !batch && ws.Subprotocol() != protocol.Subprotocol {
 		if !hasHeader {
 			s.pendingHello.Add(-1)
 		}
@@ -222,7 +163,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.wsOpened.Inc()
 	conn.SetIdentity(p.UserID, p.Name)
-	sess := &wsSession{s: s, conn: conn, protocol: ProtocolVersion + b2i(batch), remote: r.RemoteAddr, p: p, exp: exp, sem: make(chan struct{}, s.limits.MaxInFlight),
+	sess := &wsSession{s: s, conn: conn, protocol: protocol.Version + b2i(batch), remote: r.RemoteAddr, p: p, exp: exp, sem: make(chan struct{}, s.limits.MaxInFlight),
 		limiter: rate.NewLimiter(limitOf(s.limits.RequestRate), s.limits.RequestBurst)}
 	sess.sendReady()
 	sess.armExpiry(exp)
@@ -241,8 +182,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func tooManyConnsError(limit int) wireError {
-	return wireError{Code: host.CodeRateLimited, Retryable: true, Reason: "too_many_connections",
+func tooManyConnsError(limit int) protocol.Error {
+	return protocol.Error{Code: protocol.CodeRateLimited, Retryable: true, Reason: "too_many_connections",
 		Message: "this user already has " + strconv.Itoa(limit) + " connections open"}
 }
 
@@ -252,8 +193,8 @@ func (s *Server) tooManyConns(user string) {
 }
 
 // closeWithError tells the client why, then closes.
-func closeWithError(ws *websocket.Conn, code websocket.StatusCode, reason string, we wireError) {
-	b, _ := json.Marshal(errorFrame{Type: "error", Error: we})
+func closeWithError(ws *websocket.Conn, code websocket.StatusCode, reason string, we protocol.Error) {
+	b, _ := json.Marshal(protocol.ErrorFrame{Type: protocol.FrameError, Error: we})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_ = ws.Write(ctx, websocket.MessageText, b)
 	cancel()
@@ -273,7 +214,7 @@ func (s *Server) hello(ws *websocket.Conn, remote string) (auth.Principal, time.
 		typ, data, err := ws.Read(context.Background())
 		ch <- read{typ, data, err}
 	}()
-	fail := func(code websocket.StatusCode, reason string, we wireError) error {
+	fail := func(code websocket.StatusCode, reason string, we protocol.Error) error {
 		closeWithError(ws, code, reason, we)
 		return errors.New(reason)
 	}
@@ -285,7 +226,7 @@ func (s *Server) hello(ws *websocket.Conn, remote string) (auth.Principal, time.
 	case <-timer.C:
 		s.authFailed("ws", remote, errNoHello)
 		err := fail(hub.CloseUnauthenticated, "authentication timeout",
-			wireError{Code: host.CodeUnauthenticated, Message: "no hello within 5 s"})
+			protocol.Error{Code: protocol.CodeUnauthenticated, Message: "no hello within 5 s"})
 		<-ch
 		return auth.Principal{}, time.Time{}, err
 	}
@@ -293,10 +234,10 @@ func (s *Server) hello(ws *websocket.Conn, remote string) (auth.Principal, time.
 		_ = ws.CloseNow() // includes a first frame over the size limit: the library closed with 1009
 		return auth.Principal{}, time.Time{}, rd.err
 	}
-	var f clientFrame
-	if rd.typ != websocket.MessageText || decodeStrict(rd.data, &f) != nil || f.Type != "hello" {
+	var f protocol.ClientFrame
+	if rd.typ != websocket.MessageText || decodeStrict(rd.data, &f) != nil || f.Type != protocol.FrameHello {
 		return auth.Principal{}, time.Time{}, fail(hub.CloseProtocol, "expected a hello frame",
-			wireError{Code: host.CodeInvalidInput, Message: `the first frame must be {"type":"hello","token":…}`})
+			protocol.Error{Code: protocol.CodeInvalidInput, Message: `the first frame must be {"type":"hello","token":…}`})
 	}
 	p, exp, err := s.cfg.Verifier.Verify(f.Token)
 	if err != nil {
@@ -391,14 +332,14 @@ func (ws *wsSession) sendReady() {
 	ws.mu.Lock()
 	p, exp := ws.p, ws.exp
 	ws.mu.Unlock()
-	ws.conn.SendJSON(readyFrame{Type: "ready", Protocol: ws.protocol, ServerEpoch: ws.s.cfg.Host.Epoch(),
-		ConnectionID: ws.conn.ID(), Principal: p, ExpiresAt: exp.UTC(), OffsetUnit: "utf16",
-		Agent:  ws.s.cfg.Host.Agent(),
-		Limits: readyLimits{MaxFrameBytes: ws.s.limits.MaxFrameBytes, MaxPromptBytes: ws.s.limits.MaxPromptBytes}})
+	ws.conn.SendJSON(protocol.ReadyFrame{Type: protocol.FrameReady, Protocol: ws.protocol, ServerEpoch: ws.s.cfg.Host.Epoch(),
+		ConnectionID: ws.conn.ID(), Principal: p, ExpiresAt: exp.UTC(), OffsetUnit: protocol.OffsetUnitUTF16,
+		Agent:  protocol.FromAgentInfo(ws.s.cfg.Host.Agent()),
+		Limits: protocol.ReadyLimits{MaxFrameBytes: ws.s.limits.MaxFrameBytes, MaxPromptBytes: ws.s.limits.MaxPromptBytes}})
 }
 
 // expiredFrame tells a client why its connection closes with 4010.
-var expiredFrame, _ = json.Marshal(errorFrame{Type: "error", Error: wireError{Code: host.CodeUnauthenticated,
+var expiredFrame, _ = json.Marshal(protocol.ErrorFrame{Type: protocol.FrameError, Error: protocol.Error{Code: protocol.CodeUnauthenticated,
 	Message: "token expired", Reason: "token_expired"}})
 
 // armExpiry has the hub close the connection with 4010 when the token
@@ -416,24 +357,24 @@ func (ws *wsSession) respond(id json.RawMessage, op string, result any, err erro
 	if err != nil {
 		we := toWire(err, ws.s.log, op)
 		ws.s.metrics.request("ws", op, string(we.Code))
-		ws.conn.SendJSON(responseFrame{Type: "response", ID: id, Error: &we})
+		ws.conn.SendJSON(protocol.ResponseFrame{Type: protocol.FrameResponse, ID: id, Error: &we})
 		return
 	}
 	ws.s.metrics.request("ws", op, "ok")
-	ws.conn.SendJSON(responseFrame{Type: "response", ID: id, OK: true, Result: result})
+	ws.conn.SendJSON(protocol.ResponseFrame{Type: protocol.FrameResponse, ID: id, OK: true, Result: result})
 }
 
 // respondSubscribed answers a subscribe latest-wins: while an earlier
 // answer for the same topic is still unsent, that one (and its snapshot)
 // is replaced by a small superseded error, so a client that re-subscribes
 // without reading queues one snapshot per topic, not one per request.
-func (ws *wsSession) respondSubscribed(id json.RawMessage, res hub.SubscribeResult) {
-	b, err := json.Marshal(responseFrame{Type: "response", ID: id, OK: true, Result: res})
+func (ws *wsSession) respondSubscribed(id json.RawMessage, res protocol.SubscribeResult) {
+	b, err := json.Marshal(protocol.ResponseFrame{Type: protocol.FrameResponse, ID: id, OK: true, Result: res})
 	if err != nil {
 		ws.respond(id, "subscribe", nil, err)
 		return
 	}
-	repl, _ := json.Marshal(responseFrame{Type: "response", ID: id, Error: &wireError{Code: host.CodeOperationConflict,
+	repl, _ := json.Marshal(protocol.ResponseFrame{Type: protocol.FrameResponse, ID: id, Error: &protocol.Error{Code: protocol.CodeOperationConflict,
 		Reason: "superseded", Message: "superseded by a later subscribe to the same topic on this connection"}})
 	ws.s.metrics.request("ws", "subscribe", "ok")
 	ws.conn.SendLatest("subscribe\x00"+res.Sub, b, repl)
@@ -442,16 +383,16 @@ func (ws *wsSession) respondSubscribed(id json.RawMessage, res hub.SubscribeResu
 // parseFrame is the frame decoder: one JSON object with no unknown
 // fields, a known type, and for requests a string id of at most 128
 // characters. On error it returns the id to echo (null when unreadable).
-func parseFrame(data []byte) (clientFrame, json.RawMessage, error) {
+func parseFrame(data []byte) (protocol.ClientFrame, json.RawMessage, error) {
 	if bytes.Equal(data, pongBytes) { // every idle client's answer to each heartbeat: skip the strict decoder
-		return clientFrame{Type: "pong"}, nullID, nil
+		return protocol.ClientFrame{Type: protocol.FramePong}, nullID, nil
 	}
-	var f clientFrame
+	var f protocol.ClientFrame
 	if err := decodeStrict(data, &f); err != nil {
-		return clientFrame{}, salvageID(data), err
+		return protocol.ClientFrame{}, salvageID(data), err
 	}
 	switch f.Type {
-	case "request":
+	case protocol.FrameRequest:
 		id := bytes.TrimSpace(f.ID)
 		if len(id) < 2 || id[0] != '"' || len(id) > maxIDBytes {
 			return f, nullOr(id), errorf(host.CodeInvalidInput, "id must be a string of at most 128 characters")
@@ -460,7 +401,7 @@ func parseFrame(data []byte) (clientFrame, json.RawMessage, error) {
 			return f, id, errorf(host.CodeInvalidInput, "a request carries no token; refresh with the auth.refresh operation")
 		}
 		return f, id, nil
-	case "hello", "ping", "pong":
+	case protocol.FrameHello, protocol.FramePing, protocol.FramePong:
 		if len(f.ID) > 0 || f.Op != "" || len(f.Input) > 0 {
 			return f, nullOr(f.ID), errorf(host.CodeInvalidInput, "a %s frame has no id, op or input", f.Type)
 		}
@@ -486,8 +427,8 @@ func (ws *wsSession) handleFrame(data []byte) {
 		return
 	}
 	switch f.Type {
-	case "request":
-		if f.Op == opAuthRefresh {
+	case protocol.FrameRequest:
+		if f.Op == protocol.OpAuthRefresh {
 			ws.authRefresh(id, f.Input)
 			return
 		}
@@ -513,10 +454,10 @@ func (ws *wsSession) handleFrame(data []byte) {
 			defer func() { <-ws.sem }()
 			ws.runRequest(id, f.Op, f.Input)
 		}()
-	case "pong":
-	case "ping":
+	case protocol.FramePong:
+	case protocol.FramePing:
 		ws.conn.Send([]byte(`{"type":"pong"}`))
-	case "hello":
+	case protocol.FrameHello:
 		ws.refresh(f.Token)
 	}
 }
@@ -533,7 +474,7 @@ func (ws *wsSession) runRequest(id json.RawMessage, op string, input json.RawMes
 	}
 	c := caller{p: ws.principal(), ws: ws}
 	c.reply = func(result any) {
-		if res, ok := result.(hub.SubscribeResult); ok {
+		if res, ok := result.(protocol.SubscribeResult); ok {
 			ws.respondSubscribed(id, res)
 			return
 		}
@@ -546,33 +487,29 @@ func (ws *wsSession) runRequest(id json.RawMessage, op string, input json.RawMes
 	ws.respond(id, op, res, err)
 }
 
-type refreshIn struct {
-	Token string `json:"token"`
-}
-
 // authRefresh is the auth.refresh request: a new token for the same user
 // replaces the connection's principal and expiry. A token that does not
 // verify, or names another user, is answered with an error and changes
 // nothing: the connection keeps its current token until that expires.
 func (ws *wsSession) authRefresh(id json.RawMessage, raw json.RawMessage) {
-	var in refreshIn
+	var in protocol.RefreshInput
 	if err := decodeStrict(raw, &in); err != nil {
-		ws.respond(id, opAuthRefresh, nil, err)
+		ws.respond(id, protocol.OpAuthRefresh, nil, err)
 		return
 	}
 	p, exp, err := ws.s.cfg.Verifier.Verify(in.Token)
 	if err != nil {
 		ws.s.authFailed("ws", ws.remote, err)
 		we := unauthenticated(err)
-		ws.respond(id, opAuthRefresh, nil, &host.Error{Code: we.Code, Message: we.Message, Reason: we.Reason})
+		ws.respond(id, protocol.OpAuthRefresh, nil, &host.Error{Code: host.CodeUnauthenticated, Message: we.Message, Reason: we.Reason})
 		return
 	}
 	if !ws.swapPrincipal(p, exp) {
-		ws.respond(id, opAuthRefresh, nil, &host.Error{Code: host.CodeInvalidInput, Reason: "different_user",
+		ws.respond(id, protocol.OpAuthRefresh, nil, &host.Error{Code: host.CodeInvalidInput, Reason: "different_user",
 			Message: "a refreshed token must be for the same user"})
 		return
 	}
-	ws.respond(id, opAuthRefresh, refreshResult{Principal: p, ExpiresAt: exp.UTC()}, nil)
+	ws.respond(id, protocol.OpAuthRefresh, protocol.RefreshResult{Principal: p, ExpiresAt: exp.UTC()}, nil)
 }
 
 // swapPrincipal installs a refreshed token for the same user, re-arms the
@@ -593,7 +530,7 @@ func (ws *wsSession) swapPrincipal(p auth.Principal, exp time.Time) bool {
 	for _, sub := range ws.conn.Subscriptions() {
 		if role, ok := p.RoleIn(sub.Workspace); !ok || !auth.Allowed(role, "subscribe") {
 			if ws.s.cfg.Hub.Unsubscribe(ws.conn, sub.Workspace, sub.Sub) {
-				ws.conn.SendJSON(unsubscribedFrame{Type: "unsubscribed", Sub: sub.Sub, Reason: "forbidden"})
+				ws.conn.SendJSON(protocol.UnsubscribedFrame{Type: protocol.FrameUnsubscribed, Sub: sub.Sub, Reason: "forbidden"})
 			}
 		}
 	}
@@ -607,12 +544,12 @@ func (ws *wsSession) refresh(token string) {
 	p, exp, err := ws.s.cfg.Verifier.Verify(token)
 	if err != nil {
 		ws.s.authFailed("ws", ws.remote, err)
-		ws.conn.SendJSON(errorFrame{Type: "error", Error: unauthenticated(err)})
+		ws.conn.SendJSON(protocol.ErrorFrame{Type: protocol.FrameError, Error: unauthenticated(err)})
 		ws.conn.Close(hub.CloseUnauthenticated, "unauthenticated")
 		return
 	}
 	if !ws.swapPrincipal(p, exp) {
-		ws.conn.SendJSON(errorFrame{Type: "error", Error: wireError{Code: host.CodeInvalidInput,
+		ws.conn.SendJSON(protocol.ErrorFrame{Type: protocol.FrameError, Error: protocol.Error{Code: protocol.CodeInvalidInput,
 			Message: "a refreshed token must be for the same user", Reason: "different_user"}})
 		ws.conn.Close(hub.CloseProtocol, "token is for another user")
 		return

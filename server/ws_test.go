@@ -12,24 +12,25 @@ import (
 	"github.com/ensemble-dev/ensemble/auth"
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 type subResult struct {
-	Sub       string               `json:"sub"`
-	Epoch     string               `json:"epoch"`
-	Seq       int64                `json:"seq"`
-	Recovered bool                 `json:"recovered"`
-	Snapshot  *hub.SessionSnapshot `json:"snapshot"`
+	Sub       string                    `json:"sub"`
+	Epoch     string                    `json:"epoch"`
+	Seq       int64                     `json:"seq"`
+	Recovered bool                      `json:"recovered"`
+	Snapshot  *protocol.SessionSnapshot `json:"snapshot"`
 }
 
-func createSession(t *testing.T, cl *client) host.Session {
+func createSession(t *testing.T, cl *client) protocol.Session {
 	t.Helper()
-	var res host.CreateSessionResult
+	var res protocol.CreateSessionResult
 	cl.must("session.create", map[string]any{"workspace": testWS, "title": "pairing"}, &res)
 	return res.Session
 }
 
-func subscribeSession(t *testing.T, cl *client, sid string, resume *hub.Resume) subResult {
+func subscribeSession(t *testing.T, cl *client, sid string, resume *protocol.Resume) subResult {
 	t.Helper()
 	in := map[string]any{"workspace": testWS, "topic": "session", "sessionId": sid}
 	if resume != nil {
@@ -45,11 +46,11 @@ func subscribeSession(t *testing.T, cl *client, sid string, resume *hub.Resume) 
 type transcript struct {
 	t     *testing.T
 	texts map[string][]uint16
-	turns map[string]host.Turn
+	turns map[string]protocol.Turn
 }
 
-func newTranscript(t *testing.T, snap *hub.SessionSnapshot) *transcript {
-	tr := &transcript{t: t, texts: map[string][]uint16{}, turns: map[string]host.Turn{}}
+func newTranscript(t *testing.T, snap *protocol.SessionSnapshot) *transcript {
+	tr := &transcript{t: t, texts: map[string][]uint16{}, turns: map[string]protocol.Turn{}}
 	if snap != nil {
 		for _, m := range snap.Messages {
 			tr.texts[m.ID] = utf16.Encode([]rune(m.Content.Text))
@@ -64,20 +65,20 @@ func newTranscript(t *testing.T, snap *hub.SessionSnapshot) *transcript {
 func (tr *transcript) apply(f frame) {
 	tr.t.Helper()
 	switch f.Kind {
-	case hub.KindMessageUpdate:
-		var p hub.MessageUpdate
+	case protocol.KindMessageUpdate:
+		var p protocol.MessageUpdate
 		mustJSON(tr.t, f.Payload, &p)
 		tr.texts[p.Message.ID] = utf16.Encode([]rune(p.Message.Content.Text))
-	case hub.KindMessageDelta:
-		var p hub.MessageDelta
+	case protocol.KindMessageDelta:
+		var p protocol.MessageDelta
 		mustJSON(tr.t, f.Payload, &p)
 		cur := tr.texts[p.MessageID]
 		if p.Offset != len(cur) {
 			tr.t.Fatalf("delta for %s at offset %d, client has %d units", p.MessageID, p.Offset, len(cur))
 		}
 		tr.texts[p.MessageID] = append(cur, utf16.Encode([]rune(p.Text))...)
-	case hub.KindTurnUpdate:
-		var p hub.TurnUpdate
+	case protocol.KindTurnUpdate:
+		var p protocol.TurnUpdate
 		mustJSON(tr.t, f.Payload, &p)
 		tr.turns[p.Turn.ID] = p.Turn
 	}
@@ -108,10 +109,10 @@ func collectUntilSettled(t *testing.T, cl *client, sub string, from int64, turnI
 		}
 		seq = f.Seq
 		out = append(out, f)
-		if f.Kind == hub.KindTurnUpdate {
-			var p hub.TurnUpdate
+		if f.Kind == protocol.KindTurnUpdate {
+			var p protocol.TurnUpdate
 			mustJSON(t, f.Payload, &p)
-			if p.Turn.ID == turnID && p.Turn.Settled() {
+			if p.Turn.ID == turnID && (p.Turn.Phase == host.PhaseSettled) {
 				return out
 			}
 		}
@@ -170,7 +171,7 @@ func TestTwoWatchersSeeTheSameEvents(t *testing.T) {
 		}
 		kinds[evA[i].Kind]++
 	}
-	if kinds[hub.KindMessageUpdate] == 0 || kinds[hub.KindTurnUpdate] == 0 || kinds[hub.KindSessionSummary] == 0 {
+	if kinds[protocol.KindMessageUpdate] == 0 || kinds[protocol.KindTurnUpdate] == 0 || kinds[protocol.KindSessionSummary] == 0 {
 		t.Fatalf("kinds seen: %v", kinds)
 	}
 
@@ -217,12 +218,12 @@ func TestRetriedSubmitAfterDroppedResponse(t *testing.T) {
 		t.Fatalf("second retry: %s", f.raw)
 	}
 
-	var turns host.TurnPage
+	var turns protocol.TurnPage
 	b.must("turn.list", map[string]any{"workspace": testWS, "sessionId": sess.ID}, &turns)
 	if len(turns.Turns) != 1 || turns.Turns[0].ID != sr.Turn.ID {
 		t.Fatalf("want exactly one turn, got %+v", turns.Turns)
 	}
-	var msgs host.MessagePage
+	var msgs protocol.MessagePage
 	b.must("message.list", map[string]any{"workspace": testWS, "sessionId": sess.ID}, &msgs)
 	users := 0
 	for _, m := range msgs.Messages {
@@ -255,7 +256,7 @@ func TestResume(t *testing.T) {
 		defer b.c.CloseNow()
 		r := subscribeSession(t, b, sess.ID, nil)
 		for _, x := range r.Snapshot.Turns {
-			if x.ID == sr.Turn.ID && x.Settled() {
+			if x.ID == sr.Turn.ID && (x.Phase == host.PhaseSettled) {
 				return true
 			}
 		}
@@ -263,7 +264,7 @@ func TestResume(t *testing.T) {
 	})
 
 	b := e.dial(e.member, true)
-	res := subscribeSession(t, b, sess.ID, &hub.Resume{Epoch: first.Epoch, Seq: first.Seq})
+	res := subscribeSession(t, b, sess.ID, &protocol.Resume{Epoch: first.Epoch, Seq: first.Seq})
 	if !res.Recovered || res.Snapshot != nil || res.Seq != first.Seq || res.Sub != first.Sub {
 		t.Fatalf("want recovered without snapshot, got %+v", res)
 	}
@@ -279,16 +280,16 @@ func TestResume(t *testing.T) {
 
 	// A wrong epoch gets a full snapshot instead.
 	c := e.dial(e.member, false)
-	res = subscribeSession(t, c, sess.ID, &hub.Resume{Epoch: "hub_elsewhere.1", Seq: first.Seq})
+	res = subscribeSession(t, c, sess.ID, &protocol.Resume{Epoch: "hub_elsewhere.1", Seq: first.Seq})
 	if res.Recovered || res.Snapshot == nil {
 		t.Fatalf("wrong epoch: %+v", res)
 	}
 	snap := res.Snapshot
-	if snap.Session.ID != sess.ID || len(snap.Turns) != 1 || !snap.Turns[0].Settled() || len(snap.Messages) < 2 {
+	if snap.Session.ID != sess.ID || len(snap.Turns) != 1 || !(snap.Turns[0].Phase == host.PhaseSettled) || len(snap.Messages) < 2 {
 		t.Fatalf("snapshot incomplete: %+v", snap)
 	}
 	// A seq from the future is not recoverable either.
-	res = subscribeSession(t, c, sess.ID, &hub.Resume{Epoch: first.Epoch, Seq: 1 << 40})
+	res = subscribeSession(t, c, sess.ID, &protocol.Resume{Epoch: first.Epoch, Seq: 1 << 40})
 	if res.Recovered || res.Snapshot == nil {
 		t.Fatalf("future seq: %+v", res)
 	}
@@ -311,9 +312,9 @@ func TestWorkspaceTopic(t *testing.T) {
 	a := e.dial(e.member, false)
 	existing := createSession(t, a)
 	var res struct {
-		Sub      string                 `json:"sub"`
-		Seq      int64                  `json:"seq"`
-		Snapshot *hub.WorkspaceSnapshot `json:"snapshot"`
+		Sub      string                      `json:"sub"`
+		Seq      int64                       `json:"seq"`
+		Snapshot *protocol.WorkspaceSnapshot `json:"snapshot"`
 	}
 	a.must("subscribe", map[string]any{"workspace": testWS, "topic": "workspace"}, &res)
 	if res.Snapshot == nil || len(res.Snapshot.Sessions) != 1 || res.Snapshot.Sessions[0].ID != existing.ID {
@@ -323,13 +324,13 @@ func TestWorkspaceTopic(t *testing.T) {
 	a.must("session.update", map[string]any{"workspace": testWS, "sessionId": existing.ID, "title": "renamed", "pinned": true}, &upd)
 	for {
 		f := a.nextEvent(10 * time.Second)
-		if f.Sub != res.Sub || f.Kind != hub.KindSessionSummary {
+		if f.Sub != res.Sub || f.Kind != protocol.KindSessionSummary {
 			continue
 		}
 		if f.Seq <= res.Seq {
 			t.Fatalf("old seq %d", f.Seq)
 		}
-		var p hub.SessionSummary
+		var p protocol.SessionSummary
 		mustJSON(t, f.Payload, &p)
 		if p.Session.Title == "renamed" && p.Session.Pinned {
 			break
@@ -348,7 +349,7 @@ func TestAuthFailures(t *testing.T) {
 	// Bad token in a hello frame: an error frame, then close 4501.
 	cl := e.dialRaw("not-a-jwt", true)
 	f := cl.next(5 * time.Second)
-	if f.Type != "error" || f.Error == nil || f.Error.Code != host.CodeUnauthenticated {
+	if f.Type != "error" || f.Error == nil || f.Error.Code != protocol.CodeUnauthenticated {
 		t.Fatalf("want unauthenticated error frame, got %s", f.raw)
 	}
 	if code := cl.closeStatus(5 * time.Second); code != hub.CloseUnauthenticated {
@@ -424,7 +425,7 @@ func TestTokenRefreshInBand(t *testing.T) {
 	}
 	// Now a viewer: submitting is forbidden.
 	g := cl.request("session.create", map[string]any{"workspace": testWS})
-	if g.OK || g.Error.Code != host.CodeForbidden {
+	if g.OK || g.Error.Code != protocol.CodeForbidden {
 		t.Fatalf("want forbidden, got %s", g.raw)
 	}
 	// A token for somebody else ends the connection.
@@ -442,10 +443,10 @@ func TestForbiddenAndBadFrames(t *testing.T) {
 	v := e.dial(e.viewer, true)
 	f := v.request("turn.message.submit", map[string]any{"workspace": testWS, "sessionId": sess.ID,
 		"clientSubmitId": "nope", "content": map[string]any{"text": "hi"}})
-	if f.OK || f.Error.Code != host.CodeForbidden || f.Error.Retryable {
+	if f.OK || f.Error.Code != protocol.CodeForbidden || f.Error.Retryable {
 		t.Fatalf("viewer submit: %s", f.raw)
 	}
-	var turns host.TurnPage
+	var turns protocol.TurnPage
 	v.must("turn.list", map[string]any{"workspace": testWS, "sessionId": sess.ID}, &turns)
 	if len(turns.Turns) != 0 {
 		t.Fatalf("viewer submit changed something: %+v", turns.Turns)
@@ -455,24 +456,24 @@ func TestForbiddenAndBadFrames(t *testing.T) {
 
 	// Another workspace: forbidden, without revealing anything.
 	f = m.request("session.get", map[string]any{"workspace": "w2", "sessionId": sess.ID})
-	if f.OK || f.Error.Code != host.CodeForbidden {
+	if f.OK || f.Error.Code != protocol.CodeForbidden {
 		t.Fatalf("other workspace: %s", f.raw)
 	}
 
 	// Bad JSON: invalid_input, and the connection keeps working.
 	m.sendRaw([]byte(`{"type":"request","id":"bad",`))
 	f = m.next(5 * time.Second)
-	if f.Type != "response" || f.OK || f.Error.Code != host.CodeInvalidInput {
+	if f.Type != "response" || f.OK || f.Error.Code != protocol.CodeInvalidInput {
 		t.Fatalf("bad json: %s", f.raw)
 	}
 	m.sendRaw([]byte(`{"type":"request","id":"r-unknown-field","op":"session.list","input":{"workspace":"w1","bogus":1}}`))
 	f = m.next(5 * time.Second)
-	if string(f.ID) != `"r-unknown-field"` || f.Error == nil || f.Error.Code != host.CodeInvalidInput {
+	if string(f.ID) != `"r-unknown-field"` || f.Error == nil || f.Error.Code != protocol.CodeInvalidInput {
 		t.Fatalf("unknown field: %s", f.raw)
 	}
-	checks := map[string]host.Code{"session.nuke": host.CodeInvalidInput, "session.purge": host.CodeForbidden}
+	checks := map[string]protocol.Code{"session.nuke": protocol.CodeInvalidInput, "session.purge": protocol.CodeForbidden}
 	if op := unimplementedMemberOp(); op != "" {
-		checks[op] = host.CodeUnsupported
+		checks[op] = protocol.CodeUnsupported
 	}
 	for op, want := range checks {
 		f = m.request(op, map[string]any{"workspace": testWS, "sessionId": sess.ID})
@@ -481,17 +482,17 @@ func TestForbiddenAndBadFrames(t *testing.T) {
 		}
 	}
 	f = m.request("session.get", map[string]any{"workspace": testWS, "sessionId": "ses_missing"})
-	if f.OK || f.Error.Code != host.CodeNotFound {
+	if f.OK || f.Error.Code != protocol.CodeNotFound {
 		t.Fatalf("missing session: %s", f.raw)
 	}
-	var list host.SessionPage
+	var list protocol.SessionPage
 	m.must("session.list", map[string]any{"workspace": testWS}, &list)
 	if len(list.Sessions) != 1 {
 		t.Fatalf("list: %+v", list)
 	}
 	// Subscribing to a missing session is not_found.
 	f = m.request("subscribe", map[string]any{"workspace": testWS, "topic": "session", "sessionId": "ses_missing"})
-	if f.OK || f.Error.Code != host.CodeNotFound {
+	if f.OK || f.Error.Code != protocol.CodeNotFound {
 		t.Fatalf("subscribe missing: %s", f.raw)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/testenv"
+	"github.com/ensemble-dev/ensemble/protocol"
 	"io/fs"
 	"strings"
 	"testing"
@@ -62,7 +63,7 @@ func TestEveryCodeIsExplained(t *testing.T) {
 	}
 	words := []string{host.ReasonExecutionStatusUnknown, host.ReasonProviderRejected, host.ReasonProviderStateLost,
 		host.ReasonDeliveryUnknown, host.ReasonProviderError, host.ReasonMaxTokens, host.ReasonRefusal, host.StopServerShutdown}
-	for _, c := range host.Codes {
+	for _, c := range protocol.Codes {
 		words = append(words, string(c))
 	}
 	for _, w := range words {
