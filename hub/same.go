@@ -11,8 +11,9 @@ import (
 // emits an event when the value differs from the one last emitted. same
 // is deep equality with two rules that match what a client can tell
 // apart: instants compare with time.Equal (a store may hand back another
-// location for the same instant), and a nil slice or map differs from an
-// empty one (they encode as null and [] or {}).
+// location for the same instant), and a nil slice or map equals an empty
+// one (a store may read either for "none"; an event for that would only
+// repeat what the client holds).
 func same(a, b any) bool { return sameValue(reflect.ValueOf(a), reflect.ValueOf(b)) }
 
 var timeType = reflect.TypeFor[time.Time]()
@@ -44,7 +45,7 @@ func sameValue(a, b reflect.Value) bool {
 		}
 		return sameValue(a.Elem(), b.Elem())
 	case reflect.Slice:
-		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+		if a.Len() != b.Len() {
 			return false
 		}
 		fallthrough
@@ -56,7 +57,7 @@ func sameValue(a, b reflect.Value) bool {
 		}
 		return true
 	case reflect.Map:
-		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+		if a.Len() != b.Len() {
 			return false
 		}
 		for it := a.MapRange(); it.Next(); {

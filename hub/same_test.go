@@ -54,8 +54,11 @@ func TestSameComparesInstantsAndNil(t *testing.T) {
 	if !same(host.Session{CreatedAt: at.UTC()}, host.Session{CreatedAt: at.In(time.FixedZone("x", 3600))}) {
 		t.Error("the same instant in another location is a change")
 	}
-	if same(host.Interaction{Options: nil}, host.Interaction{Options: []host.InteractionOption{}}) {
-		t.Error("nil and empty options encode differently (null, []) but compare equal")
+	if !same(host.Interaction{Options: nil}, host.Interaction{Options: []host.InteractionOption{}}) {
+		t.Error("nil and empty options (both: none) are a change")
+	}
+	if same(host.Interaction{}, host.Interaction{Options: []host.InteractionOption{{ID: "allow"}}}) {
+		t.Error("an added option went unseen")
 	}
 	if same(host.Session{Settings: map[string]string{"a": "1"}}, host.Session{Settings: map[string]string{"a": "2"}}) {
 		t.Error("a changed setting went unseen")

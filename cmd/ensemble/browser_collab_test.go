@@ -273,6 +273,11 @@ func TestBrowserCollaboration(t *testing.T) {
 	<-p.done
 	waitJS(t, alice, "the offline banner", `!document.querySelector('#offline-banner').hidden &&
 		/Live updates paused — reconnecting/.test(document.querySelector('#offline-banner').textContent)`)
+	// The banner is set in the close handler, the rest in the next render
+	// (an animation frame later, or 100 ms in a hidden tab), and the poll
+	// above may run first in that frame: give the render its frame.
+	waitJS(t, alice, "the offline render", `document.querySelector('#stop').hidden &&
+		!document.querySelector('#transcript .turn-status[data-active="true"]')`)
 	offline := js[[]any](t, alice, "offline state", `[document.querySelector('#stop').hidden, document.querySelector('#session-live').hidden,
 		[...document.querySelectorAll('#transcript .turn-status[data-active="true"]')].length,
 		document.querySelectorAll('#session-list .live-dot.on').length,
