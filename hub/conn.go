@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/ensemble-dev/ensemble/protocol"
 	"io"
 	"log/slog"
 	"os"
@@ -18,15 +19,15 @@ import (
 	"github.com/ensemble-dev/ensemble/host"
 )
 
-// Close codes. 4000–4499: the client should reconnect (with backoff);
-// 4500–4999: it should not reconnect without a change (new token, fix).
+// Close codes as the WebSocket library's type; the values are the
+// protocol's.
 const (
-	CloseShutdown        websocket.StatusCode = 4001 // server shutting down: reconnect elsewhere
-	CloseIdle            websocket.StatusCode = 4002 // nothing received for too long
-	CloseSlowConsumer    websocket.StatusCode = 4008 // fell too far behind
-	CloseTokenExpired    websocket.StatusCode = 4010 // reconnect with a fresh token
-	CloseProtocol        websocket.StatusCode = 4500 // protocol violation
-	CloseUnauthenticated websocket.StatusCode = 4501 // missing or invalid token
+	CloseShutdown        = websocket.StatusCode(protocol.CloseShutdown)
+	CloseIdle            = websocket.StatusCode(protocol.CloseIdle)
+	CloseSlowConsumer    = websocket.StatusCode(protocol.CloseSlowConsumer)
+	CloseTokenExpired    = websocket.StatusCode(protocol.CloseTokenExpired)
+	CloseProtocol        = websocket.StatusCode(protocol.CloseProtocol)
+	CloseUnauthenticated = websocket.StatusCode(protocol.CloseUnauthenticated)
 )
 
 var pingFrame = []byte(`{"type":"ping"}`)
@@ -166,13 +167,9 @@ func (f *outFrame) bytes() []byte {
 	return f.data
 }
 
-// KindSuperseded marks a snapshot event a lagging connection skipped
-// because a newer one of the same key follows. Clients apply nothing.
-const KindSuperseded = "superseded"
-
 func supersededFrame(ev *event) []byte {
 	b, _ := json.Marshal(eventFrame{Type: "event", Sub: ev.sub, Epoch: ev.epoch, Seq: ev.seq,
-		Kind: KindSuperseded, Payload: struct{}{}})
+		Kind: protocol.KindSuperseded, Payload: struct{}{}})
 	return b
 }
 

@@ -129,6 +129,8 @@ func section(t *testing.T, doc, prefix string) string {
 	return strings.Join(out, "")
 }
 
+var closeRowRE = regexp.MustCompile(`(?m)^\| (\d{4}) \|`)
+
 var rowRE = regexp.MustCompile("^\\| `([a-z_.]+)` \\|")
 
 // tableRows returns the rows of the markdown tables in text whose first
@@ -189,6 +191,20 @@ func TestDocsErrorCodes(t *testing.T) {
 		codes[i] = string(c)
 	}
 	sameSet(t, "error codes", codes, documented)
+}
+
+func TestDocsCloseCodes(t *testing.T) {
+	var codes []string
+	for _, c := range CloseCodes {
+		codes = append(codes, strconv.Itoa(int(c)))
+	}
+	var documented []string
+	for _, m := range closeRowRE.FindAllStringSubmatch(section(t, readFile(t, docsPath), "## Close codes"), -1) {
+		if m[1] != "1009" { // the WebSocket library's own
+			documented = append(documented, m[1])
+		}
+	}
+	sameSet(t, "close codes", codes, documented)
 }
 
 func TestDocsFrames(t *testing.T) {

@@ -137,8 +137,8 @@ type SessionSnapshot struct {
 	TurnsHasMore    bool      `json:"turnsHasMore"`
 	Messages        []Message `json:"messages"`
 	MessagesHasMore bool      `json:"messagesHasMore"`
-	// InteractionTree is the session's execution tree (absent when the
-	// server keeps no interactions).
+	// InteractionTree is the session's execution tree (absent only
+	// before the hub first read it).
 	InteractionTree *InteractionSnapshot `json:"interactionTree,omitempty"`
 	// Interactions is the durable history of the snapshot's turns (every
 	// state, with who answered what), so a reload shows past approvals.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/ensemble-dev/ensemble/protocol"
 	"math"
 	"net/http"
 	"strconv"
@@ -114,7 +115,7 @@ func (l Limits) withDefaults() Limits {
 // CloseTooManyConnections closes a hello-authenticated connection beyond
 // the user's connection limit. It is in the reconnect range: the client
 // may retry with backoff once another of its connections has closed.
-const CloseTooManyConnections websocket.StatusCode = 4029
+const CloseTooManyConnections = websocket.StatusCode(protocol.CloseTooMany)
 
 func limitOf(r float64) rate.Limit {
 	if r < 0 {
