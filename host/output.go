@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -29,7 +30,8 @@ type outputQueue struct {
 	err error
 }
 
-// Output queues ev and starts a committer if none is running. It refuses
+// Output queues ev and starts a committer if none is running (a Final
+// event waits for the Terminal, which commits it). It refuses
 // output before this sink saw the acceptance barrier pass; the fenced
 // transaction decides again from the store.
 func (k *turnSink) Output(ctx context.Context, ev OutputEvent) error {
@@ -52,7 +54,7 @@ func (k *turnSink) Output(ctx context.Context, ev OutputEvent) error {
 		return q.err
 	}
 	q.pending = append(q.pending, ev)
-	if !q.running {
+	if !q.running && !ev.Final {
 		k.startCommitter(ctx)
 	}
 	return nil
@@ -90,15 +92,28 @@ func (k *turnSink) commitQueued(ctx context.Context, done chan struct{}) {
 			close(done)
 			return
 		}
-		// Only this committer removes events, so the batch is still the head.
-		q.pending = q.pending[len(batch):]
 		q.mu.Unlock()
-		k.mu.Lock()
-		for _, ev := range batch {
-			k.open[ev.Key] = !ev.Done
-		}
-		k.mu.Unlock()
+		k.committed(batch)
 	}
+}
+
+// committed drops batch, now canonical, from the head of the queue and
+// records which messages it left open. Only one writer commits queued
+// events at a time (the committer, or the terminal once it stopped), so
+// the batch is still the head.
+func (k *turnSink) committed(batch []OutputEvent) {
+	if len(batch) == 0 {
+		return
+	}
+	q := &k.out
+	q.mu.Lock()
+	q.pending = q.pending[len(batch):]
+	q.mu.Unlock()
+	k.mu.Lock()
+	for _, ev := range batch {
+		k.open[ev.Key] = !ev.Done
+	}
+	k.mu.Unlock()
 }
 
 // commitRetrying retries a transient failure a few times: the batch is
@@ -163,6 +178,46 @@ func (k *turnSink) flush(ctx context.Context) error {
 	return q.err
 }
 
+// finalBatch waits for a running committer to stop and returns what is
+// still queued when it fits one batch, for the terminal to commit with the
+// settlement. ok is false when the queue holds more than one batch or the
+// committer stopped on an error: then the terminal flushes first. With ok
+// the terminal is the queue's committer (late Output only queues) until it
+// calls endFinal.
+func (k *turnSink) finalBatch(ctx context.Context) (batch []OutputEvent, ok bool) {
+	q := &k.out
+	q.mu.Lock()
+	done, running := q.done, q.running
+	q.mu.Unlock()
+	if running {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.running || q.err != nil {
+		return nil, false
+	}
+	batch = nextBatch(q.pending)
+	if len(batch) != len(q.pending) {
+		return nil, false
+	}
+	q.running, q.done = true, make(chan struct{})
+	return slices.Clone(batch), true
+}
+
+// endFinal ends the terminal's turn as the queue's committer.
+func (k *turnSink) endFinal() {
+	q := &k.out
+	q.mu.Lock()
+	q.running = false
+	close(q.done)
+	q.mu.Unlock()
+}
+
 // flushFirst commits queued output before another sink write, so the
 // transcript keeps the runtime's order. Only a transient failure stops the
 // caller (the runtime retries it); output the store refused for good is
@@ -187,26 +242,37 @@ func (k *turnSink) commitOutput(ctx context.Context, batch []OutputEvent) error 
 		if err != nil {
 			return err
 		}
-		fresh, err := unapplied(t, batch)
-		if err != nil || len(fresh) == 0 {
-			return err // already applied: a retry after an ambiguous commit
+		applied, err := k.applyOutput(ctx, tx, emit, &t, &s, batch)
+		if err != nil || !applied {
+			return err // nothing new: a retry after an ambiguous commit
 		}
-		now := k.h.nowUTC()
-		f, err := k.h.appendTranscript(ctx, tx, &s, t, mergeOutput(fresh), now)
-		if err != nil {
-			return err
-		}
-		t.AppliedSeq, t.UpdatedAt = fresh[len(fresh)-1].Seq, now
 		if err := tx.UpdateTurn(ctx, t); err != nil {
 			return err
 		}
-		s.UpdatedAt = now
-		if err := tx.UpdateSession(ctx, s); err != nil {
-			return err
-		}
-		emit(f)
-		return nil
+		return tx.UpdateSession(ctx, s)
 	})
+}
+
+// applyOutput appends the events of batch that t has not applied yet to
+// the transcript of s and advances t's applied sequence, in tx; the caller
+// writes t and s when applied. Output requires the Turn durably accepted.
+func (k *turnSink) applyOutput(ctx context.Context, tx Tx, emit func(...Fact), t *Turn, s *Session, batch []OutputEvent) (applied bool, err error) {
+	if t.Phase != PhaseDurablyAccepted {
+		return false, errNotAccepted
+	}
+	fresh, err := unapplied(*t, batch)
+	if err != nil || len(fresh) == 0 {
+		return false, err
+	}
+	now := k.h.nowUTC()
+	f, err := k.h.appendTranscript(ctx, tx, s, *t, mergeOutput(fresh), now)
+	if err != nil {
+		return false, err
+	}
+	t.AppliedSeq, t.UpdatedAt = fresh[len(fresh)-1].Seq, now
+	s.UpdatedAt = now
+	emit(f)
+	return true, nil
 }
 
 // unapplied drops the events the Turn already applied and checks that the

@@ -341,6 +341,11 @@ type OutputEvent struct {
 	Tool *ToolCall
 	// Done marks the message complete.
 	Done bool
+	// Final tells the sink that the runtime reports the Turn's Terminal
+	// right after this event (the prompt already ended): the Host keeps it
+	// queued for the settlement's transaction instead of starting a commit
+	// of its own. A committer already running still takes it.
+	Final bool
 }
 
 // Terminal is how a Turn ended at the provider. StateLost means the provider

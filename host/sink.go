@@ -171,24 +171,35 @@ func (k *turnSink) Accepted(ctx context.Context, providerSessionID, providerTurn
 	return nil
 }
 
-// Terminal commits the queued output, then settles the Turn from the
-// provider's report. A lost provider state settles as
+// Terminal settles the Turn from the provider's report, committing the
+// output still queued in the same transaction (one WAL flush fewer per
+// turn; order and idempotency hold: the batch goes before the settlement
+// and applied_seq guards it). A lost provider state settles as
 // failed/execution_status_unknown, never as a guess.
 func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
-	if err := k.flush(ctx); err != nil && !errors.Is(err, errTurnSettled) {
-		return err
-	}
 	if term.StateLost {
 		term = Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown, StopReason: term.StopReason}
 	}
-	k.mu.Lock()
-	var keys []string
-	for key, open := range k.open {
-		if open {
-			keys = append(keys, key)
+	last, ok := k.finalBatch(ctx)
+	if ok {
+		out, err := k.settleWithOutput(ctx, term, last)
+		k.endFinal()
+		if err == nil {
+			k.h.afterSettle(k.ref, out, nil)
+			k.h.work.release(k.ref.TurnID)
+			return nil
 		}
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		// Retry the two steps apart: each classifies its own failure
+		// (the output retries transient errors, the settlement pends the
+		// terminal for the reconciler), and after an ambiguous commit of
+		// the joint transaction both find the Turn settled.
 	}
-	k.mu.Unlock()
+	if err := k.flush(ctx); err != nil && !errors.Is(err, errTurnSettled) {
+		return err
+	}
 	var out Turn
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, s, err := k.load(ctx, tx, fenceUnsettled)
@@ -199,7 +210,7 @@ func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
 		if err != nil {
 			return err
 		}
-		out, err = k.h.settleIn(ctx, tx, emit, t, s, term, "", keys)
+		out, err = k.h.settleIn(ctx, tx, emit, t, s, term, "", k.openKeys())
 		return err
 	})
 	k.h.afterSettle(k.ref, out, err)
@@ -210,4 +221,55 @@ func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
 	}
 	k.h.work.release(k.ref.TurnID)
 	return err
+}
+
+// settleWithOutput commits batch (the output still queued, possibly none)
+// and the settlement in one fenced transaction, then drops the batch from
+// the queue.
+func (k *turnSink) settleWithOutput(ctx context.Context, term Terminal, batch []OutputEvent) (Turn, error) {
+	var out Turn
+	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		t, s, err := k.load(ctx, tx, fenceUnsettled)
+		if errors.Is(err, errTurnSettled) {
+			out = t // settled already (or a retry after an ambiguous commit)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(batch) > 0 {
+			// settleIn writes the Turn and the session.
+			if _, err := k.applyOutput(ctx, tx, emit, &t, &s, batch); err != nil {
+				return err
+			}
+		}
+		out, err = k.h.settleIn(ctx, tx, emit, t, s, term, "", k.openKeys(batch...))
+		return err
+	})
+	if err == nil {
+		k.committed(batch)
+	}
+	return out, err
+}
+
+// openKeys lists the message keys still streaming after the committed
+// output and then extra (not committed yet: the caller commits them in the
+// same transaction).
+func (k *turnSink) openKeys(extra ...OutputEvent) []string {
+	k.mu.Lock()
+	open := make(map[string]bool, len(k.open)+len(extra))
+	for key, o := range k.open {
+		open[key] = o
+	}
+	k.mu.Unlock()
+	for _, ev := range extra {
+		open[ev.Key] = !ev.Done
+	}
+	var keys []string
+	for key, o := range open {
+		if o {
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }
