@@ -384,25 +384,31 @@ func (c *connection) pump(t *turn) {
 	for {
 		select {
 		case <-t.wake:
-			p.drain()
+			if !done(t.promptDone) {
+				p.drain()
+				continue
+			}
 		case <-t.promptDone:
-			p.drain()
-			p.emit(t.sink, p.m, p.m.finish())
-			term := terminalFor(t.result)
-			if term.StateLost && c.rt.shuttingDown() {
-				// Still outcome unknown, but people learn it was a planned
-				// restart, not a crash.
-				term.StopReason = host.StopServerShutdown
-			}
-			p.endChildren(term)
-			if err := c.report(func(ctx context.Context) error { return t.sink.Terminal(ctx, term) }); err != nil {
-				c.rt.log.Warn("turn terminal not recorded", "turn", t.ref.TurnID, "err", err)
-			}
-			if p.lost > 0 {
-				c.rt.log.Warn("turn output events not recorded", "turn", t.ref.TurnID, "count", p.lost)
-			}
-			return
 		}
+		break // the prompt ended, maybe with output still to drain
+	}
+	// The prompt ended: the terminal follows at once, and its settlement
+	// commits this last output too (host.OutputEvent.Final).
+	p.final = true
+	p.drain()
+	p.emit(t.sink, p.m, p.m.finish())
+	term := terminalFor(t.result)
+	if term.StateLost && c.rt.shuttingDown() {
+		// Still outcome unknown, but people learn it was a planned
+		// restart, not a crash.
+		term.StopReason = host.StopServerShutdown
+	}
+	p.endChildren(term)
+	if err := c.report(func(ctx context.Context) error { return t.sink.Terminal(ctx, term) }); err != nil {
+		c.rt.log.Warn("turn terminal not recorded", "turn", t.ref.TurnID, "err", err)
+	}
+	if p.lost > 0 {
+		c.rt.log.Warn("turn output events not recorded", "turn", t.ref.TurnID, "count", p.lost)
 	}
 }
 
@@ -411,7 +417,8 @@ type pumpState struct {
 	c        *connection
 	t        *turn
 	m        *mapper
-	lost     int // output the sink refused; logged once, counted at the end
+	lost     int  // output the sink refused; logged once, counted at the end
+	final    bool // the prompt ended: the Turn's terminal is reported next
 	children map[string]*childTurn
 }
 
@@ -430,6 +437,7 @@ func (p *pumpState) emit(sink host.TurnSink, m *mapper, evs []host.OutputEvent) 
 	for _, ev := range evs {
 		m.seq++
 		ev.Seq = m.seq
+		ev.Final = p.final && sink == p.t.sink
 		if err := p.c.report(func(ctx context.Context) error { return sink.Output(ctx, ev) }); err != nil {
 			if p.lost == 0 {
 				p.c.rt.log.Warn("turn output not recorded", "turn", p.t.ref.TurnID, "key", ev.Key, "err", err)
