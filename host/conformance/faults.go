@@ -82,6 +82,7 @@ const (
 type sinkTx struct {
 	calls    int // Tx method calls: one statement each
 	messages int // AppendMessage calls
+	settles  bool
 }
 
 func (s *faultStore) outputTxs() []sinkTx {
@@ -168,7 +169,7 @@ func (s *faultStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 	})
 	if err == nil && ft != nil && ft.sinkWrite() {
 		s.mu.Lock()
-		s.sinkTxs = append(s.sinkTxs, sinkTx{calls: ft.calls, messages: ft.appends})
+		s.sinkTxs = append(s.sinkTxs, sinkTx{calls: ft.calls, messages: ft.appends, settles: ft.settles})
 		s.mu.Unlock()
 	}
 	if err == nil && die != nil && ft != nil && die(ft) {

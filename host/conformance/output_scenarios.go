@@ -470,6 +470,49 @@ var OutputBurstBatches = Scenario{"output/burst_commits_in_two_transactions", fu
 	checkTranscript(t, f.messages(s.ID, host.MessageQuery{TurnID: tr.ID}), tr.ID, evs, false)
 }}
 
+// OutputFinalWithSettlement: output the runtime marks Final (its terminal
+// follows at once) is committed with the settlement, in one transaction,
+// and applied once when that joint commit's acknowledgement is lost.
+var OutputFinalWithSettlement = Scenario{"output/final_output_commits_with_settlement", func(t *testing.T, d Driver) {
+	for _, ambiguous := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ambiguous=%v", ambiguous), func(t *testing.T) {
+			f := newFixture(t, d)
+			evs := []host.OutputEvent{
+				{Seq: 1, Key: "text-1", Kind: host.KindText, Text: "the last ", Final: true},
+				{Seq: 2, Key: "text-1", Kind: host.KindText, Text: "words", Final: true},
+				{Seq: 3, Key: "text-2", Kind: host.KindText, Text: "still open", Final: true},
+			}
+			f.useScript(&scriptRuntime{events: evs})
+			if ambiguous {
+				f.store.mu.Lock()
+				f.store.sinkFault = func(n int) sinkFault {
+					if n == 0 {
+						return sinkAmbiguous
+					}
+					return sinkCommit
+				}
+				f.store.mu.Unlock()
+			}
+			s := f.createEmpty()
+			tr := f.waitSettled(f.mustSend(s.ID, "final-1", "go"))
+			if tr.Outcome != host.OutcomeCompleted {
+				t.Fatalf("turn: %+v", tr)
+			}
+			txs := f.store.outputTxs()
+			if len(txs) != 1 || !txs[0].settles {
+				t.Fatalf("final output and settlement took %d output transactions, want 1 that settles: %+v", len(txs), txs)
+			}
+			msgs := f.messages(s.ID, host.MessageQuery{TurnID: tr.ID})
+			checkTranscript(t, msgs, tr.ID, evs, false)
+			for _, m := range msgs {
+				if m.Streaming {
+					t.Fatalf("message %s still streaming after the settlement", m.ID)
+				}
+			}
+		})
+	}
+}}
+
 var PublishNeverDelaysCommits = Scenario{"commit/publish_never_delays_commits", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	s := f.createEmpty()

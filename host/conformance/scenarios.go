@@ -43,6 +43,7 @@ func Scenarios() []Scenario {
 		OutputAmbiguousCommit,
 		OutputFaultSchedules,
 		OutputBurstBatches,
+		OutputFinalWithSettlement,
 		ReservedIDSpace,
 		CreateRetryNeverInvisible,
 		LostAdmissionAck,
