@@ -75,10 +75,15 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 			return &Error{Code: CodeUnsupported, Reason: "subagent_session",
 				Message: "a sub-agent session is driven by its parent session's agent; prompt the parent session"}
 		}
-		if _, err := tx.Claim(ctx, in.WorkspaceID, in.ClientSubmitID); err == nil {
-			return errClaimExists
-		} else if !errors.Is(err, ErrNotFound) {
-			return err
+		// A retried ClientSubmitID is answered from its claim (replay). On
+		// the idle path the claim's insert finds it (ErrDuplicate, same
+		// answer), so only the paths that can refuse before it read first.
+		if s.ActiveTurnID != "" || in.Placement == PlacementCurrentTurn && in.TurnID != "" {
+			if _, err := tx.Claim(ctx, in.WorkspaceID, in.ClientSubmitID); err == nil {
+				return errClaimExists
+			} else if !errors.Is(err, ErrNotFound) {
+				return err
+			}
 		}
 		if in.Placement == PlacementCurrentTurn && in.TurnID != "" && s.ActiveTurnID != in.TurnID {
 			return &Error{Code: CodeNotDispatched, Reason: "turn_mismatch",
