@@ -32,14 +32,21 @@ func (s *Server) admitSubscribe() (release func(), err error) {
 	default:
 	}
 	s.metrics.limit("subscribes")
-	// Full jitter over a window that grows with the pressure: the more
-	// clients are waiting, the wider they are spread.
+	return nil, &retryLater{after: s.refusalBackoff(), err: &host.Error{Code: host.CodeUnavailable,
+		Reason: "busy", Message: "this replica is admitting other subscribes; retry after retryAfterMs"}}
+}
+
+// refusalBackoff is the hint of one storm refusal (a subscribe over
+// MaxSubscribes, an upgrade over MaxPendingHello): full jitter over a
+// window that grows with the refusals of the current storm, so the more
+// clients are waiting, the wider they are spread. Both refusals count
+// toward the same storm.
+func (s *Server) refusalBackoff() time.Duration {
 	now := time.Now().UnixNano()
 	if last := s.lastRefusal.Swap(now); now-last > int64(time.Second) {
 		s.subscribeRefused.Store(0) // a new storm: the window starts small again
 	}
 	refused := s.subscribeRefused.Add(1)
 	window := min(time.Duration(refused)*time.Millisecond, 5*time.Second) + 100*time.Millisecond
-	return nil, &retryLater{after: 50*time.Millisecond + rand.N(window), err: &host.Error{Code: host.CodeUnavailable,
-		Reason: "busy", Message: "this replica is admitting other subscribes; retry after retryAfterMs"}}
+	return 50*time.Millisecond + rand.N(window)
 }

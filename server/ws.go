@@ -109,8 +109,14 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			s.pendingHello.Add(-1)
 			s.log.Warn("websocket refused: too many connections waiting for hello", "limit", s.limits.MaxPendingHello)
 			s.metrics.limit("pending_hello")
+			// Refused before the upgrade, with the same back-off hint as
+			// a deferred subscribe: a client that retried at once would
+			// only add to the connections waiting for hello.
+			after := s.refusalBackoff()
+			w.Header().Set("Retry-After", strconv.Itoa(int(max(after.Round(time.Second), time.Second)/time.Second)))
 			writeHTTPError(w, http.StatusServiceUnavailable, protocol.Error{Code: protocol.CodeUnavailable,
-				Message: "too many connections are authenticating; retry", Retryable: true, Reason: "pending_hello"})
+				Message: "too many connections are authenticating; retry after retryAfterMs", Retryable: true,
+				Reason: "pending_hello", RetryAfterMs: after.Milliseconds()})
 			return
 		}
 	}
