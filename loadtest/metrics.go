@@ -69,6 +69,18 @@ func ScrapeMetrics(ctx context.Context, addr string) (Metrics, error) {
 	return m, sc.Err()
 }
 
+// scrapeRetry is ScrapeMetrics tried up to three times: a replica under
+// a storm sometimes drops a fresh connection (EOF) before answering.
+func scrapeRetry(ctx context.Context, addr string) (m Metrics, err error) {
+	for range 3 {
+		if m, err = ScrapeMetrics(ctx, addr); err == nil || ctx.Err() != nil {
+			return m, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return m, err
+}
+
 // procMetrics reads RSS and CPU of a local process from /proc, for
 // processes without /metrics (the reference server reports its own).
 func procRSS(pid int) float64 {

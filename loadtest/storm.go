@@ -177,7 +177,7 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	// The survivor's writes and CPU, and the harness's own CPU, over the
 	// storm: whether v2 batching happens under load, and how much of the
 	// two cores the clients themselves take.
-	bm0, bmErr := ScrapeMetrics(ctx, b.Addr)
+	bm0, bmErr := scrapeRetry(ctx, b.Addr)
 	self0 := selfCPU()
 	t0 := time.Now()
 	if drain {
@@ -263,7 +263,7 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	cancel()
 	allSecs := time.Since(t0).Seconds()
 	self1 := selfCPU()
-	bm1, err := ScrapeMetrics(ctx, b.Addr)
+	bm1, err := scrapeRetry(ctx, b.Addr)
 	if bmErr == nil {
 		bmErr = err
 	}

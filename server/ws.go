@@ -105,9 +105,9 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else {
-		if s.pendingHello.Add(1) > int64(s.limits.MaxPendingHello) {
+		if limit := s.hellos.limit(s.limits.MaxPendingHello, helloTimeout); s.pendingHello.Add(1) > limit {
 			s.pendingHello.Add(-1)
-			s.log.Warn("websocket refused: too many connections waiting for hello", "limit", s.limits.MaxPendingHello)
+			s.log.Warn("websocket refused: too many connections waiting for hello", "limit", limit)
 			s.metrics.limit("pending_hello")
 			// Refused before the upgrade, with the same back-off hint as
 			// a deferred subscribe: a client that retried at once would
@@ -147,6 +147,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
+		s.hellos.completed(time.Now())
 		var ok bool
 		if release, ok = s.conns.acquire(p.UserID); !ok {
 			s.tooManyConns(p.UserID)
