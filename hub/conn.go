@@ -620,6 +620,8 @@ func timedOut(err error) bool {
 // frame (only clients that opted in get several). With a Wire it is one
 // system call under one deadline.
 func (c *Conn) writeBatch(batch [][]byte) error {
+	c.h.stats.writes.Add(1)
+	c.h.stats.framesWritten.Add(int64(len(batch)))
 	data := batch[0]
 	var buf *[]byte
 	if len(batch) > 1 {

@@ -87,6 +87,10 @@ func TestWriterBatchesOnlyForClientsThatOptIn(t *testing.T) {
 			if batch && len(frames) != 2 || !batch && len(frames) != n {
 				t.Fatalf("batch=%v: %d frames for %d events", batch, len(frames), n)
 			}
+			// The counters the storm's frames-per-write figure reads.
+			if st := h.Stats(); st.Writes != int64(len(frames)) || st.FramesWritten != n {
+				t.Fatalf("stats: %d writes carrying %d frames, want %d carrying %d", st.Writes, st.FramesWritten, len(frames), n)
+			}
 		})
 	}
 }

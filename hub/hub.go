@@ -530,6 +530,11 @@ type Stats struct {
 	// key (latest wins); QueuedBytes is what all connections hold unsent.
 	Superseded  int64
 	QueuedBytes int64
+	// Writes are WebSocket frames put on sockets and FramesWritten the
+	// queued frames they carried: their ratio says whether v2 batching
+	// happens under load (1 frame per write means one system call each).
+	Writes        int64
+	FramesWritten int64
 	// PooledWorkers are goroutines kept for short connection jobs (reads
 	// after a readiness event, flushes); bounded, whatever the connections.
 	PooledWorkers int64
@@ -538,6 +543,7 @@ type Stats struct {
 type stats struct {
 	conns, topics, rereads, events, fanned, slow, superseded, queued atomic.Int64
 	deltas, deltaDups, deltaGaps                                     atomic.Int64
+	writes, framesWritten                                            atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -550,5 +556,6 @@ func (h *Hub) Stats() Stats {
 		DeltaGapRereads: h.stats.deltaGaps.Load(),
 		Superseded:      h.stats.superseded.Load(), QueuedBytes: h.stats.queued.Load(),
 		PooledWorkers: int64(h.pooled.Load()),
+		Writes:        h.stats.writes.Load(), FramesWritten: h.stats.framesWritten.Load(),
 	}
 }

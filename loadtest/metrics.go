@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -19,6 +20,8 @@ type Metrics struct {
 	CPUSeconds float64 // process_cpu_seconds_total
 	Goroutines float64 // go_goroutines
 	Conns      float64 // ensemble_ws_connections
+	Writes     float64 // ensemble_hub_writes_total
+	Frames     float64 // ensemble_hub_frames_written_total
 	At         time.Time
 }
 
@@ -41,12 +44,14 @@ func ScrapeMetrics(ctx context.Context, addr string) (Metrics, error) {
 	}
 	m := Metrics{At: time.Now()}
 	want := map[string]*float64{
-		"go_memstats_heap_inuse_bytes":  &m.HeapInuse,
-		"go_memstats_stack_inuse_bytes": &m.StackInuse,
-		"process_resident_memory_bytes": &m.RSS,
-		"process_cpu_seconds_total":     &m.CPUSeconds,
-		"go_goroutines":                 &m.Goroutines,
-		"ensemble_ws_connections":       &m.Conns,
+		"go_memstats_heap_inuse_bytes":      &m.HeapInuse,
+		"go_memstats_stack_inuse_bytes":     &m.StackInuse,
+		"process_resident_memory_bytes":     &m.RSS,
+		"process_cpu_seconds_total":         &m.CPUSeconds,
+		"go_goroutines":                     &m.Goroutines,
+		"ensemble_ws_connections":           &m.Conns,
+		"ensemble_hub_writes_total":         &m.Writes,
+		"ensemble_hub_frames_written_total": &m.Frames,
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -62,6 +67,18 @@ func ScrapeMetrics(ctx context.Context, addr string) (Metrics, error) {
 		}
 	}
 	return m, sc.Err()
+}
+
+// scrapeRetry is ScrapeMetrics tried up to three times: a replica under
+// a storm sometimes drops a fresh connection (EOF) before answering.
+func scrapeRetry(ctx context.Context, addr string) (m Metrics, err error) {
+	for range 3 {
+		if m, err = ScrapeMetrics(ctx, addr); err == nil || ctx.Err() != nil {
+			return m, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return m, err
 }
 
 // procMetrics reads RSS and CPU of a local process from /proc, for
@@ -81,4 +98,14 @@ func procRSS(pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// selfCPU is the CPU time (user + system) this process has used: the
+// harness's own share of a machine it shares with the servers.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

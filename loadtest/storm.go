@@ -174,6 +174,11 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	phase.Store("storm")
 	ev0 := stayEvents()
 	turns0 := turns.Load()
+	// The survivor's writes and CPU, and the harness's own CPU, over the
+	// storm: whether v2 batching happens under load, and how much of the
+	// two cores the clients themselves take.
+	bm0, bmErr := scrapeRetry(ctx, b.Addr)
+	self0 := selfCPU()
 	t0 := time.Now()
 	if drain {
 		_ = a.cmd.Process.Signal(syscall.SIGTERM)
@@ -257,6 +262,11 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	wg.Wait()
 	cancel()
 	allSecs := time.Since(t0).Seconds()
+	self1 := selfCPU()
+	bm1, err := scrapeRetry(ctx, b.Addr)
+	if bmErr == nil {
+		bmErr = err
+	}
 	stormEvents := stayEvents() - ev0
 	stormTurns := turns.Load() - turns0
 	defer func() {
@@ -349,6 +359,18 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	res.count("moved clients whose new connection was closed after resync", closedAfter)
 	res.count("chunks delivered to staying clients during the storm", stormEvents)
 	res.count("turns completed during the storm", stormTurns)
+	if bmErr != nil {
+		res.note("survivor /metrics: %v", bmErr)
+	} else {
+		writes, frames := bm1.Writes-bm0.Writes, bm1.Frames-bm0.Frames
+		res.count("survivor writes to watchers during the storm", int64(writes))
+		res.count("survivor frames in those writes", int64(frames))
+		if writes > 0 {
+			res.figure("survivor frames per write during the storm", frames/writes, "")
+		}
+		res.figure("survivor CPU during the storm", (bm1.CPUSeconds-bm0.CPUSeconds)/allSecs, "cores")
+	}
+	res.figure("harness CPU during the storm", (self1-self0).Seconds()/allSecs, "cores")
 	res.check("every moved client resynced", resynced.Load() == int64(moved), "%d of %d", resynced.Load(), moved)
 	res.check("≥ 95% recovered:true", frac >= 0.95, "%.3f", frac)
 	res.check("zero gaps and duplicates", gaps == 0 && dups == 0 && epochs == 0, "%d gaps, %d duplicates, %d epoch changes", gaps, dups, epochs)

@@ -62,6 +62,10 @@ func newMetrics(reg *prometheus.Registry, own bool, h *hub.Hub) *metrics {
 			Help: "Deltas dropped because the topic already held them."}, func() float64 { return float64(stat().DeltaDuplicates) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_delta_gaps_total",
 			Help: "Deltas that did not follow the topic's version and caused a reread."}, func() float64 { return float64(stat().DeltaGapRereads) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_writes_total",
+			Help: "WebSocket frames the hub wrote to watchers (one write each)."}, func() float64 { return float64(stat().Writes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_frames_written_total",
+			Help: "Queued frames those writes carried (several per write for ensemble.v2 clients)."}, func() float64 { return float64(stat().FramesWritten) }),
 	)
 	if own {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
