@@ -26,22 +26,6 @@ type WireError struct {
 
 func (e *WireError) Error() string { return e.Code + ": " + e.Message }
 
-// refusal is a refused upgrade's error: the server's error answer
-// (with its retryAfterMs back-off hint, e.g. 503 pending_hello) where the
-// body holds one, else err.
-func refusal(resp *http.Response, err error) error {
-	if resp == nil || resp.Body == nil {
-		return err
-	}
-	var body struct {
-		Error *WireError `json:"error"`
-	}
-	if json.NewDecoder(resp.Body).Decode(&body) != nil || body.Error == nil || body.Error.Code == "" {
-		return err
-	}
-	return fmt.Errorf("%s: %w", resp.Status, body.Error)
-}
-
 // Event is one event frame.
 type Event struct {
 	Sub     string          `json:"sub"`
@@ -137,11 +121,11 @@ func Dial(ctx context.Context, addr, token string, o DialOptions) (*Client, erro
 	if hc == nil {
 		hc = sourceClient()
 	}
-	ws, resp, err := websocket.Dial(ctx, "ws://"+addr+"/v1/ws", &websocket.DialOptions{
+	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/v1/ws", &websocket.DialOptions{
 		Subprotocols: subprotocols(o.NoBatch), HTTPClient: hc,
 	})
 	if err != nil {
-		return nil, refusal(resp, err)
+		return nil, err
 	}
 	ws.SetReadLimit(16 << 20)
 	hello, _ := json.Marshal(map[string]string{"type": "hello", "token": token})

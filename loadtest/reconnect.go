@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -47,10 +46,6 @@ func (r *runner) moveTo(ctx context.Context, addr, token, ws, sid string, st Sub
 		cl, err := Dial(ctx, addr, token, DialOptions{})
 		if err != nil {
 			failed(err)
-			// A refused upgrade's back-off hint replaces the client's own.
-			if we := (*WireError)(nil); errors.As(err, &we) && we.RetryAfterMs > 0 {
-				wait = time.Duration(we.RetryAfterMs) * time.Millisecond
-			}
 			continue
 		}
 		sr, err := cl.Subscribe(ctx, ws, sid, rs)

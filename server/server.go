@@ -74,7 +74,6 @@ type Server struct {
 	conns        *connCounter  // open WebSocket connections per user
 	httpLimiters *userLimiters // HTTP request rate per user
 	pendingHello atomic.Int64  // upgraded connections still waiting for hello
-	hellos       helloGate     // their bound, from the hellos completed per second (admission.go)
 	inFlight     atomic.Int64  // WebSocket requests running
 
 	subscribeSlots   chan struct{} // admission of subscribes (admission.go)

@@ -105,18 +105,12 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else {
-		if limit := s.hellos.limit(s.limits.MaxPendingHello, helloTimeout); s.pendingHello.Add(1) > limit {
+		if s.pendingHello.Add(1) > int64(s.limits.MaxPendingHello) {
 			s.pendingHello.Add(-1)
-			s.log.Warn("websocket refused: too many connections waiting for hello", "limit", limit)
+			s.log.Warn("websocket refused: too many connections waiting for hello", "limit", s.limits.MaxPendingHello)
 			s.metrics.limit("pending_hello")
-			// Refused before the upgrade, with the same back-off hint as
-			// a deferred subscribe: a client that retried at once would
-			// only add to the connections waiting for hello.
-			after := s.refusalBackoff()
-			w.Header().Set("Retry-After", strconv.Itoa(int(max(after.Round(time.Second), time.Second)/time.Second)))
 			writeHTTPError(w, http.StatusServiceUnavailable, protocol.Error{Code: protocol.CodeUnavailable,
-				Message: "too many connections are authenticating; retry after retryAfterMs", Retryable: true,
-				Reason: "pending_hello", RetryAfterMs: after.Milliseconds()})
+				Message: "too many connections are authenticating; retry", Retryable: true, Reason: "pending_hello"})
 			return
 		}
 	}
@@ -147,7 +141,6 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		s.hellos.completed(time.Now())
 		var ok bool
 		if release, ok = s.conns.acquire(p.UserID); !ok {
 			s.tooManyConns(p.UserID)
