@@ -164,18 +164,30 @@ func (k *turnSink) flush(ctx context.Context) error {
 	if len(q.pending) > 0 && !q.running {
 		k.startCommitter(ctx)
 	}
-	done, running := q.done, q.running
 	q.mu.Unlock()
-	if running {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := k.waitCommitter(ctx); err != nil {
+		return err
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.err
+}
+
+// waitCommitter waits until the committer running now, if any, stops.
+func (k *turnSink) waitCommitter(ctx context.Context) error {
+	q := &k.out
+	q.mu.Lock()
+	done, running := q.done, q.running
+	q.mu.Unlock()
+	if !running {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // finalBatch waits for a running committer to stop and returns what is
@@ -185,17 +197,10 @@ func (k *turnSink) flush(ctx context.Context) error {
 // the terminal is the queue's committer (late Output only queues) until it
 // calls endFinal.
 func (k *turnSink) finalBatch(ctx context.Context) (batch []OutputEvent, ok bool) {
-	q := &k.out
-	q.mu.Lock()
-	done, running := q.done, q.running
-	q.mu.Unlock()
-	if running {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return nil, false
-		}
+	if k.waitCommitter(ctx) != nil {
+		return nil, false
 	}
+	q := &k.out
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.running || q.err != nil {

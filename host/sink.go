@@ -200,19 +200,7 @@ func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
 	if err := k.flush(ctx); err != nil && !errors.Is(err, errTurnSettled) {
 		return err
 	}
-	var out Turn
-	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		t, s, err := k.load(ctx, tx, fenceUnsettled)
-		if errors.Is(err, errTurnSettled) {
-			out = t // settled already (or a retry after an ambiguous commit)
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out, err = k.h.settleIn(ctx, tx, emit, t, s, term, "", k.openKeys())
-		return err
-	})
+	out, err := k.settleWithOutput(ctx, term, nil)
 	k.h.afterSettle(k.ref, out, err)
 	if err != nil {
 		// The runtime forgets the Turn after its terminal: keep the

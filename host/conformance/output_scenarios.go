@@ -482,7 +482,8 @@ var OutputFinalWithSettlement = Scenario{"output/final_output_commits_with_settl
 				{Seq: 2, Key: "text-1", Kind: host.KindText, Text: "words", Final: true},
 				{Seq: 3, Key: "text-2", Kind: host.KindText, Text: "still open", Final: true},
 			}
-			f.useScript(&scriptRuntime{events: evs})
+			rt := &scriptRuntime{events: evs}
+			f.useScript(rt)
 			if ambiguous {
 				f.store.mu.Lock()
 				f.store.sinkFault = func(n int) sinkFault {
@@ -498,6 +499,9 @@ var OutputFinalWithSettlement = Scenario{"output/final_output_commits_with_settl
 			if tr.Outcome != host.OutcomeCompleted {
 				t.Fatalf("turn: %+v", tr)
 			}
+			// The Turn is settled in the store before the store wrapper
+			// records the commit: wait for the runtime's Terminal to return.
+			rt.wg.Wait()
 			txs := f.store.outputTxs()
 			if len(txs) != 1 || !txs[0].settles {
 				t.Fatalf("final output and settlement took %d output transactions, want 1 that settles: %+v", len(txs), txs)
