@@ -77,17 +77,8 @@ func BenchmarkHubRereadChunk(b *testing.B) {
 	defer h.Close()
 	s := &stream{w: w, bus: NewLocalBus(), id: "answer"} // deltas go nowhere: the hub must reread
 	s.chunk(b, "Hello")
-	tp, err := h.acquire(kindSession, w.ws, w.sid)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tp := loadedTopic(b, h, w.ws, w.sid)
 	defer h.release(tp)
-	tp.readMu.Lock()
-	err = tp.loadLocked(context.Background())
-	tp.readMu.Unlock()
-	if err != nil {
-		b.Fatal(err)
-	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

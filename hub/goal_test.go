@@ -19,17 +19,8 @@ func TestGoalStateAppliesOnlyNewerSeq(t *testing.T) {
 	bus := NewLocalBus()
 	h := New(Config{Reader: fr, Bus: bus})
 	defer h.Close()
-	tp, err := h.acquire(kindSession, "w", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp := loadedTopic(t, h, "w", "s1")
 	defer h.release(tp)
-	tp.readMu.Lock()
-	err = tp.loadLocked(context.Background())
-	tp.readMu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
 	fact := func(sid string, seq int64, status host.GoalStatus) host.Fact {
 		return host.Fact{WorkspaceID: "w", Kind: host.FactGoalState, SessionID: "s1", Version: seq,
 			Goal: &host.GoalState{WorkspaceID: "w", SessionID: sid, Revision: 1, Seq: seq,
@@ -113,17 +104,8 @@ func TestGoalStateHeldAtSameSeq(t *testing.T) {
 	bus := NewLocalBus()
 	h := New(Config{Reader: fr, Bus: bus})
 	defer h.Close()
-	tp, err := h.acquire(kindSession, "w", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp := loadedTopic(t, h, "w", "s1")
 	defer h.release(tp)
-	tp.readMu.Lock()
-	err = tp.loadLocked(context.Background())
-	tp.readMu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
 	fact := func(seq int64, held bool) host.Fact {
 		return host.Fact{WorkspaceID: "w", Kind: host.FactGoalState, SessionID: "s1", Version: seq,
 			Goal: &host.GoalState{WorkspaceID: "w", SessionID: "s1", Revision: seq, Seq: seq, Held: held,
@@ -160,4 +142,22 @@ func TestGoalStateHeldAtSameSeq(t *testing.T) {
 	if want := []string{"2/false", "2/true", "3/false"}; !slices.Equal(got, want) {
 		t.Fatalf("goal_state events %v, want %v", got, want)
 	}
+}
+
+// loadedTopic acquires ws/sid's session topic and loads it as a first
+// subscribe would. The caller releases it (before closing the hub).
+func loadedTopic(tb testing.TB, h *Hub, ws, sid string) *topic {
+	tb.Helper()
+	tp, err := h.acquire(kindSession, ws, sid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tp.readMu.Lock()
+	err = tp.loadLocked(context.Background())
+	tp.readMu.Unlock()
+	if err != nil {
+		h.release(tp)
+		tb.Fatal(err)
+	}
+	return tp
 }

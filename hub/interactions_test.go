@@ -70,17 +70,8 @@ func TestInteractionTreeFact(t *testing.T) {
 	defer h.Close()
 	topics := map[string]*topic{}
 	for _, id := range []string{"r", "c", "x"} {
-		tp, err := h.acquire(kindSession, "w", id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tp := loadedTopic(t, h, "w", id)
 		defer h.release(tp)
-		tp.readMu.Lock()
-		err = tp.loadLocked(context.Background())
-		tp.readMu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
 		topics[id] = tp
 	}
 	waitQuiet(t, h)
