@@ -35,20 +35,9 @@ func scanSession(row sqlstore.Scanner) (host.Session, error) {
 
 const selectSession = `SELECT ` + sessionCols + ` FROM sessions WHERE workspace_id = $1 AND id = $2`
 
-// sessionSummaryFrom reads sessions (as s) with their goal summary in the
-// same statement: the live goal's record and the identity of the
-// session's newest fence (host.SummarizeGoal). Only the pool reads (get,
-// list, changes) use it; a transaction's locking read stays on sessions.
-var sessionSummaryFrom = sqlcols.Prefixed("s.", sessionCols) + `, g.state_json,
-	CASE WHEN g.status = 'active' THEN (SELECT f.operation_id || ' ' || f.revision FROM goal_fences f
-		WHERE f.workspace_id = s.workspace_id AND f.session_id = s.id
-		ORDER BY f.revision DESC, f.operation_id DESC LIMIT 1) END
-	FROM sessions s LEFT JOIN goals g ON g.workspace_id = s.workspace_id AND g.session_id = s.id
-		AND g.status IN ('active', 'paused')`
+var selectSessionSummary = `SELECT ` + sqlcols.SessionSummaryFrom + ` WHERE s.workspace_id = $1 AND s.id = $2`
 
-var selectSessionSummary = `SELECT ` + sessionSummaryFrom + ` WHERE s.workspace_id = $1 AND s.id = $2`
-
-// scanSessionSummary scans a sessionSummaryFrom row.
+// scanSessionSummary scans a sqlcols.SessionSummaryFrom row.
 func scanSessionSummary(row sqlstore.Scanner) (host.Session, error) {
 	var (
 		s        host.Session
@@ -236,7 +225,7 @@ func (t *tx) DeleteProvisionalSession(ctx context.Context, ws, id string) error 
 // ListSessions pages visible sessions newest first by (created_at, id).
 func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery) (host.SessionPage, error) {
 	limit := host.ClampLimit(q.Limit, 50, 200)
-	query := `SELECT ` + sessionSummaryFrom + `
+	query := `SELECT ` + sqlcols.SessionSummaryFrom + `
 		WHERE s.workspace_id = $1 AND NOT s.provisional AND s.deleted_at IS NULL`
 	args := []any{ws}
 	if q.Cursor != "" {

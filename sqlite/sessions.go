@@ -36,18 +36,7 @@ func scanSession(sc scanner) (host.Session, error) {
 	return s, nil
 }
 
-// sessionSummaryFrom reads sessions (as s) with their goal summary in the
-// same statement: the live goal's record and the identity of the
-// session's newest fence (host.SummarizeGoal). The pool reads (get, list,
-// changes) use it; a transaction's read stays on sessions, as in pg.
-var sessionSummaryFrom = sqlcols.Prefixed("s.", sessionCols) + `, g.state_json,
-	CASE WHEN g.status = 'active' THEN (SELECT f.operation_id || ' ' || f.revision FROM goal_fences f
-		WHERE f.workspace_id = s.workspace_id AND f.session_id = s.id
-		ORDER BY f.revision DESC, f.operation_id DESC LIMIT 1) END
-	FROM sessions s LEFT JOIN goals g ON g.workspace_id = s.workspace_id AND g.session_id = s.id
-		AND g.status IN ('active', 'paused')`
-
-// summaryRow splits a sessionSummaryFrom row: scanSession's columns, then
+// summaryRow splits a sqlcols.SessionSummaryFrom row: scanSession's columns, then
 // the goal record and the newest fence.
 type summaryRow struct {
 	sc          scanner
@@ -58,7 +47,7 @@ func (r summaryRow) Scan(dest ...any) error {
 	return r.sc.Scan(append(dest, r.goal, r.fence)...)
 }
 
-// scanSessionSummary scans a sessionSummaryFrom row.
+// scanSessionSummary scans a sqlcols.SessionSummaryFrom row.
 func scanSessionSummary(sc scanner) (host.Session, error) {
 	var goal, fence sql.NullString
 	s, err := scanSession(summaryRow{sc, &goal, &fence})
@@ -73,7 +62,7 @@ func scanSessionSummary(sc scanner) (host.Session, error) {
 
 // getSessionSummary is getSession with the session's goal summary.
 func getSessionSummary(ctx context.Context, q querier, ws, id string) (host.Session, error) {
-	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+sessionSummaryFrom+` WHERE s.workspace_id = ? AND s.id = ?`, ws, id),
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+sqlcols.SessionSummaryFrom+` WHERE s.workspace_id = ? AND s.id = ?`, ws, id),
 		scanSessionSummary, "session "+id, "get session")
 }
 
@@ -180,7 +169,7 @@ func (s *Store) ListSessions(ctx context.Context, ws string, q host.SessionQuery
 		return host.SessionPage{}, err
 	}
 	limit := host.ClampLimit(q.Limit, 50, 200)
-	query := `SELECT ` + sessionSummaryFrom + `
+	query := `SELECT ` + sqlcols.SessionSummaryFrom + `
 		WHERE s.workspace_id = ? AND s.provisional = 0 AND s.deleted_at IS NULL`
 	args := []any{ws}
 	if q.Cursor != "" {

@@ -28,3 +28,16 @@ const (
 		lease_expires_at, result, reason, followup_json, followup_turn_id, last_error, created_at,
 		updated_at`
 )
+
+// SessionSummaryFrom reads sessions (as s) with their goal summary in the
+// same statement: the session's columns, the live goal's record and the
+// identity of the session's newest fence (host.SummarizeGoal). The text
+// is the same on both dialects; callers add SELECT and their WHERE. Only
+// pool reads (get, list, changes) use it; a transaction's locking read
+// stays on sessions.
+var SessionSummaryFrom = Prefixed("s.", Sessions) + `, g.state_json,
+	CASE WHEN g.status = 'active' THEN (SELECT f.operation_id || ' ' || f.revision FROM goal_fences f
+		WHERE f.workspace_id = s.workspace_id AND f.session_id = s.id
+		ORDER BY f.revision DESC, f.operation_id DESC LIMIT 1) END
+	FROM sessions s LEFT JOIN goals g ON g.workspace_id = s.workspace_id AND g.session_id = s.id
+		AND g.status IN ('active', 'paused')`
