@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -14,8 +15,9 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
 
-	"github.com/ensemble-dev/ensemble/internal/migrations"
 	"github.com/pressly/goose/v3/lock"
+
+	"github.com/ensemble-dev/ensemble/internal/migrations"
 )
 
 //go:embed migrations/*.sql
@@ -27,12 +29,23 @@ var migrationFiles embed.FS
 // outside this package can inject migrations. A PostgreSQL advisory lock
 // serializes replicas that start at the same time: one applies the
 // migrations, the others wait and find nothing pending.
-func newProvider(db *sql.DB) (*goose.Provider, error) {
+//
+// The lock is the schema's, not the database's: goose's default is one id
+// for the whole database, so deployments (or tests) in different schemas
+// of one database queued behind each other's migrations, each waiter
+// polling every 5 s, for no reason: their tables do not overlap.
+func newProvider(ctx context.Context, db *sql.DB) (*goose.Provider, error) {
 	sub, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
-	locker, err := lock.NewPostgresSessionLocker()
+	var schema sql.NullString
+	if err := db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return nil, classify("migrations: schema", err)
+	}
+	// Probe every second for up to five minutes (goose's default total).
+	locker, err := lock.NewPostgresSessionLocker(
+		lock.WithLockID(migrationLockID(schema.String)), lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return nil, fmt.Errorf("pg: migrations: %w", err)
 	}
@@ -44,10 +57,19 @@ func newProvider(db *sql.DB) (*goose.Provider, error) {
 	return p, nil
 }
 
+// migrationLockID is the advisory lock id that serializes migrations of
+// one schema (the first on the connection's search_path, where goose puts
+// its table and the migrations their tables).
+func migrationLockID(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("ensemble migrations\x00" + schema))
+	return int64(h.Sum64())
+}
+
 func migrateUp(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	p, err := newProvider(db)
+	p, err := newProvider(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -72,7 +94,7 @@ func hasPending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	p, err := newProvider(db)
+	p, err := newProvider(ctx, db)
 	if err != nil {
 		return false, err
 	}
@@ -131,7 +153,7 @@ func MigrateStatus(ctx context.Context, url string, w io.Writer) error {
 	defer pool.Close()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	p, err := newProvider(db)
+	p, err := newProvider(ctx, db)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,13 @@
 package pg
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore/sqlstoretest"
@@ -25,7 +27,7 @@ func TestUpgradeFromFirstMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := stdlib.OpenDBFromPool(pool)
-	p, err := newProvider(db)
+	p, err := newProvider(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,5 +100,51 @@ func TestUpgradeFromFirstMigration(t *testing.T) {
 	}
 	if old != 0 || recent < 2 {
 		t.Fatalf("after marking: %d rows published 3h ago remain (want 0), %d recent published rows (want >= 2)", old, recent)
+	}
+}
+
+// Migrations of one schema wait for each other; migrations of another
+// schema in the same database do not. Before the lock was per schema, a
+// replica starting while any other schema migrated (goose's database-wide
+// lock, polled every 5 s) waited behind it, up to minutes.
+func TestMigrationLockIsPerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	holder := adminConn(t)
+
+	// Another schema's migration lock, and goose's database-wide default
+	// that other goose users take, held for the whole test.
+	other := migrationLockID("ens_some_other_schema")
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1), pg_advisory_lock($2)`, other, lock.DefaultLockID); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := testSchema(t)
+	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st, err := Open(openCtx, url, Options{})
+	if err != nil {
+		t.Fatalf("Open while other schemas' locks are held: %v", err)
+	}
+	st.Close()
+
+	// This schema's own lock still serializes: with it held, a migration
+	// of a fresh schema of the same name waits (and gives up at the
+	// deadline) instead of running beside another migrator.
+	url2, schema2 := testSchema(t)
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockID(schema2)); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel2 := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel2()
+	if st, err := Open(waitCtx, url2, Options{}); err == nil {
+		st.Close()
+		t.Fatal("Open migrated a schema whose migration lock another session holds")
+	}
+	var tables int
+	if err := holder.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename <> 'goose_db_version'`, schema2).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Fatalf("%d tables created in %s while its migration lock was held elsewhere", tables, schema2)
 	}
 }
