@@ -55,6 +55,8 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rcClients := f.Int("reconnect-clients", d.ReconnectClients, "reconnect: clients")
 	stormClients := f.Int("storm-clients", d.StormClients, "storm, storm-drain: clients, half on each of two replicas the scenario spawns (needs --redis-url; --database-url for PostgreSQL)")
 	stormSessions := f.Int("storm-sessions", d.StormSessions, "storm, storm-drain: sessions streaming throughout")
+	stormShare := f.Float64("storm-streaming-share", d.StormStreamingShare, "storm, storm-drain: fraction of the clients (0 < F ≤ 1) watching the streaming sessions; the rest watch --storm-idle-sessions quiet sessions of the same workspace")
+	stormIdle := f.Int("storm-idle-sessions", d.StormIdleSessions, "storm, storm-drain: quiet sessions (one short turn of history) the clients beyond --storm-streaming-share watch")
 	stormMaxSubs := f.Int("storm-max-subscribes", 0, "storm, storm-drain: the replicas' --max-subscribes (0: their default)")
 	base := f.Duration("backoff-base", d.BackoffBase, "reconnect: full-jitter backoff base")
 	backoffCap := f.Duration("backoff-cap", d.BackoffCap, "reconnect: full-jitter backoff cap")
@@ -69,9 +71,13 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	cfg := loadtest.Config{Spawn: *replicas, DatabaseURL: *dbURL, RedisURL: *redisURL, Duration: *duration, MaxTime: *maxTime,
 		Workspaces: *workspaces, Watchers: *watchers, Sessions: *sessions, Rate: *rate, Words: *words,
-		IdleConns: *idleConns, IdleWindow: *idleWindow, ReconnectClients: *rcClients, StormClients: *stormClients, StormSessions: *stormSessions, BackoffBase: *base, BackoffCap: *backoffCap,
+		IdleConns: *idleConns, IdleWindow: *idleWindow, ReconnectClients: *rcClients, StormClients: *stormClients, StormSessions: *stormSessions, StormIdleSessions: *stormIdle, BackoffBase: *base, BackoffCap: *backoffCap,
 		NoReferences: *noRefs, NoExternal: *noExternal, PgbenchURL: *pgbenchURL, ProfileDir: *profiles,
 		Command: "ensemble loadtest " + strings.Join(args, " ")}
+	if *stormShare <= 0 || *stormShare > 1 {
+		return fmt.Errorf("--storm-streaming-share %g: want a fraction in (0, 1]", *stormShare)
+	}
+	cfg.StormStreamingShare = *stormShare
 	if *stormMaxSubs != 0 {
 		cfg.StormExtra = append(cfg.StormExtra, "--max-subscribes", strconv.Itoa(*stormMaxSubs))
 	}
