@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -42,6 +43,9 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	res.param("streaming share (clients watching a streaming session)", c.StormStreamingShare)
 	res.param("idle sessions (a short history, then quiet)", nIdle)
 	res.param("replicas", 2)
+	if len(c.StormExtra) > 0 {
+		res.param("replica flags", strings.Join(c.StormExtra, " "))
+	}
 	if drain {
 		res.param("event", "SIGTERM to replica A (drain: reconnect frame with afterMs, close 4001)")
 	} else {

@@ -58,6 +58,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	stormShare := f.Float64("storm-streaming-share", d.StormStreamingShare, "storm, storm-drain: fraction of the clients (0 < F ≤ 1) watching the streaming sessions; the rest watch --storm-idle-sessions quiet sessions of the same workspace")
 	stormIdle := f.Int("storm-idle-sessions", d.StormIdleSessions, "storm, storm-drain: quiet sessions (one short turn of history) the clients beyond --storm-streaming-share watch")
 	stormMaxSubs := f.Int("storm-max-subscribes", 0, "storm, storm-drain: the replicas' --max-subscribes (0: their default)")
+	stormPendingHello := f.Int("storm-max-pending-hello", 0, "storm, storm-drain: the replicas' --max-pending-hello (0: their default; negative: unlimited)")
 	base := f.Duration("backoff-base", d.BackoffBase, "reconnect: full-jitter backoff base")
 	backoffCap := f.Duration("backoff-cap", d.BackoffCap, "reconnect: full-jitter backoff cap")
 	noRefs := f.Bool("no-references", false, "skip every reference measurement")
@@ -80,6 +81,9 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cfg.StormStreamingShare = *stormShare
 	if *stormMaxSubs != 0 {
 		cfg.StormExtra = append(cfg.StormExtra, "--max-subscribes", strconv.Itoa(*stormMaxSubs))
+	}
+	if *stormPendingHello != 0 {
+		cfg.StormExtra = append(cfg.StormExtra, "--max-pending-hello", strconv.Itoa(*stormPendingHello))
 	}
 	for _, s := range strings.Split(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {

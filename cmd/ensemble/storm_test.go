@@ -134,7 +134,7 @@ func TestLoadtestStormMostlyIdle(t *testing.T) {
 	args := []string{"loadtest", "--quiet", "--no-references", "--out", out, "--max-time", "4m",
 		"--scenarios", "storm", "--storm-clients", "160", "--storm-sessions", "4",
 		"--storm-streaming-share", "0.25", "--storm-idle-sessions", "3",
-		"--storm-max-subscribes", "8", "--words", "40", "--rate", "5ms",
+		"--storm-max-subscribes", "8", "--storm-max-pending-hello", "4096", "--words", "40", "--rate", "5ms",
 		"--backoff-base", "50ms", "--backoff-cap", "1s",
 		"--database-url", dbURL, "--redis-url", redisURL}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -152,7 +152,11 @@ func TestLoadtestStormMostlyIdle(t *testing.T) {
 		Scenarios []struct {
 			Name    string
 			Skipped string
-			Counts  []struct {
+			Params  []struct {
+				Name  string
+				Value any
+			}
+			Counts []struct {
 				Name  string
 				Value any
 			}
@@ -177,6 +181,14 @@ func TestLoadtestStormMostlyIdle(t *testing.T) {
 		if !c.OK {
 			t.Errorf("check %q failed: %s", c.Name, c.Info)
 		}
+	}
+	params := map[string]any{}
+	for _, p := range s.Params {
+		params[p.Name] = p.Value
+	}
+	if params["streaming share (clients watching a streaming session)"] != 0.25 ||
+		params["replica flags"] != "--max-subscribes 8 --max-pending-hello 4096" {
+		t.Errorf("the shape and the replicas' flags are not in the report: %v", params)
 	}
 	counts := map[string]float64{}
 	for _, c := range s.Counts {
