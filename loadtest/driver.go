@@ -87,6 +87,18 @@ func (d *driver) submit(ctx context.Context, ws, sid, csid, text string) (string
 	return res.Turn.ID, nil
 }
 
+// run submits one prompt and waits for its turn to settle.
+func (d *driver) run(ctx context.Context, ws, sid, csid, text string) error {
+	tid, err := d.submit(ctx, ws, sid, csid, text)
+	if err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	if err := d.wait(ctx, tid); err != nil {
+		return fmt.Errorf("turn %s: %w", tid, err)
+	}
+	return nil
+}
+
 // wait blocks until the turn settled.
 func (d *driver) wait(ctx context.Context, turnID string) error {
 	d.mu.Lock()

@@ -56,8 +56,14 @@ type Config struct {
 	StormClients  int
 	StormSessions int
 	StormExtra    []string
-	BackoffBase   time.Duration
-	BackoffCap    time.Duration
+	// StormStreamingShare is the fraction of the storm's clients that watch
+	// the streaming sessions (0: 1, every client); the rest watch
+	// StormIdleSessions sessions of the same workspace that have a short
+	// history and then stay quiet, as most browser tabs do.
+	StormStreamingShare float64
+	StormIdleSessions   int
+	BackoffBase         time.Duration
+	BackoffCap          time.Duration
 
 	// NoReferences skips redis-benchmark, pgbench and the bare server;
 	// NoExternal only redis-benchmark and pgbench.
@@ -82,7 +88,7 @@ func DefaultConfig() Config {
 		Workspaces: 4, Watchers: 25, Sessions: 2, Rate: 15 * time.Millisecond, Words: 100,
 		IdleConns: 2000, IdleWindow: 10 * time.Second,
 		SubmitConcurrency: []int{1, 4, 16},
-		ReconnectClients:  2000, StormClients: 2000, StormSessions: 10, BackoffBase: 100 * time.Millisecond, BackoffCap: 5 * time.Second,
+		ReconnectClients:  2000, StormClients: 2000, StormSessions: 10, StormStreamingShare: 1, StormIdleSessions: 10, BackoffBase: 100 * time.Millisecond, BackoffCap: 5 * time.Second,
 		RedisBenchURL: "redis://127.0.0.1:6379", PgbenchURL: "postgres://postgres@127.0.0.1:5432/ensemble_pgbench?sslmode=disable",
 	}
 }
@@ -123,6 +129,10 @@ func (c *Config) fill() error {
 	setInt(&c.ReconnectClients, d.ReconnectClients)
 	setInt(&c.StormClients, d.StormClients)
 	setInt(&c.StormSessions, d.StormSessions)
+	setInt(&c.StormIdleSessions, d.StormIdleSessions)
+	if c.StormStreamingShare == 0 {
+		c.StormStreamingShare = d.StormStreamingShare
+	}
 	if len(c.SubmitConcurrency) == 0 {
 		c.SubmitConcurrency = d.SubmitConcurrency
 	}
@@ -150,6 +160,9 @@ func (c *Config) fill() error {
 	}
 	if c.IdleConns > maxConns || c.ReconnectClients > maxConns || c.StormClients > maxConns {
 		return fmt.Errorf("at most %d connections per scenario", maxConns)
+	}
+	if c.StormStreamingShare < 0 || c.StormStreamingShare > 1 {
+		return fmt.Errorf("storm streaming share %g: want a fraction in (0, 1]", c.StormStreamingShare)
 	}
 	for _, n := range c.SubmitConcurrency {
 		if n <= 0 || n > 256 {

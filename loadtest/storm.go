@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,9 +32,20 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	res := &Result{Name: name}
 	n := c.StormClients
 	nSess := min(c.StormSessions, n)
+	nIdle := 0
+	if c.StormStreamingShare < 1 {
+		nIdle = c.StormIdleSessions
+	}
+	seats := stormSeats(n, c.StormStreamingShare, nSess, nIdle)
+	classes := newStormClasses(seats)
 	res.param("clients", n)
 	res.param("sessions (streaming on the survivor throughout)", nSess)
+	res.param("streaming share (clients watching a streaming session)", c.StormStreamingShare)
+	res.param("idle sessions (a short history, then quiet)", nIdle)
 	res.param("replicas", 2)
+	if len(c.StormExtra) > 0 {
+		res.param("replica flags", strings.Join(c.StormExtra, " "))
+	}
 	if drain {
 		res.param("event", "SIGTERM to replica A (drain: reconnect frame with afterMs, close 4001)")
 	} else {
@@ -97,7 +109,27 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 		}
 		sids = append(sids, sid)
 	}
-	observers := make([]*Client, nSess)
+	// Idle sessions have a history (one short turn) so that their
+	// watchers hold a durable position past version 0, then stay quiet.
+	for j := range nIdle {
+		d := drivers[j%len(drivers)]
+		sid, err := d.createSession(ctx, ws)
+		if err == nil {
+			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err = d.run(tctx, ws, sid, fmt.Sprintf("lt-%s-%s-idle-%d", r.id, name, j), "/sim words=5 rate=1ms\nidle session history")
+			cancel()
+		}
+		if err != nil {
+			res.Skipped = "idle session: " + err.Error()
+			return res
+		}
+		sids = append(sids, sid)
+	}
+	if classes[1].stayed == 0 {
+		res.Skipped = fmt.Sprintf("no client that stays on the survivor watches a streaming session (%d clients at share %g): nothing would show that streaming went on", n, c.StormStreamingShare)
+		return res
+	}
+	observers := make([]*Client, len(sids))
 	for k, sid := range sids {
 		o, err := Dial(ctx, b.Addr, viewer, DialOptions{})
 		if err == nil {
@@ -115,7 +147,7 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := cl.Subscribe(ctx, ws, sids[i%nSess], nil); err != nil {
+		if _, err := cl.Subscribe(ctx, ws, sids[seats[i].session], nil); err != nil {
 			cl.Drop()
 			return nil, err
 		}
@@ -160,13 +192,14 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	defer func() { stop.Store(true); streamWG.Wait() }()
 	time.Sleep(2 * time.Second)
 
-	// Events the clients that stay on B have received so far: the storm's
-	// delivery is what they receive from here until the last moved client
-	// is back.
-	stayEvents := func() (s int64) {
+	// Events the clients that stay on B have received so far, per class:
+	// the storm's delivery is what they receive from here until the last
+	// moved client is back; the streaming watchers' share proves the
+	// sessions streamed throughout.
+	stayEvents := func() (s [2]int64) {
 		for i, cl := range first {
 			if i%2 == 1 {
-				s += cl.Events.Load()
+				s[classIndex(seats[i].streaming)] += cl.Events.Load()
 			}
 		}
 		return s
@@ -214,6 +247,10 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	lat := NewLatency()
 	tl := NewTimeline()
 	var recovered, snapshots, unresynced, deferred, told atomic.Int64
+	// The class series start with the signal, like the overall one.
+	for _, k := range classes {
+		k.tl.Restart()
+	}
 	var whyMu sync.Mutex
 	why := map[string]int{}
 	failed := func(err error) {
@@ -235,21 +272,29 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 		go func() {
 			defer wg.Done()
 			<-first[i].Done()
-			name := "session:" + ws + "/" + sids[i%nSess]
+			k := classes[classIndex(seats[i].streaming)]
+			sid := sids[seats[i].session]
+			name := "session:" + ws + "/" + sid
 			st, _ := first[i].Sub(name)
 			resume[i] = point{name, st}
+			if st.Position != nil && st.Position.Version > 0 {
+				k.withPosition.Add(1)
+			}
 			wait := backoff(0, c.BackoffBase, c.BackoffCap)
 			if ms := first[i].ReconnectAfterMs.Load(); ms >= 0 {
 				told.Add(1)
 				wait = time.Duration(ms) * time.Millisecond // the draining replica's hint
 			}
-			cl, sr := r.moveTo(rctx, b.Addr, viewer, ws, sids[i%nSess], st, wait, failed, &deferred)
+			cl, sr := r.moveTo(rctx, b.Addr, viewer, ws, sid, st, wait, failed, &deferred)
 			if cl == nil {
 				unresynced.Add(1)
+				k.unresynced.Add(1)
 				return
 			}
-			lat.Record(time.Since(t0))
+			took := time.Since(t0)
+			lat.Record(took)
 			tl.Add(1)
+			k.resync(took, sr.Recovered)
 			resynced.Add(1)
 			if sr.Recovered {
 				recovered.Add(1)
@@ -267,7 +312,11 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	if bmErr == nil {
 		bmErr = err
 	}
-	stormEvents := stayEvents() - ev0
+	ev1 := stayEvents()
+	for x, k := range classes {
+		k.stayEvents = ev1[x] - ev0[x]
+	}
+	stormEvents := classes[1].stayEvents
 	stormTurns := turns.Load() - turns0
 	defer func() {
 		for _, cl := range second {
@@ -283,25 +332,29 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	// Every moved client must reach the seq the observer on B reaches;
 	// on a loaded machine the last frames can take a while to drain, so
 	// wait (bounded) until none is behind rather than sampling once.
-	countBehind := func() (behind int64) {
+	countBehind := func() (behind [2]int64) {
 		for i, cl := range second {
 			if cl == nil {
 				continue
 			}
-			want, _ := observers[i%nSess].Sub(resume[i].name)
+			want, _ := observers[seats[i].session].Sub(resume[i].name)
 			got, _ := cl.Sub(resume[i].name)
 			if got.Epoch != want.Epoch || got.Seq != want.Seq {
-				behind++
+				behind[classIndex(seats[i].streaming)]++
 			}
 		}
 		return behind
 	}
 	settle := time.Now().Add(30 * time.Second)
 	time.Sleep(500 * time.Millisecond)
-	for countBehind() > 0 && time.Now().Before(settle) && ctx.Err() == nil {
+	for bh := countBehind(); bh[0]+bh[1] > 0 && time.Now().Before(settle) && ctx.Err() == nil; bh = countBehind() {
 		time.Sleep(250 * time.Millisecond)
 	}
-	behind := countBehind()
+	bh := countBehind()
+	behind := bh[0] + bh[1]
+	for x, k := range classes {
+		k.behind = bh[x]
+	}
 	// A moved client whose connection ended after its resync (closed by
 	// the survivor: heartbeat, slow consumer) stops short of the last seq.
 	var closedAfter int64
@@ -322,18 +375,19 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 		}
 	}
 	var gaps, dups, epochs int64
-	for _, cl := range first {
-		gaps += cl.Gaps.Load()
-		dups += cl.Duplicates.Load()
-		epochs += cl.EpochMoves.Load()
-	}
-	for _, cl := range second {
-		if cl == nil {
-			continue
+	for _, conns := range [][]*Client{first, second} {
+		for i, cl := range conns {
+			if cl == nil {
+				continue
+			}
+			k := classes[classIndex(seats[i].streaming)]
+			k.gaps += cl.Gaps.Load()
+			k.dups += cl.Duplicates.Load()
+			k.epochs += cl.EpochMoves.Load()
 		}
-		gaps += cl.Gaps.Load()
-		dups += cl.Duplicates.Load()
-		epochs += cl.EpochMoves.Load()
+	}
+	for _, k := range classes {
+		gaps, dups, epochs = gaps+k.gaps, dups+k.dups, epochs+k.epochs
 	}
 	frac := 0.0
 	if moved > 0 {
@@ -342,6 +396,9 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	res.Seconds = allSecs
 	sum := lat.Summary()
 	res.series("signal → resynced on the survivor", false, lat, tl, allSecs, "resyncs")
+	for _, k := range classes {
+		k.report(res, allSecs)
+	}
 	res.figure("time until every moved client resynced", allSecs, "s")
 	res.figure("recovered:true fraction", frac, "")
 	res.count("clients moved", moved)
@@ -357,7 +414,7 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 	res.count("epoch changes", epochs)
 	res.count("moved clients not at the survivor's last seq", behind)
 	res.count("moved clients whose new connection was closed after resync", closedAfter)
-	res.count("chunks delivered to staying clients during the storm", stormEvents)
+	res.count("chunks delivered to staying clients during the storm", stormEvents) // streaming watchers only: the proof that streaming went on
 	res.count("turns completed during the storm", stormTurns)
 	if bmErr != nil {
 		res.note("survivor /metrics: %v", bmErr)
@@ -384,8 +441,8 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 		goal = "10,000 clients on two replicas, one drained (SIGTERM): the same bounds as storm (issue 17 states them for a kill)"
 	}
 	res.Targets = append(res.Targets, Target{Name: name, Goal: goal,
-		Measured: fmt.Sprintf("%d clients (%d moved): all resynced in %.2f s (p50 %.0f ms, p99 %.0f ms), %.1f%% recovered, %d gaps, %d duplicates, %d chunks meanwhile",
-			n, moved, allSecs, sum.P50, sum.P99, 100*frac, gaps, dups, stormEvents),
+		Measured: fmt.Sprintf("%d clients (%d moved, streaming share %g): all resynced in %.2f s (p50 %.0f ms, p99 %.0f ms), %.1f%% recovered, %d gaps, %d duplicates, %d chunks meanwhile",
+			n, moved, c.StormStreamingShare, allSecs, sum.P50, sum.P99, 100*frac, gaps, dups, stormEvents),
 		Met: n >= 10000 && resynced.Load() == int64(moved) && allSecs <= 10 && frac >= 0.95 && gaps == 0 && dups == 0 && stormEvents > 0})
 	for msg, k := range closedWhy {
 		res.note("new connection closed after resync ×%d: %s", k, msg)
@@ -394,5 +451,8 @@ func (r *runner) storm(ctx context.Context, drain bool) *Result {
 		res.note("failed attempt (retried) ×%d: %s", k, msg)
 	}
 	res.note("Half the clients (even indexes) are on replica A and move to B; the drivers and the other half stay on B. Times run from the signal until the client's subscribe answer on B (they include the backoff wait, the draining replica's afterMs and any retryAfterMs). Gaps and duplicates are checked per connection by seq; a resumed client must end at the seq an observer on B ends at.")
+	if nIdle > 0 {
+		res.note("Streaming share %g: that fraction of the clients (the same on both replicas) watches the %d streaming sessions; the rest watch %d idle sessions of the same workspace (one short turn of history, then quiet while the others stream). Both classes resume from their durable position and are checked the same way; 'chunks delivered to staying clients' counts the staying streaming watchers only.", c.StormStreamingShare, nSess, nIdle)
+	}
 	return res
 }

@@ -55,7 +55,10 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rcClients := f.Int("reconnect-clients", d.ReconnectClients, "reconnect: clients")
 	stormClients := f.Int("storm-clients", d.StormClients, "storm, storm-drain: clients, half on each of two replicas the scenario spawns (needs --redis-url; --database-url for PostgreSQL)")
 	stormSessions := f.Int("storm-sessions", d.StormSessions, "storm, storm-drain: sessions streaming throughout")
+	stormShare := f.Float64("storm-streaming-share", d.StormStreamingShare, "storm, storm-drain: fraction of the clients (0 < F ≤ 1) watching the streaming sessions; the rest watch --storm-idle-sessions quiet sessions of the same workspace")
+	stormIdle := f.Int("storm-idle-sessions", d.StormIdleSessions, "storm, storm-drain: quiet sessions (one short turn of history) the clients beyond --storm-streaming-share watch")
 	stormMaxSubs := f.Int("storm-max-subscribes", 0, "storm, storm-drain: the replicas' --max-subscribes (0: their default)")
+	stormPendingHello := f.Int("storm-max-pending-hello", 0, "storm, storm-drain: the replicas' --max-pending-hello (0: their default; negative: unlimited)")
 	base := f.Duration("backoff-base", d.BackoffBase, "reconnect: full-jitter backoff base")
 	backoffCap := f.Duration("backoff-cap", d.BackoffCap, "reconnect: full-jitter backoff cap")
 	noRefs := f.Bool("no-references", false, "skip every reference measurement")
@@ -69,11 +72,18 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	cfg := loadtest.Config{Spawn: *replicas, DatabaseURL: *dbURL, RedisURL: *redisURL, Duration: *duration, MaxTime: *maxTime,
 		Workspaces: *workspaces, Watchers: *watchers, Sessions: *sessions, Rate: *rate, Words: *words,
-		IdleConns: *idleConns, IdleWindow: *idleWindow, ReconnectClients: *rcClients, StormClients: *stormClients, StormSessions: *stormSessions, BackoffBase: *base, BackoffCap: *backoffCap,
+		IdleConns: *idleConns, IdleWindow: *idleWindow, ReconnectClients: *rcClients, StormClients: *stormClients, StormSessions: *stormSessions, StormIdleSessions: *stormIdle, BackoffBase: *base, BackoffCap: *backoffCap,
 		NoReferences: *noRefs, NoExternal: *noExternal, PgbenchURL: *pgbenchURL, ProfileDir: *profiles,
 		Command: "ensemble loadtest " + strings.Join(args, " ")}
+	if *stormShare <= 0 || *stormShare > 1 {
+		return fmt.Errorf("--storm-streaming-share %g: want a fraction in (0, 1]", *stormShare)
+	}
+	cfg.StormStreamingShare = *stormShare
 	if *stormMaxSubs != 0 {
 		cfg.StormExtra = append(cfg.StormExtra, "--max-subscribes", strconv.Itoa(*stormMaxSubs))
+	}
+	if *stormPendingHello != 0 {
+		cfg.StormExtra = append(cfg.StormExtra, "--max-pending-hello", strconv.Itoa(*stormPendingHello))
 	}
 	for _, s := range strings.Split(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {

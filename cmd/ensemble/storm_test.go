@@ -117,3 +117,110 @@ func TestLoadtestStormAcrossReplicas(t *testing.T) {
 		t.Errorf("ensemble loadtest: %v\nstderr:\n%s", runErr, stderr.String())
 	}
 }
+
+// The premise shape of issue 17, mostly idle tabs: a quarter of 160
+// clients watch the streaming sessions, the rest watch quiet sessions of
+// the same workspace. Both classes must resync on the survivor from their
+// durable positions, with no gap or duplicate, and the report must count
+// each class; the staying streaming watchers' chunks show the sessions
+// streamed throughout. No timing is asserted.
+func TestLoadtestStormMostlyIdle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns servers")
+	}
+	redisURL := clusterRedis(t)
+	dbURL := clusterPostgres(t)
+	out := t.TempDir()
+	args := []string{"loadtest", "--quiet", "--no-references", "--out", out, "--max-time", "4m",
+		"--scenarios", "storm", "--storm-clients", "160", "--storm-sessions", "4",
+		"--storm-streaming-share", "0.25", "--storm-idle-sessions", "3",
+		"--storm-max-subscribes", "8", "--storm-max-pending-hello", "4096", "--words", "40", "--rate", "5ms",
+		"--backoff-base", "50ms", "--backoff-cap", "1s",
+		"--database-url", dbURL, "--redis-url", redisURL}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ensembleBinary(t), args...)
+	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatalf("report.json: %v (loadtest: %v)\nstdout:\n%s\nstderr:\n%s", err, runErr, stdout.String(), stderr.String())
+	}
+	var rep struct {
+		Scenarios []struct {
+			Name    string
+			Skipped string
+			Params  []struct {
+				Name  string
+				Value any
+			}
+			Counts []struct {
+				Name  string
+				Value any
+			}
+			Checks []struct {
+				Name string
+				OK   bool
+				Info string
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if len(rep.Scenarios) != 1 || rep.Scenarios[0].Name != "storm" {
+		t.Fatalf("want one storm scenario, got %+v", rep.Scenarios)
+	}
+	s := rep.Scenarios[0]
+	if s.Skipped != "" {
+		t.Fatalf("storm skipped: %s", s.Skipped)
+	}
+	for _, c := range s.Checks {
+		if !c.OK {
+			t.Errorf("check %q failed: %s", c.Name, c.Info)
+		}
+	}
+	params := map[string]any{}
+	for _, p := range s.Params {
+		params[p.Name] = p.Value
+	}
+	if params["streaming share (clients watching a streaming session)"] != 0.25 ||
+		params["replica flags"] != "--max-subscribes 8 --max-pending-hello 4096" {
+		t.Errorf("the shape and the replicas' flags are not in the report: %v", params)
+	}
+	counts := map[string]float64{}
+	for _, c := range s.Counts {
+		if v, ok := c.Value.(float64); ok {
+			counts[c.Name] = v
+		}
+	}
+	// 80 pairs, a quarter of them streaming: 20 streaming and 60 idle
+	// watchers move, as many stay.
+	for class, moved := range map[string]float64{"streaming watchers": 20, "idle watchers": 60} {
+		c := func(name string) float64 { return counts[class+": "+name] }
+		if c("clients") != 2*moved || c("moved") != moved || c("resynced") != moved || c("never resynced") != 0 {
+			t.Errorf("%s: want %v moved and resynced of %v: %v", class, moved, 2*moved, counts)
+		}
+		if c("recovered:true") < 0.95*moved || c("recovered:true")+c("snapshot") != moved {
+			t.Errorf("%s: %v recovered:true, %v snapshots of %v moved", class, c("recovered:true"), c("snapshot"), moved)
+		}
+		if c("resumed from a durable position") != moved {
+			t.Errorf("%s: %v of %v moved clients had a durable position to resume from", class, c("resumed from a durable position"), moved)
+		}
+		if c("gaps") != 0 || c("duplicates") != 0 || c("epoch changes") != 0 || c("moved clients not at the survivor's last seq") != 0 {
+			t.Errorf("%s: gaps, duplicates or clients behind: %v", class, counts)
+		}
+	}
+	if counts["clients moved"] != 80 || counts["resynced"] != 80 {
+		t.Errorf("overall: %v moved, %v resynced, want 80", counts["clients moved"], counts["resynced"])
+	}
+	if counts["streaming watchers: events to staying clients during the storm"] == 0 ||
+		counts["chunks delivered to staying clients during the storm"] != counts["streaming watchers: events to staying clients during the storm"] {
+		t.Errorf("the staying streaming watchers' chunks must show streaming went on: %v", counts)
+	}
+	if runErr != nil && !t.Failed() {
+		t.Errorf("ensemble loadtest: %v\nstderr:\n%s", runErr, stderr.String())
+	}
+}
