@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -169,13 +170,9 @@ func (c *txConn) commit(ctx context.Context) error {
 	if !c.begun && len(c.queued) == 0 {
 		return nil
 	}
-	br, err := c.roundTrip(ctx, "commit", nil)
-	if err != nil {
-		return err
-	}
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	tag, err := c.Exec(ctx, "commit")
+	if err != nil && c.t.failed != nil && errors.Is(err, c.t.failed) {
+		return err // a deferred write failed, reported as itself
 	}
 	if err != nil {
 		c.t.store.lost(err)
