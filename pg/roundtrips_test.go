@@ -222,8 +222,34 @@ func TestOutputCommitRoundTrips(t *testing.T) {
 	t.Logf("output commit:%v", txs[0])
 }
 
-// TestDurableSubmitRoundTrips: one durable submit (the sim agent's instant
-// answer) is 4 transactions: admission, dispatched, acceptance, output with
+// answerRuntime answers every prompt at once with one chunk marked Final
+// and the terminal, as the sim agent's instant answer does when the
+// answer reaches the ACP pump after the prompt ended. Unlike the sim over
+// ACP, whose chunk sometimes commits on its own first, it gives the same
+// transactions every time.
+type answerRuntime struct {
+	sinkRuntime
+	settled chan error
+}
+
+func (r *answerRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
+	if err := sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID); err != nil {
+		return err
+	}
+	go func() {
+		ctx := context.WithoutCancel(ctx)
+		err := sink.Output(ctx, host.OutputEvent{Seq: 1, Key: "text-1", Kind: host.KindText,
+			Text: "the answer", Done: true, Final: true})
+		if err == nil {
+			err = sink.Terminal(ctx, host.Terminal{Outcome: host.OutcomeCompleted})
+		}
+		r.settled <- err
+	}()
+	return nil
+}
+
+// TestDurableSubmitRoundTrips: one durable submit with an instant answer
+// is 4 transactions: admission, dispatched, acceptance, output with
 // settlement. With BEGIN folded into each first statement and deferred
 // writes sent with the next statement they cost 6 + 3 + 5 + 10 = 24 round
 // trips, against 9 + 6 + 9 + 14 = 38 before (one per statement). The
@@ -233,7 +259,7 @@ func TestDurableSubmitRoundTrips(t *testing.T) {
 	url, _ := testSchema(t)
 	tr := &rtTracer{}
 	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "1"}), Options{Tracer: tr, Logger: quietLogger()})
-	rt := &settleProbe{Runtime: newSimRuntime(t, -1)}
+	rt := &answerRuntime{settled: make(chan error, 1)}
 	h := host.New(host.Config{Store: st, Runtime: rt, Logger: quietLogger()})
 	ctx := t.Context()
 	if _, err := h.Recover(ctx); err != nil {
@@ -243,12 +269,27 @@ func TestDurableSubmitRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	submit := func(id string) {
+		t.Helper()
+		if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "ws-rt", SessionID: r.Session.ID, ClientSubmitID: id,
+			Content: host.MessageContent{Text: "prompt"}, SubmittedBy: "rt"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-rt.settled:
+			if err != nil {
+				t.Fatalf("answer to %s: %v", id, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("submit %s did not settle", id)
+		}
+	}
 	// The first prompt starts the provider session; the second warms the
 	// statement cache up on the steady path.
-	submitAndSettle(t, h, rt, "ws-rt", r.Session.ID, "warm-1")
-	submitAndSettle(t, h, rt, "ws-rt", r.Session.ID, "warm-2")
+	submit("warm-1")
+	submit("warm-2")
 	tr.reset()
-	submitAndSettle(t, h, rt, "ws-rt", r.Session.ID, "measured")
+	submit("measured")
 
 	txs := tr.transactions()
 	got := roundTrips(txs)
