@@ -24,10 +24,12 @@ import (
 // so the session takes the next prompt. scripts/bench-pg.sh runs it next to
 // pgbench on the same server and prints the ratio.
 //
-// Reported per submit: statements (every one a round trip: the Host issues
-// them one at a time), transactions, and where the statement time went:
-// commits (WAL flush), session row locks (FOR UPDATE: includes any lock
-// wait), other reads and writes.
+// Reported per submit: statements, round trips (a pgx.Batch is one: BEGIN
+// goes with the first statement, deferred writes with the next statement
+// or COMMIT, see txconn.go), transactions, and where the round trip time
+// went by the kind of the last statement of each round trip: commits (WAL
+// flush), session row locks (FOR UPDATE: includes any lock wait), other
+// reads and writes.
 func BenchmarkDurableSubmit(b *testing.B) {
 	for _, clients := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchSubmits(b, clients) })
@@ -84,6 +86,7 @@ func benchSubmits(b *testing.B, clients int) {
 	per := func(v float64) float64 { return v / float64(b.N) }
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "submits/s")
 	b.ReportMetric(per(float64(s.count[kindAll])), "stmts/submit")
+	b.ReportMetric(per(float64(s.trips)), "rtt/submit")
 	b.ReportMetric(per(float64(s.count[kindCommit])), "tx/submit")
 	b.ReportMetric(per(float64(s.count[kindLock])), "locks/submit")
 	for _, k := range []stmtKind{kindCommit, kindLock, kindRead, kindWrite} {
@@ -92,7 +95,7 @@ func benchSubmits(b *testing.B, clients int) {
 }
 
 // submitAndSettle submits one prompt and waits until its turn settled.
-func submitAndSettle(b *testing.B, h *host.Host, rt *settleProbe, ws, sid, id string) {
+func submitAndSettle(b testing.TB, h *host.Host, rt *settleProbe, ws, sid, id string) {
 	r, err := h.SendInput(context.Background(), host.SendInput{WorkspaceID: ws, SessionID: sid, ClientSubmitID: id,
 		Content: host.MessageContent{Text: "benchmark prompt"}, SubmittedBy: "bench"})
 	if err != nil {
@@ -184,48 +187,75 @@ func classifyStmt(sql string) stmtKind {
 	return kindWrite
 }
 
-// statTracer counts statements and their durations by kind.
+// statTracer counts statements by kind and round trips, and times the
+// round trips. It sees plain statements and pgx batches.
 type statTracer struct {
 	mu    sync.Mutex
 	count [kinds]int64
 	dur   [kinds]time.Duration
+	trips int64
 }
 
 type traceStart struct {
-	kind stmtKind
-	at   time.Time
+	kinds []stmtKind
+	at    time.Time
 }
 
 type traceKey struct{}
 
 func (t *statTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	return context.WithValue(ctx, traceKey{}, traceStart{kind: classifyStmt(d.SQL), at: time.Now()})
+	return context.WithValue(ctx, traceKey{}, traceStart{kinds: []stmtKind{classifyStmt(d.SQL)}, at: time.Now()})
 }
 
 func (t *statTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	t.end(ctx)
+}
+
+func (t *statTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	ks := make([]stmtKind, len(d.Batch.QueuedQueries))
+	for i, q := range d.Batch.QueuedQueries {
+		ks[i] = classifyStmt(q.SQL)
+	}
+	return context.WithValue(ctx, traceKey{}, traceStart{kinds: ks, at: time.Now()})
+}
+
+func (t *statTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (t *statTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	t.end(ctx)
+}
+
+// end records one round trip: its statements by kind, its time under the
+// kind of its last statement (what it waited for: a commit's flush, a
+// lock, a read).
+func (t *statTracer) end(ctx context.Context) {
 	s, ok := ctx.Value(traceKey{}).(traceStart)
-	if !ok {
+	if !ok || len(s.kinds) == 0 {
 		return
 	}
 	d := time.Since(s.at)
+	last := s.kinds[len(s.kinds)-1]
 	t.mu.Lock()
-	t.count[kindAll]++
-	t.count[s.kind]++
+	defer t.mu.Unlock()
+	t.trips++
+	for _, k := range s.kinds {
+		t.count[kindAll]++
+		t.count[k]++
+	}
 	t.dur[kindAll] += d
-	t.dur[s.kind] += d
-	t.mu.Unlock()
+	t.dur[last] += d
 }
 
 func (t *statTracer) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.count, t.dur = [kinds]int64{}, [kinds]time.Duration{}
+	t.count, t.dur, t.trips = [kinds]int64{}, [kinds]time.Duration{}, 0
 }
 
 func (t *statTracer) snapshot() statTracer {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return statTracer{count: t.count, dur: t.dur}
+	return statTracer{count: t.count, dur: t.dur, trips: t.trips}
 }
 
 // BenchmarkOutputCommit: go test ./pg -run '^$' -bench OutputCommit (also reports SQL

@@ -42,12 +42,20 @@ func (s *Store) GetClaim(ctx context.Context, ws, clientSubmitID string) (host.S
 }
 
 func (t *tx) Claim(ctx context.Context, ws, clientSubmitID string) (host.SubmitClaim, error) {
-	return txRead(t, func() (host.SubmitClaim, error) { return getClaim(ctx, t.tx, ws, clientSubmitID) })
+	c, err := txRead(t, func() (host.SubmitClaim, error) { return getClaim(ctx, t.tx, ws, clientSubmitID) })
+	if err == nil {
+		t.see("submit_claims", ws, clientSubmitID, c.SessionID)
+	}
+	return c, err
 }
 
 // InsertClaim claims a ClientSubmitID. The primary key decides a race
 // between replicas: the second claim waits for the first transaction and,
 // once it commits, is reported as host.ErrDuplicate.
+//
+// It is not deferred (txconn.go): a duplicate is reported here, by this
+// call, without aborting the transaction (as on SQLite), so a command may
+// go on after it (TestDuplicateInsertKeepsTheTransaction).
 func (t *tx) InsertClaim(ctx context.Context, c host.SubmitClaim) error {
 	if t.failed != nil {
 		return t.failed
@@ -67,6 +75,7 @@ func (t *tx) InsertClaim(ctx context.Context, c host.SubmitClaim) error {
 	if tag.RowsAffected() == 0 {
 		return dialect.Duplicate("insert claim " + c.ClientSubmitID)
 	}
+	t.see("submit_claims", c.WorkspaceID, c.ClientSubmitID, c.SessionID)
 	return nil
 }
 
@@ -77,9 +86,18 @@ func (t *tx) UpdateClaim(ctx context.Context, c host.SubmitClaim) error {
 	if t.failed != nil {
 		return t.failed
 	}
-	tag, err := t.tx.Exec(ctx, `UPDATE submit_claims SET session_id = $1, turn_id = $2,
+	op := "update claim " + c.ClientSubmitID
+	const update = `UPDATE submit_claims SET session_id = $1, turn_id = $2,
 		state = $3, updated_at = $4
-		WHERE workspace_id = $5 AND client_submit_id = $6`,
-		c.SessionID, c.TurnID, string(c.State), c.UpdatedAt, c.WorkspaceID, c.ClientSubmitID)
-	return t.affectedOne("update claim "+c.ClientSubmitID, tag, err)
+		WHERE workspace_id = $5 AND client_submit_id = $6`
+	args := []any{c.SessionID, c.TurnID, string(c.State), c.UpdatedAt, c.WorkspaceID, c.ClientSubmitID}
+	if t.defersUpdate(rowKey{"submit_claims", c.WorkspaceID, c.ClientSubmitID}) {
+		// Seen under its session's lock: it goes with the next round trip
+		// (txconn.go).
+		t.deferUpdate(op, update, args...)
+		t.see("submit_claims", c.WorkspaceID, c.ClientSubmitID, c.SessionID)
+		return nil
+	}
+	tag, err := t.tx.Exec(ctx, update, args...)
+	return t.affectedOne(op, tag, err)
 }

@@ -48,7 +48,17 @@ func (t *killTx) UpdateTurn(ctx context.Context, tu host.Turn) error {
 
 // kill terminates the transaction's backend and waits until it is gone.
 func (k *killStore) kill(htx host.Tx) {
-	pid := htx.(*tx).tx.Conn().PgConn().PID()
+	c := htx.(*tx).tx
+	if c.conn == nil {
+		// The connection is acquired at the first statement (BEGIN goes
+		// with it): take it now so there is a backend to terminate.
+		conn, err := c.t.store.pool.Acquire(context.Background())
+		if err != nil {
+			k.t.Fatalf("acquire: %v", err)
+		}
+		c.conn = conn
+	}
+	pid := c.conn.Conn().PgConn().PID()
 	var ok bool
 	if err := adminConn(k.t).QueryRow(context.Background(), `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&ok); err != nil || !ok {
 		k.t.Errorf("terminate backend %d: %v %v", pid, ok, err)

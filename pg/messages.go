@@ -87,9 +87,11 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 		return err
 	}
 	// The whole text goes to messages.text: no appended piece may remain.
-	_, err = t.tx.Exec(ctx, `WITH d AS (DELETE FROM message_parts
+	// An upsert has no answer but failure, and the Host only returns that:
+	// it goes with the next round trip (txconn.go).
+	t.tx.queue(deferred{op: "put message", late: true, sql: `WITH d AS (DELETE FROM message_parts
 			WHERE workspace_id = $1 AND session_id = $2 AND message_id = $3)
-		INSERT INTO messages (`+messageCols+`, text_len)
+		INSERT INTO messages (` + messageCols + `, text_len)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
 			text = excluded.text, text_len = excluded.text_len,
@@ -99,12 +101,9 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 			streaming = excluded.streaming, author = excluded.author,
 			created_at = excluded.created_at, updated_at = excluded.updated_at,
 			author_name = excluded.author_name`,
-		m.WorkspaceID, m.SessionID, m.ID, m.TurnID, string(m.Role), string(m.Kind), m.Version,
-		m.Ordinal, string(content), tool, m.Streaming, m.Author, m.CreatedAt, m.UpdatedAt,
-		text, m.AuthorName, host.UTF16Len(text))
-	if err != nil {
-		return t.fail(classify("put message", err))
-	}
+		args: []any{m.WorkspaceID, m.SessionID, m.ID, m.TurnID, string(m.Role), string(m.Kind), m.Version,
+			m.Ordinal, string(content), tool, m.Streaming, m.Author, m.CreatedAt, m.UpdatedAt,
+			text, m.AuthorName, host.UTF16Len(text)}})
 	return nil
 }
 

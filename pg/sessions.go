@@ -113,18 +113,17 @@ func (t *tx) lockSession(ctx context.Context, ws, id string) error {
 	if t.locked[k] {
 		return nil
 	}
-	rows, err := t.tx.Query(ctx, `SELECT 1 FROM sessions WHERE workspace_id = $1 AND id = $2 FOR UPDATE`, ws, id)
-	if err != nil {
-		return t.fail(classify("lock session", err))
-	}
-	found := rows.Next()
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return t.fail(classify("lock session", err))
-	}
-	if found {
-		t.locked[k] = true
-	}
+	// Every caller reads right after: the lock goes in the same round trip
+	// as that read, ahead of it (txconn.go); a lock timeout fails the read.
+	t.tx.queue(deferred{op: "lock session",
+		sql:  `SELECT 1 FROM sessions WHERE workspace_id = $1 AND id = $2 FOR UPDATE`,
+		args: []any{ws, id},
+		check: func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() > 0 {
+				t.locked[k] = true
+			}
+			return nil
+		}})
 	return nil
 }
 
@@ -168,16 +167,25 @@ func (t *tx) UpdateSession(ctx context.Context, s host.Session) error {
 	if err != nil {
 		return err
 	}
-	tag, err := t.tx.Exec(ctx, `UPDATE sessions SET title = $1, title_explicit = $2,
-		agent = $3, simulated = $4, settings_json = $5, pinned = $6, provider_session_id = $7,
-		message_version = $8, turn_count = $9, active_turn_id = $10, provisional = $11,
-		updated_at = $12, deleted_at = $13, context_lost = $14
-		WHERE workspace_id = $15 AND id = $16`,
-		s.Title, s.TitleExplicit, s.Agent, s.Simulated, settings, s.Pinned,
+	op := "update session " + s.ID
+	args := []any{s.Title, s.TitleExplicit, s.Agent, s.Simulated, settings, s.Pinned,
 		s.ProviderSessionID, s.MessageVersion, s.TurnCount, s.ActiveTurnID, s.Provisional,
-		s.UpdatedAt, s.DeletedAt, s.ContextLost, s.WorkspaceID, s.ID)
-	return t.affectedOne("update session "+s.ID, tag, err)
+		s.UpdatedAt, s.DeletedAt, s.ContextLost, s.WorkspaceID, s.ID}
+	if t.defersUpdate(rowKey{"sessions", s.WorkspaceID, s.ID}) {
+		// The row is locked by this transaction: it goes with the next
+		// round trip (txconn.go).
+		t.deferUpdate(op, updateSessionSQL, args...)
+		return nil
+	}
+	tag, err := t.tx.Exec(ctx, updateSessionSQL, args...)
+	return t.affectedOne(op, tag, err)
 }
+
+const updateSessionSQL = `UPDATE sessions SET title = $1, title_explicit = $2,
+	agent = $3, simulated = $4, settings_json = $5, pinned = $6, provider_session_id = $7,
+	message_version = $8, turn_count = $9, active_turn_id = $10, provisional = $11,
+	updated_at = $12, deleted_at = $13, context_lost = $14
+	WHERE workspace_id = $15 AND id = $16`
 
 // affectedOne turns "no row matched" into host.ErrNotFound.
 func (t *tx) affectedOne(op string, tag pgconn.CommandTag, err error) error {

@@ -8,7 +8,6 @@ package pg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -181,67 +180,50 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Update runs fn in one READ COMMITTED transaction and commits if fn
 // returns nil. fn's error is returned unchanged so typed *host.Error values
-// pass through. PostgreSQL aborts a transaction at its first failed
-// statement, so a Tx remembers that failure: later calls return it without
-// a round trip, and Update rolls back and returns it even if fn ignored it.
+// pass through, except when a deferred write failed (txconn.go): the Host
+// was told that write succeeded, so its failure is what Update returns.
+// PostgreSQL aborts a transaction at its first failed statement, so a Tx
+// remembers that failure: later calls return it without a round trip, and
+// Update rolls back and returns it even if fn ignored it.
 func (s *Store) Update(ctx context.Context, fn func(host.Tx) error) (err error) {
-	pool, err := s.db()
-	if err != nil {
+	if _, err := s.db(); err != nil {
 		return err
 	}
-	ptx, err := pool.Begin(ctx)
-	if err != nil && pgconn.SafeToRetry(err) && ctx.Err() == nil {
-		// A pooled connection that died while idle fails before anything
-		// was sent; one retry dials a fresh one.
-		s.lost(err)
-		ptx, err = pool.Begin(ctx)
-	}
-	if err != nil {
-		s.lost(err)
-		return classify("begin", err)
-	}
-	t := &tx{tx: ptx, locked: map[sessionKey]bool{}}
-	defer func() {
-		if p := recover(); p != nil {
-			s.rollback(ptx)
-			panic(p)
-		}
-	}()
+	t := &tx{store: s, locked: map[sessionKey]bool{}, seen: map[rowKey]sessionKey{}}
+	t.tx = &txConn{t: t}
+	// release rolls back whatever did not commit, on a panic too.
+	defer t.tx.release()
 	if err := fn(t); err != nil {
-		s.rollback(ptx)
+		if t.late != nil {
+			return t.late
+		}
 		return err
 	}
 	if t.failed != nil {
-		s.rollback(ptx)
 		return t.failed
 	}
-	if err := ptx.Commit(ctx); err != nil {
-		s.lost(err)
-		return classify("commit", err)
-	}
-	return nil
-}
-
-// rollback ends a transaction whatever the caller's context says, so the
-// connection goes back to the pool clean (or is closed if it cannot be).
-func (s *Store) rollback(ptx pgx.Tx) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := ptx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		s.lost(err)
-	}
+	return t.tx.commit(ctx)
 }
 
 type sessionKey struct{ ws, id string }
 
-// tx implements host.Tx over one pgx transaction.
+// rowKey names a turn or a claim this transaction read or inserted.
+type rowKey struct{ table, ws, id string }
+
+// tx implements host.Tx over one transaction on one connection.
 type tx struct {
-	tx pgx.Tx
+	store *Store
+	tx    *txConn
 	// locked holds the sessions this transaction has locked FOR UPDATE.
 	locked map[sessionKey]bool
+	// seen maps the turns and claims this transaction read or inserted to
+	// the session they belong to (see defersUpdate).
+	seen map[rowKey]sessionKey
 	// failed is the first statement failure; the server has aborted the
 	// transaction, so every later call returns it.
 	failed error
+	// late is the failure of a deferred write, if one failed.
+	late error
 }
 
 var _ host.Tx = (*tx)(nil)
@@ -312,4 +294,33 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
+}
+
+// defersUpdate reports whether an UPDATE of the row k may be deferred to
+// the next round trip: its "no row matched" answer can only be "one row"
+// when the row is the transaction's own session, locked FOR UPDATE, or a
+// turn or claim this transaction read or inserted while holding its
+// session's lock. Turns and claims are deleted only with their session,
+// under that lock (DeleteProvisionalSession, PurgeSessions), and a delete
+// in this transaction drops the lock from t.locked, so such an UPDATE
+// cannot miss its row before commit. Any other UPDATE runs at once, so its
+// host.ErrNotFound reaches the caller inside the transaction as before.
+func (t *tx) defersUpdate(k rowKey) bool {
+	if k.table == "sessions" {
+		return t.locked[sessionKey{k.ws, k.id}]
+	}
+	s, ok := t.seen[k]
+	return ok && t.locked[s]
+}
+
+// see records a turn or claim row read or inserted in this transaction.
+func (t *tx) see(table, ws, id, sessionID string) {
+	t.seen[rowKey{table, ws, id}] = sessionKey{ws, sessionID}
+}
+
+// deferUpdate queues an UPDATE that defersUpdate allowed; its
+// rows-affected check stays as a guard.
+func (t *tx) deferUpdate(op, sql string, args ...any) {
+	t.tx.queue(deferred{op: op, sql: sql, args: args, late: true,
+		check: func(tag pgconn.CommandTag) error { return t.affectedOne(op, tag, nil) }})
 }

@@ -64,9 +64,13 @@ func (t *tx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn,
 	if err != nil && !isNotFound(err) {
 		return tu, t.fail(err)
 	}
+	if err == nil {
+		t.see("turns", ws, turnID, sessionID)
+	}
 	return tu, err
 }
 
+// InsertTurn reports a duplicate itself, like InsertClaim (not deferred).
 func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
 	if t.failed != nil {
 		return t.failed
@@ -89,6 +93,7 @@ func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
 	if tag.RowsAffected() == 0 {
 		return dialect.Duplicate("insert turn " + tu.ID)
 	}
+	t.see("turns", tu.WorkspaceID, tu.ID, tu.SessionID)
 	return nil
 }
 
@@ -103,17 +108,26 @@ func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
 	if err != nil {
 		return fmt.Errorf("pg: update turn %s: encode labels: %w", tu.ID, err)
 	}
-	tag, err := t.tx.Exec(ctx, `UPDATE turns SET origin = $1, phase = $2, outcome = $3,
-		failure_reason = $4, stop_reason = $5, provider_session_id = $6, provider_turn_id = $7,
-		client_submit_id = $8, retracted = $9, cancel_requested = $10, submitted_by = $11,
-		updated_at = $12, settled_at = $13, applied_seq = GREATEST(applied_seq, $14), labels_json = $18
-		WHERE workspace_id = $15 AND session_id = $16 AND id = $17`,
-		tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
+	op := "update turn " + tu.ID
+	args := []any{tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
 		tu.ProviderSessionID, tu.ProviderTurnID, tu.ClientSubmitID, tu.Retracted,
 		tu.CancelRequested, tu.SubmittedBy, tu.UpdatedAt, tu.SettledAt,
-		tu.AppliedSeq, tu.WorkspaceID, tu.SessionID, tu.ID, string(labels))
-	return t.affectedOne("update turn "+tu.ID, tag, err)
+		tu.AppliedSeq, tu.WorkspaceID, tu.SessionID, tu.ID, string(labels)}
+	if t.defersUpdate(rowKey{"turns", tu.WorkspaceID, tu.ID}) {
+		// The Host only returns this error; it goes with the next round
+		// trip (txconn.go).
+		t.deferUpdate(op, updateTurnSQL, args...)
+		return nil
+	}
+	tag, err := t.tx.Exec(ctx, updateTurnSQL, args...)
+	return t.affectedOne(op, tag, err)
 }
+
+const updateTurnSQL = `UPDATE turns SET origin = $1, phase = $2, outcome = $3,
+	failure_reason = $4, stop_reason = $5, provider_session_id = $6, provider_turn_id = $7,
+	client_submit_id = $8, retracted = $9, cancel_requested = $10, submitted_by = $11,
+	updated_at = $12, settled_at = $13, applied_seq = GREATEST(applied_seq, $14), labels_json = $18
+	WHERE workspace_id = $15 AND session_id = $16 AND id = $17`
 
 // ListTurns pages a session's turns newest first by seq.
 func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error) {

@@ -41,7 +41,7 @@ echo
 go test -c -o /tmp/ensemble-pg-bench.$$ ./pg/ >/dev/null
 trap 'rm -f /tmp/ensemble-pg-bench.$$; psql -X -q "$url" -c "DROP DATABASE IF EXISTS ${scratch}" >/dev/null 2>&1 || true' EXIT
 
-printf '%8s  %14s  %12s  %14s  %10s  %12s  %12s\n' clients "submits/s" "tx/submit" "stmts/submit" "pgbench tps" "ratio" "tx ratio"
+printf '%8s  %14s  %12s  %14s  %12s  %10s  %12s  %12s\n' clients "submits/s" "tx/submit" "stmts/submit" "rtt/submit" "pgbench tps" "ratio" "tx ratio"
 for c in $clients; do
 	out=$(ENSEMBLE_TEST_DATABASE_URL="$url" /tmp/ensemble-pg-bench.$$ -test.run '^$' \
 		-test.bench "BenchmarkDurableSubmit/clients=${c}\$" -test.benchtime "$bench_time" 2>&1) || { echo "$out" >&2; exit 1; }
@@ -50,12 +50,16 @@ for c in $clients; do
 	submits=$(metric submits/s)
 	txs=$(metric tx/submit)
 	stmts=$(metric stmts/submit)
+	# Round trips (a pgx.Batch counts once); "-" from a build that does not
+	# report them.
+	rtt=$(metric rtt/submit)
+	rtt=${rtt:--}
 	threads=$(( c < $(nproc) ? c : $(nproc) ))
 	tps=$(pgbench -N -M prepared -c "$c" -j "$threads" -T "$seconds" "$scratch_url" 2>/dev/null |
 		awk -F'= ' '/^tps/ {split($2, a, " "); print a[1]}')
 	ratio=$(awk -v a="$submits" -v b="$tps" 'BEGIN {printf "%.3f", a / b}')
 	txratio=$(awk -v a="$submits" -v t="$txs" -v b="$tps" 'BEGIN {printf "%.3f", a * t / b}')
-	printf '%8s  %14.1f  %12.1f  %14.1f  %10.1f  %12s  %12s\n' "$c" "$submits" "$txs" "$stmts" "$tps" "$ratio" "$txratio"
+	printf '%8s  %14.1f  %12.1f  %14.1f  %12s  %10.1f  %12s  %12s\n' "$c" "$submits" "$txs" "$stmts" "$rtt" "$tps" "$ratio" "$txratio"
 	grep -E "^BenchmarkDurableSubmit" <<<"$out" | sed 's/^/    /' >&2
 done
 echo

@@ -1,0 +1,319 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// rtTracer records, per connection, the round trips of each transaction:
+// a plain statement is one round trip, a pgx.Batch is one round trip
+// whatever it holds. A transaction starts with the round trip that carries
+// BEGIN and ends with the one that carries COMMIT or ROLLBACK.
+//
+// It sees what pgx is asked to send; a statement pgx has not prepared on
+// that connection yet costs one more (unseen) round trip to prepare it, so
+// the tests warm the statement cache up with the same work first.
+type rtTracer struct {
+	mu    sync.Mutex
+	open  map[*pgx.Conn]*txTrace
+	txs   []txTrace
+	other int // round trips outside any transaction
+}
+
+// txTrace is one transaction: its round trips, each the statements it
+// carried (lower case, first word or two).
+type txTrace struct {
+	trips [][]string
+}
+
+func (t *rtTracer) TraceQueryStart(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	t.trip(c, []string{d.SQL})
+	return ctx
+}
+
+func (t *rtTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (t *rtTracer) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	sqls := make([]string, len(d.Batch.QueuedQueries))
+	for i, q := range d.Batch.QueuedQueries {
+		sqls[i] = q.SQL
+	}
+	t.trip(c, sqls)
+	return ctx
+}
+
+func (t *rtTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (t *rtTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+func (t *rtTracer) trip(c *pgx.Conn, sqls []string) {
+	names := make([]string, len(sqls))
+	for i, s := range sqls {
+		names[i] = stmtName(s)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.open == nil {
+		t.open = map[*pgx.Conn]*txTrace{}
+	}
+	cur := t.open[c]
+	if slices.Contains(names, "begin") {
+		cur = &txTrace{}
+		t.open[c] = cur
+	}
+	if cur == nil {
+		t.other++
+		return
+	}
+	cur.trips = append(cur.trips, names)
+	if slices.Contains(names, "commit") || slices.Contains(names, "rollback") {
+		t.txs = append(t.txs, *cur)
+		delete(t.open, c)
+	}
+}
+
+// stmtName shortens a statement to what tells it apart in a failure
+// message: "select … from turns", "update sessions", "insert into outbox".
+func stmtName(sql string) string {
+	f := strings.Fields(strings.ToLower(sql))
+	switch {
+	case len(f) == 0:
+		return ""
+	case f[0] == "select":
+		if i := slices.Index(f, "from"); i >= 0 && i+1 < len(f) {
+			return "select " + f[i+1]
+		}
+	case f[0] == "update" && len(f) > 1:
+		return "update " + f[1]
+	case f[0] == "insert" && len(f) > 2:
+		return "insert " + f[2]
+	case f[0] == "with" && len(f) > 1:
+		return "with " + f[1]
+	}
+	return f[0]
+}
+
+func (t *rtTracer) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.txs, t.other = nil, 0
+}
+
+func (t *rtTracer) transactions() []txTrace {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.txs)
+}
+
+func (tt txTrace) String() string {
+	var b strings.Builder
+	for i, trip := range tt.trips {
+		fmt.Fprintf(&b, "\n    %d: %s", i+1, strings.Join(trip, " + "))
+	}
+	return b.String()
+}
+
+// roundTrips is the round trip count of each transaction.
+func roundTrips(txs []txTrace) []int {
+	out := make([]int, len(txs))
+	for i, tt := range txs {
+		out[i] = len(tt.trips)
+	}
+	return out
+}
+
+// signalStore signals every Update that committed.
+type signalStore struct {
+	host.Store
+	committed chan struct{}
+}
+
+func (s *signalStore) Update(ctx context.Context, fn func(host.Tx) error) error {
+	err := s.Store.Update(ctx, fn)
+	if err == nil {
+		s.committed <- struct{}{}
+	}
+	return err
+}
+
+// sinkRuntime accepts every dispatch and hands the Turn's sink to the test.
+type sinkRuntime struct {
+	host.NoRuntimeCapabilities
+	sinks chan host.TurnSink
+}
+
+func (r *sinkRuntime) Start(_ context.Context, req host.StartRequest) (host.StartResult, error) {
+	return host.StartResult{ProviderSessionID: "rt-" + req.SessionID, Created: true, Resumed: true}, nil
+}
+
+func (r *sinkRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
+	if err := sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID); err != nil {
+		return err
+	}
+	r.sinks <- sink
+	return nil
+}
+
+func (r *sinkRuntime) Cancel(context.Context, host.TurnRef) (host.CancelReport, error) {
+	return host.CancelReport{}, nil
+}
+func (r *sinkRuntime) Release(context.Context, string, string) error { return nil }
+func (r *sinkRuntime) Destroy(context.Context, string, string) error { return nil }
+func (r *sinkRuntime) Describe() host.AgentInfo                      { return host.AgentInfo{Name: "rt"} }
+
+// TestOutputCommitRoundTrips: committing one streamed chunk is 5 round
+// trips: BEGIN with the session lock and the turn read; the session read;
+// the append (the Host builds the delta from its result); the turn and
+// session updates with the outbox insert (the Host needs its ids); COMMIT.
+// Before BEGIN folding and deferred writes it was 9, one per statement.
+func TestOutputCommitRoundTrips(t *testing.T) {
+	url, _ := testSchema(t)
+	tr := &rtTracer{}
+	// One connection: the statement cache the warm-up fills is the one the
+	// measured commit uses.
+	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "1"}), Options{Tracer: tr, Logger: quietLogger()})
+	ss := &signalStore{Store: st, committed: make(chan struct{}, 64)}
+	rt := &sinkRuntime{sinks: make(chan host.TurnSink, 1)}
+	h := host.New(host.Config{Store: ss, Runtime: rt, Logger: quietLogger()})
+	ctx := t.Context()
+	if _, err := h.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: "ws-rt", CreatedBy: "rt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "ws-rt", SessionID: r.Session.ID, ClientSubmitID: "rt-1",
+		Content: host.MessageContent{Text: "go"}, SubmittedBy: "rt"}); err != nil {
+		t.Fatal(err)
+	}
+	sink := <-rt.sinks
+	drain(ss.committed)
+
+	chunk := func(seq int64) {
+		t.Helper()
+		if err := sink.Output(ctx, host.OutputEvent{Seq: seq, Key: "text-1", Kind: host.KindText, Text: "word "}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ss.committed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("output not committed")
+		}
+	}
+	chunk(1) // creates the message
+	chunk(2) // warms the append statement up
+	tr.reset()
+	chunk(3)
+
+	txs := tr.transactions()
+	want := []int{5}
+	if got := roundTrips(txs); !slices.Equal(got, want) {
+		t.Fatalf("round trips per transaction = %v, want %v; trips:%v", got, want, txs)
+	}
+	t.Logf("output commit:%v", txs[0])
+}
+
+// answerRuntime answers every prompt at once with one chunk marked Final
+// and the terminal, as the sim agent's instant answer does when the
+// answer reaches the ACP pump after the prompt ended. Unlike the sim over
+// ACP, whose chunk sometimes commits on its own first, it gives the same
+// transactions every time.
+type answerRuntime struct {
+	sinkRuntime
+	settled chan error
+}
+
+func (r *answerRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
+	if err := sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID); err != nil {
+		return err
+	}
+	go func() {
+		ctx := context.WithoutCancel(ctx)
+		err := sink.Output(ctx, host.OutputEvent{Seq: 1, Key: "text-1", Kind: host.KindText,
+			Text: "the answer", Done: true, Final: true})
+		if err == nil {
+			err = sink.Terminal(ctx, host.Terminal{Outcome: host.OutcomeCompleted})
+		}
+		r.settled <- err
+	}()
+	return nil
+}
+
+// TestDurableSubmitRoundTrips: one durable submit with an instant answer
+// is 4 transactions: admission, dispatched, acceptance, output with
+// settlement. With BEGIN folded into each first statement and deferred
+// writes sent with the next statement they cost 6 + 3 + 5 + 10 = 24 round
+// trips, against 9 + 6 + 9 + 14 = 38 before (one per statement). The
+// claim and turn inserts of the admission stay round trips of their own:
+// a duplicate is reported by the call itself.
+func TestDurableSubmitRoundTrips(t *testing.T) {
+	url, _ := testSchema(t)
+	tr := &rtTracer{}
+	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "1"}), Options{Tracer: tr, Logger: quietLogger()})
+	rt := &answerRuntime{settled: make(chan error, 1)}
+	h := host.New(host.Config{Store: st, Runtime: rt, Logger: quietLogger()})
+	ctx := t.Context()
+	if _, err := h.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: "ws-rt", CreatedBy: "rt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit := func(id string) {
+		t.Helper()
+		if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "ws-rt", SessionID: r.Session.ID, ClientSubmitID: id,
+			Content: host.MessageContent{Text: "prompt"}, SubmittedBy: "rt"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-rt.settled:
+			if err != nil {
+				t.Fatalf("answer to %s: %v", id, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("submit %s did not settle", id)
+		}
+	}
+	// The first prompt starts the provider session; the second warms the
+	// statement cache up on the steady path.
+	submit("warm-1")
+	submit("warm-2")
+	tr.reset()
+	submit("measured")
+
+	txs := tr.transactions()
+	got := roundTrips(txs)
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	var trips strings.Builder
+	for i, tt := range txs {
+		fmt.Fprintf(&trips, "\n  transaction %d:%v", i+1, tt)
+	}
+	want := []int{6, 3, 5, 10}
+	if !slices.Equal(got, want) {
+		t.Fatalf("round trips per transaction = %v (total %d), want %v%s", got, total, want, trips.String())
+	}
+	t.Logf("durable submit: %d transactions, %d round trips inside them%s", len(txs), total, trips.String())
+}
+
+func drain(ch chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
