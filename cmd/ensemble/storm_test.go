@@ -24,49 +24,9 @@ func TestLoadtestStormAcrossReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns servers")
 	}
-	redisURL := clusterRedis(t)
-	dbURL := clusterPostgres(t)
-	out := t.TempDir()
-	args := []string{"loadtest", "--quiet", "--no-references", "--out", out, "--max-time", "4m",
-		"--scenarios", "storm,storm-drain", "--storm-clients", "160", "--storm-sessions", "4",
-		"--storm-max-subscribes", "8", "--words", "40", "--rate", "5ms",
-		"--backoff-base", "50ms", "--backoff-cap", "1s",
-		"--database-url", dbURL, "--redis-url", redisURL}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, ensembleBinary(t), args...)
-	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	data, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatalf("report.json: %v (loadtest: %v)\nstdout:\n%s\nstderr:\n%s", err, runErr, stdout.String(), stderr.String())
-	}
-	var rep struct {
-		Scenarios []struct {
-			Name    string
-			Skipped string
-			Counts  []struct {
-				Name  string
-				Value any
-			}
-			Figures []struct {
-				Name  string
-				Value float64
-			}
-			Checks []struct {
-				Name string
-				OK   bool
-				Info string
-			}
-		}
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
+	scenarios, stderr, runErr := runStorm(t, "--scenarios", "storm,storm-drain")
 	got := map[string]bool{}
-	for _, s := range rep.Scenarios {
+	for _, s := range scenarios {
 		got[s.Name] = true
 		if s.Skipped != "" {
 			t.Errorf("%s skipped: %s", s.Name, s.Skipped)
@@ -77,12 +37,7 @@ func TestLoadtestStormAcrossReplicas(t *testing.T) {
 				t.Errorf("%s: check %q failed: %s", s.Name, c.Name, c.Info)
 			}
 		}
-		counts := map[string]float64{}
-		for _, c := range s.Counts {
-			if v, ok := c.Value.(float64); ok {
-				counts[c.Name] = v
-			}
-		}
+		counts := s.counts()
 		moved := counts["clients moved"]
 		if moved != 80 || counts["resynced"] != moved || counts["never resynced"] != 0 {
 			t.Errorf("%s: not every moved client resynced: %v", s.Name, counts)
@@ -114,7 +69,7 @@ func TestLoadtestStormAcrossReplicas(t *testing.T) {
 		}
 	}
 	if runErr != nil && !t.Failed() {
-		t.Errorf("ensemble loadtest: %v\nstderr:\n%s", runErr, stderr.String())
+		t.Errorf("ensemble loadtest: %v\nstderr:\n%s", runErr, stderr)
 	}
 }
 
@@ -128,52 +83,12 @@ func TestLoadtestStormMostlyIdle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns servers")
 	}
-	redisURL := clusterRedis(t)
-	dbURL := clusterPostgres(t)
-	out := t.TempDir()
-	args := []string{"loadtest", "--quiet", "--no-references", "--out", out, "--max-time", "4m",
-		"--scenarios", "storm", "--storm-clients", "160", "--storm-sessions", "4",
-		"--storm-streaming-share", "0.25", "--storm-idle-sessions", "3",
-		"--storm-max-subscribes", "8", "--storm-max-pending-hello", "4096", "--words", "40", "--rate", "5ms",
-		"--backoff-base", "50ms", "--backoff-cap", "1s",
-		"--database-url", dbURL, "--redis-url", redisURL}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, ensembleBinary(t), args...)
-	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	data, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatalf("report.json: %v (loadtest: %v)\nstdout:\n%s\nstderr:\n%s", err, runErr, stdout.String(), stderr.String())
+	scenarios, stderr, runErr := runStorm(t, "--scenarios", "storm",
+		"--storm-streaming-share", "0.25", "--storm-idle-sessions", "3", "--storm-max-pending-hello", "4096")
+	if len(scenarios) != 1 || scenarios[0].Name != "storm" {
+		t.Fatalf("want one storm scenario, got %+v", scenarios)
 	}
-	var rep struct {
-		Scenarios []struct {
-			Name    string
-			Skipped string
-			Params  []struct {
-				Name  string
-				Value any
-			}
-			Counts []struct {
-				Name  string
-				Value any
-			}
-			Checks []struct {
-				Name string
-				OK   bool
-				Info string
-			}
-		}
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
-	if len(rep.Scenarios) != 1 || rep.Scenarios[0].Name != "storm" {
-		t.Fatalf("want one storm scenario, got %+v", rep.Scenarios)
-	}
-	s := rep.Scenarios[0]
+	s := scenarios[0]
 	if s.Skipped != "" {
 		t.Fatalf("storm skipped: %s", s.Skipped)
 	}
@@ -190,12 +105,7 @@ func TestLoadtestStormMostlyIdle(t *testing.T) {
 		params["replica flags"] != "--max-subscribes 8 --max-pending-hello 4096" {
 		t.Errorf("the shape and the replicas' flags are not in the report: %v", params)
 	}
-	counts := map[string]float64{}
-	for _, c := range s.Counts {
-		if v, ok := c.Value.(float64); ok {
-			counts[c.Name] = v
-		}
-	}
+	counts := s.counts()
 	// 80 pairs, a quarter of them streaming: 20 streaming and 60 idle
 	// watchers move, as many stay.
 	for class, moved := range map[string]float64{"streaming watchers": 20, "idle watchers": 60} {
@@ -221,6 +131,69 @@ func TestLoadtestStormMostlyIdle(t *testing.T) {
 		t.Errorf("the staying streaming watchers' chunks must show streaming went on: %v", counts)
 	}
 	if runErr != nil && !t.Failed() {
-		t.Errorf("ensemble loadtest: %v\nstderr:\n%s", runErr, stderr.String())
+		t.Errorf("ensemble loadtest: %v\nstderr:\n%s", runErr, stderr)
 	}
+}
+
+// stormScenario is the part of a storm scenario's report.json the tests
+// read.
+type stormScenario struct {
+	Name    string
+	Skipped string
+	Params  []struct {
+		Name  string
+		Value any
+	}
+	Counts []struct {
+		Name  string
+		Value any
+	}
+	Checks []struct {
+		Name string
+		OK   bool
+		Info string
+	}
+}
+
+// counts maps the scenario's numeric counts by name.
+func (s stormScenario) counts() map[string]float64 {
+	m := map[string]float64{}
+	for _, c := range s.Counts {
+		if v, ok := c.Value.(float64); ok {
+			m[c.Name] = v
+		}
+	}
+	return m
+}
+
+// runStorm runs `ensemble loadtest` at CI size (160 clients over 4
+// streaming sessions, two replicas on the test PostgreSQL and Redis) with
+// extra flags and returns the report's scenarios, the command's stderr and
+// its error; a missing or unreadable report fails the test at once.
+func runStorm(t *testing.T, extra ...string) ([]stormScenario, string, error) {
+	t.Helper()
+	redisURL := clusterRedis(t)
+	dbURL := clusterPostgres(t)
+	out := t.TempDir()
+	args := append([]string{"loadtest", "--quiet", "--no-references", "--out", out, "--max-time", "4m",
+		"--storm-clients", "160", "--storm-sessions", "4",
+		"--storm-max-subscribes", "8", "--words", "40", "--rate", "5ms",
+		"--backoff-base", "50ms", "--backoff-cap", "1s",
+		"--database-url", dbURL, "--redis-url", redisURL}, extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ensembleBinary(t), args...)
+	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatalf("report.json: %v (loadtest: %v)\nstdout:\n%s\nstderr:\n%s", err, runErr, stdout.String(), stderr.String())
+	}
+	var rep struct{ Scenarios []stormScenario }
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	return rep.Scenarios, stderr.String(), runErr
 }
