@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/host/storetest"
 )
 
 // rtTracer records, per connection, the round trips of each transaction:
@@ -144,31 +145,6 @@ func (s *signalStore) Update(ctx context.Context, fn func(host.Tx) error) error 
 	return err
 }
 
-// sinkRuntime accepts every dispatch and hands the Turn's sink to the test.
-type sinkRuntime struct {
-	host.NoRuntimeCapabilities
-	sinks chan host.TurnSink
-}
-
-func (r *sinkRuntime) Start(_ context.Context, req host.StartRequest) (host.StartResult, error) {
-	return host.StartResult{ProviderSessionID: "rt-" + req.SessionID, Created: true, Resumed: true}, nil
-}
-
-func (r *sinkRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
-	if err := sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID); err != nil {
-		return err
-	}
-	r.sinks <- sink
-	return nil
-}
-
-func (r *sinkRuntime) Cancel(context.Context, host.TurnRef) (host.CancelReport, error) {
-	return host.CancelReport{}, nil
-}
-func (r *sinkRuntime) Release(context.Context, string, string) error { return nil }
-func (r *sinkRuntime) Destroy(context.Context, string, string) error { return nil }
-func (r *sinkRuntime) Describe() host.AgentInfo                      { return host.AgentInfo{Name: "rt"} }
-
 // TestOutputCommitRoundTrips: committing one streamed chunk is 5 round
 // trips: BEGIN with the session lock and the turn read; the session read;
 // the append (the Host builds the delta from its result); the turn and
@@ -181,7 +157,7 @@ func TestOutputCommitRoundTrips(t *testing.T) {
 	// measured commit uses.
 	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "1"}), Options{Tracer: tr, Logger: quietLogger()})
 	ss := &signalStore{Store: st, committed: make(chan struct{}, 64)}
-	rt := &sinkRuntime{sinks: make(chan host.TurnSink, 1)}
+	rt := storetest.NewSinkRuntime()
 	h := host.New(host.Config{Store: ss, Runtime: rt, Logger: quietLogger()})
 	ctx := t.Context()
 	if _, err := h.Recover(ctx); err != nil {
@@ -195,7 +171,7 @@ func TestOutputCommitRoundTrips(t *testing.T) {
 		Content: host.MessageContent{Text: "go"}, SubmittedBy: "rt"}); err != nil {
 		t.Fatal(err)
 	}
-	sink := <-rt.sinks
+	sink := <-rt.Sinks
 	drain(ss.committed)
 
 	chunk := func(seq int64) {
@@ -228,7 +204,7 @@ func TestOutputCommitRoundTrips(t *testing.T) {
 // ACP, whose chunk sometimes commits on its own first, it gives the same
 // transactions every time.
 type answerRuntime struct {
-	sinkRuntime
+	*storetest.SinkRuntime
 	settled chan error
 }
 
@@ -259,7 +235,7 @@ func TestDurableSubmitRoundTrips(t *testing.T) {
 	url, _ := testSchema(t)
 	tr := &rtTracer{}
 	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "1"}), Options{Tracer: tr, Logger: quietLogger()})
-	rt := &answerRuntime{settled: make(chan error, 1)}
+	rt := &answerRuntime{SinkRuntime: storetest.NewSinkRuntime(), settled: make(chan error, 1)}
 	h := host.New(host.Config{Store: st, Runtime: rt, Logger: quietLogger()})
 	ctx := t.Context()
 	if _, err := h.Recover(ctx); err != nil {

@@ -95,7 +95,7 @@ type benchOutput struct {
 func startBench(b *testing.B, inner host.Store) *benchOutput {
 	b.Helper()
 	st := &countingStore{Store: inner, committed: make(chan struct{}, 1)}
-	rt := &sinkRuntime{sinks: make(chan host.TurnSink, 1)}
+	rt := NewSinkRuntime()
 	h := host.New(host.Config{Store: st, Runtime: rt})
 	ctx := context.Background()
 	if _, err := h.Recover(ctx); err != nil {
@@ -111,7 +111,7 @@ func startBench(b *testing.B, inner host.Store) *benchOutput {
 		b.Fatal(err)
 	}
 	st.reset()
-	return &benchOutput{h: h, st: st, sink: <-rt.sinks}
+	return &benchOutput{h: h, st: st, sink: <-rt.Sinks}
 }
 
 // output reports chunk i; with wait, it returns once it is committed.
@@ -131,30 +131,34 @@ func (bo *benchOutput) finish(b *testing.B) {
 	}
 }
 
-// sinkRuntime accepts every dispatch and hands its sink to the benchmark.
-type sinkRuntime struct {
+// SinkRuntime accepts every dispatch and hands the Turn's sink to the
+// benchmark or test on Sinks, which drives the output itself.
+type SinkRuntime struct {
 	host.NoRuntimeCapabilities
-	sinks chan host.TurnSink
+	Sinks chan host.TurnSink
 }
 
-func (r *sinkRuntime) Start(_ context.Context, req host.StartRequest) (host.StartResult, error) {
+// NewSinkRuntime returns a SinkRuntime that holds one undelivered sink.
+func NewSinkRuntime() *SinkRuntime { return &SinkRuntime{Sinks: make(chan host.TurnSink, 1)} }
+
+func (r *SinkRuntime) Start(_ context.Context, req host.StartRequest) (host.StartResult, error) {
 	return host.StartResult{ProviderSessionID: "bench-" + req.SessionID, Created: true, Resumed: true}, nil
 }
 
-func (r *sinkRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
+func (r *SinkRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
 	if err := sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID); err != nil {
 		return err
 	}
-	r.sinks <- sink
+	r.Sinks <- sink
 	return nil
 }
 
-func (r *sinkRuntime) Cancel(context.Context, host.TurnRef) (host.CancelReport, error) {
+func (r *SinkRuntime) Cancel(context.Context, host.TurnRef) (host.CancelReport, error) {
 	return host.CancelReport{}, nil
 }
-func (r *sinkRuntime) Release(context.Context, string, string) error { return nil }
-func (r *sinkRuntime) Destroy(context.Context, string, string) error { return nil }
-func (r *sinkRuntime) Describe() host.AgentInfo                      { return host.AgentInfo{Name: "bench"} }
+func (r *SinkRuntime) Release(context.Context, string, string) error { return nil }
+func (r *SinkRuntime) Destroy(context.Context, string, string) error { return nil }
+func (r *SinkRuntime) Describe() host.AgentInfo                      { return host.AgentInfo{Name: "bench"} }
 
 // countingStore counts output transactions and their Tx calls, and
 // signals each committed one.
