@@ -158,16 +158,9 @@ func TestOutputCommitRoundTrips(t *testing.T) {
 	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "1"}), Options{Tracer: tr, Logger: quietLogger()})
 	ss := &signalStore{Store: st, committed: make(chan struct{}, 64)}
 	rt := storetest.NewSinkRuntime()
-	h := host.New(host.Config{Store: ss, Runtime: rt, Logger: quietLogger()})
+	h, sid := rtSession(t, ss, rt)
 	ctx := t.Context()
-	if _, err := h.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r, err := h.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: "ws-rt", CreatedBy: "rt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "ws-rt", SessionID: r.Session.ID, ClientSubmitID: "rt-1",
+	if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "ws-rt", SessionID: sid, ClientSubmitID: "rt-1",
 		Content: host.MessageContent{Text: "go"}, SubmittedBy: "rt"}); err != nil {
 		t.Fatal(err)
 	}
@@ -236,18 +229,11 @@ func TestDurableSubmitRoundTrips(t *testing.T) {
 	tr := &rtTracer{}
 	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "1"}), Options{Tracer: tr, Logger: quietLogger()})
 	rt := &answerRuntime{SinkRuntime: storetest.NewSinkRuntime(), settled: make(chan error, 1)}
-	h := host.New(host.Config{Store: st, Runtime: rt, Logger: quietLogger()})
+	h, sid := rtSession(t, st, rt)
 	ctx := t.Context()
-	if _, err := h.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r, err := h.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: "ws-rt", CreatedBy: "rt"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	submit := func(id string) {
 		t.Helper()
-		if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "ws-rt", SessionID: r.Session.ID, ClientSubmitID: id,
+		if _, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "ws-rt", SessionID: sid, ClientSubmitID: id,
 			Content: host.MessageContent{Text: "prompt"}, SubmittedBy: "rt"}); err != nil {
 			t.Fatal(err)
 		}
@@ -292,4 +278,19 @@ func drain(ch chan struct{}) {
 			return
 		}
 	}
+}
+
+// rtSession opens a Host on st with rt, recovers it and creates the
+// session the round-trip tests submit to.
+func rtSession(t *testing.T, st host.Store, rt host.Runtime) (*host.Host, string) {
+	t.Helper()
+	h := host.New(host.Config{Store: st, Runtime: rt, Logger: quietLogger()})
+	if _, err := h.Recover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.CreateSession(t.Context(), host.CreateSessionInput{WorkspaceID: "ws-rt", CreatedBy: "rt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, r.Session.ID
 }
