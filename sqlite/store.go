@@ -3,6 +3,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -26,6 +27,11 @@ type Options struct {
 	NoMigrate bool
 	// Logger receives migration and decode warnings. Nil discards them.
 	Logger *slog.Logger
+
+	// checkpointEvery overrides checkpointEvery (checkpoint.go); negative
+	// runs no background checkpointer, for tests that need the WAL left
+	// alone.
+	checkpointEvery time.Duration
 }
 
 // Store implements host.Store on one SQLite database file.
@@ -45,6 +51,9 @@ type Store struct {
 	// connection: they run once per message per output batch.
 	appendMessage, insertPart, deleteParts *sql.Stmt
 	relay                                  relayClaims // relay_claims.go
+	// ckpt checkpoints the WAL in the background (checkpoint.go); nil
+	// only in tests.
+	ckpt *checkpointer
 }
 
 var _ host.Store = (*Store)(nil)
@@ -84,6 +93,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	st := &Store{w: w, r: r, log: log}
+	if every := cmp.Or(opts.checkpointEvery, checkpointEvery); every > 0 {
+		if st.ckpt, err = openCheckpointer(ctx, path, every, log); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -111,9 +126,12 @@ func dsn(path string, extra url.Values) string {
 	return path + "?" + q.Encode()
 }
 
+// openWriter opens the single writer connection. Its commits never
+// checkpoint the WAL (wal_autocheckpoint=0): the store's checkpointer does
+// that from its own connection (checkpoint.go).
 func openWriter(ctx context.Context, path string) (*sql.DB, error) {
 	db, err := sql.Open("sqlite", dsn(path, url.Values{
-		"_pragma": {"journal_mode(WAL)"},
+		"_pragma": {"journal_mode(WAL)", "wal_autocheckpoint(0)"},
 		"_txlock": {"immediate"},
 	}))
 	if err != nil {
@@ -153,6 +171,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	var errs []error
+	if s.ckpt != nil {
+		errs = append(errs, s.ckpt.close())
+	}
 	for _, stmt := range []*sql.Stmt{s.appendMessage, s.insertPart, s.deleteParts} {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
@@ -200,6 +221,9 @@ func (s *Store) Update(ctx context.Context, fn func(host.Tx) error) (err error) 
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return classify("commit", err)
+	}
+	if s.ckpt != nil {
+		s.ckpt.committed()
 	}
 	return nil
 }
