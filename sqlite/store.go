@@ -51,6 +51,9 @@ type Store struct {
 	// connection: they run once per message per output batch.
 	appendMessage, insertPart, deleteParts *sql.Stmt
 	relay                                  relayClaims // relay_claims.go
+	// hot holds the other statements of an output transaction, prepared
+	// once on the writer's connection (prepared.go).
+	hot map[string]*sql.Stmt
 	// ckpt checkpoints the WAL in the background (checkpoint.go); nil
 	// only in tests.
 	ckpt *checkpointer
@@ -107,6 +110,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			st.Close()
 			return nil, classify("prepare append statements", err)
 		}
+	}
+	if st.hot, err = prepareHot(ctx, w); err != nil {
+		st.Close()
+		return nil, err
 	}
 	return st, nil
 }
@@ -179,6 +186,9 @@ func (s *Store) Close() error {
 			errs = append(errs, stmt.Close())
 		}
 	}
+	for _, stmt := range s.hot {
+		errs = append(errs, stmt.Close())
+	}
 	return errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 }
 
@@ -215,7 +225,7 @@ func (s *Store) Update(ctx context.Context, fn func(host.Tx) error) (err error) 
 			panic(p)
 		}
 	}()
-	if err := fn(&tx{tx: sqlTx, s: s}); err != nil {
+	if err := fn(&tx{tx: preparedTx{Tx: sqlTx, stmts: s.hot}, s: s}); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
@@ -230,7 +240,7 @@ func (s *Store) Update(ctx context.Context, fn func(host.Tx) error) (err error) 
 
 // tx implements host.Tx over one write transaction.
 type tx struct {
-	tx *sql.Tx
+	tx preparedTx
 	s  *Store
 }
 
