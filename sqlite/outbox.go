@@ -21,8 +21,7 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: append fact: %w", err)
 		}
-		res, err := t.tx.ExecContext(ctx, `INSERT INTO outbox (workspace_id, fact_json, created_at)
-			VALUES (?, ?, ?)`, f.WorkspaceID, string(b), now)
+		res, err := t.tx.ExecContext(ctx, insertFactSQL, f.WorkspaceID, string(b), now)
 		if err != nil {
 			return nil, classify("append fact", err)
 		}
@@ -34,6 +33,8 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 	}
 	return ids, nil
 }
+
+const insertFactSQL = `INSERT INTO outbox (workspace_id, fact_json, created_at) VALUES (?, ?, ?)`
 
 // PendingFacts returns unpublished facts created at or before before, oldest
 // first. A row whose JSON cannot be decoded is logged and skipped so it can

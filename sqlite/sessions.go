@@ -67,9 +67,11 @@ func getSessionSummary(ctx context.Context, q querier, ws, id string) (host.Sess
 }
 
 func getSession(ctx context.Context, q querier, ws, id string) (host.Session, error) {
-	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE workspace_id = ? AND id = ?`, ws, id),
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, getSessionSQL, ws, id),
 		scanSession, "session "+id, "get session")
 }
+
+const getSessionSQL = `SELECT ` + sessionCols + ` FROM sessions WHERE workspace_id = ? AND id = ?`
 
 // GetSession returns a session in ws, provisional and tombstoned ones too.
 func (s *Store) GetSession(ctx context.Context, ws, id string) (host.Session, error) {
@@ -105,16 +107,18 @@ func (t *tx) UpdateSession(ctx context.Context, s host.Session) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.tx.ExecContext(ctx, `UPDATE sessions SET title = ?, title_explicit = ?,
-		agent = ?, simulated = ?, settings_json = ?, pinned = ?, provider_session_id = ?,
-		message_version = ?, turn_count = ?, active_turn_id = ?, provisional = ?,
-		updated_at = ?, deleted_at = ?, context_lost = ?
-		WHERE workspace_id = ? AND id = ?`,
+	res, err := t.tx.ExecContext(ctx, updateSessionSQL,
 		s.Title, boolInt(s.TitleExplicit), s.Agent, boolInt(s.Simulated), settings,
 		boolInt(s.Pinned), s.ProviderSessionID, s.MessageVersion, s.TurnCount, s.ActiveTurnID,
 		boolInt(s.Provisional), ms(s.UpdatedAt), msPtr(s.DeletedAt), boolInt(s.ContextLost), s.WorkspaceID, s.ID)
 	return affectedOne("update session "+s.ID, res, err)
 }
+
+const updateSessionSQL = `UPDATE sessions SET title = ?, title_explicit = ?,
+		agent = ?, simulated = ?, settings_json = ?, pinned = ?, provider_session_id = ?,
+		message_version = ?, turn_count = ?, active_turn_id = ?, provisional = ?,
+		updated_at = ?, deleted_at = ?, context_lost = ?
+		WHERE workspace_id = ? AND id = ?`
 
 // affectedOne turns "no row matched" into host.ErrNotFound.
 func affectedOne(op string, res sql.Result, err error) error {

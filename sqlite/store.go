@@ -3,6 +3,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -26,6 +27,11 @@ type Options struct {
 	NoMigrate bool
 	// Logger receives migration and decode warnings. Nil discards them.
 	Logger *slog.Logger
+
+	// checkpointEvery overrides checkpointEvery (checkpoint.go); negative
+	// runs no background checkpointer, for tests that need the WAL left
+	// alone.
+	checkpointEvery time.Duration
 }
 
 // Store implements host.Store on one SQLite database file.
@@ -45,6 +51,12 @@ type Store struct {
 	// connection: they run once per message per output batch.
 	appendMessage, insertPart, deleteParts *sql.Stmt
 	relay                                  relayClaims // relay_claims.go
+	// hot holds the other statements of an output transaction, prepared
+	// once on the writer's connection (prepared.go).
+	hot map[string]*sql.Stmt
+	// ckpt checkpoints the WAL in the background (checkpoint.go); nil
+	// only in tests.
+	ckpt *checkpointer
 }
 
 var _ host.Store = (*Store)(nil)
@@ -84,6 +96,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	st := &Store{w: w, r: r, log: log}
+	if every := cmp.Or(opts.checkpointEvery, checkpointEvery); every > 0 {
+		if st.ckpt, err = openCheckpointer(ctx, path, every, log); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -92,6 +110,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			st.Close()
 			return nil, classify("prepare append statements", err)
 		}
+	}
+	if st.hot, err = prepareHot(ctx, w); err != nil {
+		st.Close()
+		return nil, err
 	}
 	return st, nil
 }
@@ -111,9 +133,12 @@ func dsn(path string, extra url.Values) string {
 	return path + "?" + q.Encode()
 }
 
+// openWriter opens the single writer connection. Its commits never
+// checkpoint the WAL (wal_autocheckpoint=0): the store's checkpointer does
+// that from its own connection (checkpoint.go).
 func openWriter(ctx context.Context, path string) (*sql.DB, error) {
 	db, err := sql.Open("sqlite", dsn(path, url.Values{
-		"_pragma": {"journal_mode(WAL)"},
+		"_pragma": {"journal_mode(WAL)", "wal_autocheckpoint(0)"},
 		"_txlock": {"immediate"},
 	}))
 	if err != nil {
@@ -153,10 +178,16 @@ func (s *Store) Close() error {
 		return nil
 	}
 	var errs []error
+	if s.ckpt != nil {
+		errs = append(errs, s.ckpt.close())
+	}
 	for _, stmt := range []*sql.Stmt{s.appendMessage, s.insertPart, s.deleteParts} {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
 		}
+	}
+	for _, stmt := range s.hot {
+		errs = append(errs, stmt.Close())
 	}
 	return errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 }
@@ -194,19 +225,22 @@ func (s *Store) Update(ctx context.Context, fn func(host.Tx) error) (err error) 
 			panic(p)
 		}
 	}()
-	if err := fn(&tx{tx: sqlTx, s: s}); err != nil {
+	if err := fn(&tx{tx: preparedTx{Tx: sqlTx, stmts: s.hot}, s: s}); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return classify("commit", err)
 	}
+	if s.ckpt != nil {
+		s.ckpt.committed()
+	}
 	return nil
 }
 
 // tx implements host.Tx over one write transaction.
 type tx struct {
-	tx *sql.Tx
+	tx preparedTx
 	s  *Store
 }
 

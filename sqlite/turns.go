@@ -113,9 +113,11 @@ func (d *decoder) fail(col string, v any) {
 }
 
 func getTurn(ctx context.Context, q querier, ws, sessionID, turnID string) (host.Turn, error) {
-	return sqlstore.One(dialect, q.QueryRowContext(ctx, `SELECT `+turnCols+` FROM turns
-		WHERE workspace_id = ? AND session_id = ? AND id = ?`, ws, sessionID, turnID), scanTurn, "turn "+turnID, "get turn")
+	return sqlstore.One(dialect, q.QueryRowContext(ctx, getTurnSQL, ws, sessionID, turnID), scanTurn, "turn "+turnID, "get turn")
 }
+
+const getTurnSQL = `SELECT ` + turnCols + ` FROM turns
+		WHERE workspace_id = ? AND session_id = ? AND id = ?`
 
 // GetTurn returns one Turn of a session in ws.
 func (s *Store) GetTurn(ctx context.Context, ws, sessionID, turnID string) (host.Turn, error) {
@@ -153,17 +155,19 @@ func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: update turn %s: encode labels: %w", tu.ID, err)
 	}
-	res, err := t.tx.ExecContext(ctx, `UPDATE turns SET origin = ?, phase = ?, outcome = ?,
-		failure_reason = ?, stop_reason = ?, provider_session_id = ?, provider_turn_id = ?,
-		client_submit_id = ?, retracted = ?, cancel_requested = ?, submitted_by = ?,
-		updated_at = ?, settled_at = ?, applied_seq = max(applied_seq, ?), labels_json = ?
-		WHERE workspace_id = ? AND session_id = ? AND id = ?`,
+	res, err := t.tx.ExecContext(ctx, updateTurnSQL,
 		tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
 		tu.ProviderSessionID, tu.ProviderTurnID, tu.ClientSubmitID, boolInt(tu.Retracted),
 		boolInt(tu.CancelRequested), tu.SubmittedBy, ms(tu.UpdatedAt), msPtr(tu.SettledAt),
 		tu.AppliedSeq, string(labels), tu.WorkspaceID, tu.SessionID, tu.ID)
 	return affectedOne("update turn "+tu.ID, res, err)
 }
+
+const updateTurnSQL = `UPDATE turns SET origin = ?, phase = ?, outcome = ?,
+		failure_reason = ?, stop_reason = ?, provider_session_id = ?, provider_turn_id = ?,
+		client_submit_id = ?, retracted = ?, cancel_requested = ?, submitted_by = ?,
+		updated_at = ?, settled_at = ?, applied_seq = max(applied_seq, ?), labels_json = ?
+		WHERE workspace_id = ? AND session_id = ? AND id = ?`
 
 // ListTurns pages a session's turns newest first by seq.
 func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error) {
