@@ -138,3 +138,13 @@ func TestNiceCeilAndFnum(t *testing.T) {
 		}
 	}
 }
+
+// Issue 10 bounds the fan-out p99 at 2× the bare server on one replica and
+// 3× across replicas; a two-replica run must not be judged by the first.
+func TestFanoutP99LimitFollowsReplicas(t *testing.T) {
+	for replicas, want := range map[int]float64{1: 2, 2: 3, 4: 3} {
+		if got := fanoutP99Limit(replicas); got != want {
+			t.Errorf("fanoutP99Limit(%d) = %g, want %g", replicas, got, want)
+		}
+	}
+}
