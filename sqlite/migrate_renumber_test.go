@@ -2,12 +2,14 @@ package sqlite
 
 import (
 	"database/sql"
-	"os"
+	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -17,8 +19,40 @@ import (
 	"github.com/ensemble-dev/ensemble/internal/sqlstore/sqlstoretest"
 )
 
-// A database migrated with the old SQLite numbering (testdata/migrations_v1
-// holds those files as they shipped) is opened by the current code: its
+// oldNumbering lists the SQLite migrations in the order and numbering they
+// shipped with before the renumbering: old version i+1 is oldNumbering[i].
+// Their text is unchanged since (migrations are never edited once shipped),
+// so oldMigrations builds the old set from today's files by name.
+var oldNumbering = []string{"init", "interactions", "session_leases", "outbox_prune",
+	"output_appends", "session_context_lost", "labels", "message_parts", "queue",
+	"goals", "tombstones", "lineage"}
+
+// oldMigrations is the old SQLite migration set as it shipped, each file
+// under its old number.
+func oldMigrations(t *testing.T) fstest.MapFS {
+	t.Helper()
+	current, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]string{}
+	for _, e := range current {
+		_, name := splitMigration(t, e.Name())
+		byName[name] = e.Name()
+	}
+	old := fstest.MapFS{}
+	for i, name := range oldNumbering {
+		data, err := fs.ReadFile(migrationFiles, "migrations/"+byName[name])
+		if err != nil {
+			t.Fatalf("old migration %d %s: %v", i+1, name, err)
+		}
+		old[fmt.Sprintf("%05d_%s.sql", i+1, name)] = &fstest.MapFile{Data: data}
+	}
+	return old
+}
+
+// A database migrated with the old SQLite numbering (oldMigrations) is
+// opened by the current code: its
 // recorded versions are translated, the rest of the migrations apply, and
 // the result has exactly the schema of a database created today, with its
 // rows intact. upTo covers the complete old set, a database stopped right
@@ -35,7 +69,7 @@ func TestUpgradeFromOldNumbering(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			old, err := goose.NewProvider(database.DialectSQLite3, db, os.DirFS("testdata/migrations_v1"),
+			old, err := goose.NewProvider(database.DialectSQLite3, db, oldMigrations(t),
 				goose.WithDisableGlobalRegistry(true))
 			if err != nil {
 				t.Fatal(err)
@@ -103,11 +137,7 @@ func TestLegacyVersion(t *testing.T) {
 			t.Errorf("legacyVersion(%d) = %d, want %d", old, got, shared)
 		}
 	}
-	entries, err := os.ReadDir("testdata/migrations_v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	current, err := os.ReadDir("migrations")
+	current, err := fs.ReadDir(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +146,10 @@ func TestLegacyVersion(t *testing.T) {
 		v, name := splitMigration(t, e.Name())
 		names[v] = name
 	}
-	for _, e := range entries {
-		v, name := splitMigration(t, e.Name())
+	for i, name := range oldNumbering {
+		v := int64(i + 1)
 		if got := names[legacyVersion(v)]; got != name {
-			t.Errorf("old %s maps to version %d, which is %q", e.Name(), legacyVersion(v), got)
+			t.Errorf("old %d %s maps to version %d, which is %q", v, name, legacyVersion(v), got)
 		}
 	}
 }
