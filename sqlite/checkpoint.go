@@ -3,8 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
-	"net/url"
 	"time"
 )
 
@@ -45,17 +45,9 @@ type checkpointer struct {
 }
 
 func openCheckpointer(ctx context.Context, path string, every time.Duration, log *slog.Logger) (*checkpointer, error) {
-	db, err := sql.Open("sqlite", dsn(path, url.Values{}))
+	db, err := openSingle(ctx, path, nil)
 	if err != nil {
-		return nil, classify("open checkpointer", err)
-	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxIdleTime(0)
-	db.SetConnMaxLifetime(0)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, classify("open checkpointer "+path, err)
+		return nil, fmt.Errorf("checkpointer: %w", err)
 	}
 	c := &checkpointer{db: db, log: log, every: every,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}

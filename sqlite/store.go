@@ -137,10 +137,18 @@ func dsn(path string, extra url.Values) string {
 // checkpoint the WAL (wal_autocheckpoint=0): the store's checkpointer does
 // that from its own connection (checkpoint.go).
 func openWriter(ctx context.Context, path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", dsn(path, url.Values{
+	// Opening the connection switches the file to WAL before any reader
+	// attaches.
+	return openSingle(ctx, path, url.Values{
 		"_pragma": {"journal_mode(WAL)", "wal_autocheckpoint(0)"},
 		"_txlock": {"immediate"},
-	}))
+	})
+}
+
+// openSingle opens a pool of exactly one connection that is never closed
+// for idleness, and opens that connection now.
+func openSingle(ctx context.Context, path string, extra url.Values) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, extra))
 	if err != nil {
 		return nil, classify("open", err)
 	}
@@ -148,8 +156,6 @@ func openWriter(ctx context.Context, path string) (*sql.DB, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(0)
 	db.SetConnMaxLifetime(0)
-	// Ping opens the connection, which switches the file to WAL before any
-	// reader attaches.
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, classify("open "+path, err)
