@@ -26,59 +26,22 @@ func TestLoadtestEndToEnd(t *testing.T) {
 		"--idle-conns", "40", "--idle-window", "1s",
 		"--submit-concurrency", "1,2",
 		"--reconnect-clients", "40", "--backoff-base", "20ms", "--backoff-cap", "500ms"}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, ensembleBinary(t), args...)
-	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("ensemble loadtest: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	scenarios, stdout, stderr, err := runLoadtest(t, out, 4*time.Minute, args)
+	if err != nil {
+		t.Fatalf("ensemble loadtest: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
 	for _, f := range []string{"report.md", "report.svg"} {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s missing or empty: %v", f, err)
 		}
 	}
-	if !strings.Contains(stdout.String(), "## fanout") {
-		t.Errorf("the Markdown report was not printed:\n%s", stdout.String())
-	}
-	data, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
-		Scenarios []struct {
-			Name    string
-			Skipped string
-			Counts  []struct {
-				Name  string
-				Value any
-			}
-			Checks []struct {
-				Name string
-				OK   bool
-				Info string
-			}
-			Series []struct {
-				Name      string
-				Reference bool
-				Latency   struct{ Count int64 }
-			}
-		}
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("report.json: %v", err)
+	if !strings.Contains(stdout, "## fanout") {
+		t.Errorf("the Markdown report was not printed:\n%s", stdout)
 	}
 	got := map[string]bool{}
-	for _, s := range rep.Scenarios {
+	for _, s := range scenarios {
 		got[s.Name] = true
-		counts := map[string]float64{}
-		for _, c := range s.Counts {
-			if v, ok := c.Value.(float64); ok {
-				counts[c.Name] = v
-			}
-		}
+		counts := s.counts()
 		if s.Skipped != "" {
 			t.Errorf("%s skipped: %s", s.Name, s.Skipped)
 			continue
@@ -149,4 +112,63 @@ func TestLoadtestRefusesRemoteTargets(t *testing.T) {
 		!strings.Contains(stderr.String(), "not a loopback address") {
 		t.Errorf("--redis-url 192.168.1.9: exit %d, stderr %q", code, stderr.String())
 	}
+}
+
+// loadtestScenario is the part of a scenario in report.json the tests
+// read.
+type loadtestScenario struct {
+	Name    string
+	Skipped string
+	Params  []struct {
+		Name  string
+		Value any
+	}
+	Counts []struct {
+		Name  string
+		Value any
+	}
+	Checks []struct {
+		Name string
+		OK   bool
+		Info string
+	}
+	Series []struct {
+		Name      string
+		Reference bool
+		Latency   struct{ Count int64 }
+	}
+}
+
+// counts maps the scenario's numeric counts by name.
+func (s loadtestScenario) counts() map[string]float64 {
+	m := map[string]float64{}
+	for _, c := range s.Counts {
+		if v, ok := c.Value.(float64); ok {
+			m[c.Name] = v
+		}
+	}
+	return m
+}
+
+// runLoadtest runs the ensemble binary with args (which write their report
+// to out), killing it after timeout, and returns the report's scenarios, the command's output and its
+// error; a missing or unreadable report fails the test at once.
+func runLoadtest(t *testing.T, out string, timeout time.Duration, args []string) ([]loadtestScenario, string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ensembleBinary(t), args...)
+	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatalf("report.json: %v (loadtest: %v)\nstdout:\n%s\nstderr:\n%s", err, runErr, stdout.String(), stderr.String())
+	}
+	var rep struct{ Scenarios []loadtestScenario }
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	return rep.Scenarios, stdout.String(), stderr.String(), runErr
 }

@@ -1,12 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -135,42 +129,11 @@ func TestLoadtestStormMostlyIdle(t *testing.T) {
 	}
 }
 
-// stormScenario is the part of a storm scenario's report.json the tests
-// read.
-type stormScenario struct {
-	Name    string
-	Skipped string
-	Params  []struct {
-		Name  string
-		Value any
-	}
-	Counts []struct {
-		Name  string
-		Value any
-	}
-	Checks []struct {
-		Name string
-		OK   bool
-		Info string
-	}
-}
-
-// counts maps the scenario's numeric counts by name.
-func (s stormScenario) counts() map[string]float64 {
-	m := map[string]float64{}
-	for _, c := range s.Counts {
-		if v, ok := c.Value.(float64); ok {
-			m[c.Name] = v
-		}
-	}
-	return m
-}
-
 // runStorm runs `ensemble loadtest` at CI size (160 clients over 4
 // streaming sessions, two replicas on the test PostgreSQL and Redis) with
 // extra flags and returns the report's scenarios, the command's stderr and
-// its error; a missing or unreadable report fails the test at once.
-func runStorm(t *testing.T, extra ...string) ([]stormScenario, string, error) {
+// its error.
+func runStorm(t *testing.T, extra ...string) ([]loadtestScenario, string, error) {
 	t.Helper()
 	redisURL := clusterRedis(t)
 	dbURL := clusterPostgres(t)
@@ -180,20 +143,6 @@ func runStorm(t *testing.T, extra ...string) ([]stormScenario, string, error) {
 		"--storm-max-subscribes", "8", "--words", "40", "--rate", "5ms",
 		"--backoff-base", "50ms", "--backoff-cap", "1s",
 		"--database-url", dbURL, "--redis-url", redisURL}, extra...)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, ensembleBinary(t), args...)
-	cmd.Env = append(os.Environ(), "ENSEMBLE_JWT_SECRET=")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	data, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatalf("report.json: %v (loadtest: %v)\nstdout:\n%s\nstderr:\n%s", err, runErr, stdout.String(), stderr.String())
-	}
-	var rep struct{ Scenarios []stormScenario }
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
-	return rep.Scenarios, stderr.String(), runErr
+	scenarios, _, stderr, err := runLoadtest(t, out, 5*time.Minute, args)
+	return scenarios, stderr, err
 }
