@@ -202,7 +202,7 @@ type answerRuntime struct {
 }
 
 func (r *answerRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
-	if err := sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID); err != nil {
+	if err := sink.Accepted(ctx, host.Acceptance{ProviderSessionID: req.ProviderSessionID, ProviderTurnID: "pt-" + req.Ref.TurnID}); err != nil {
 		return err
 	}
 	go func() {
