@@ -109,6 +109,11 @@ func (k *turnSink) committed(batch []OutputEvent) {
 	q.mu.Lock()
 	q.pending = q.pending[len(batch):]
 	q.mu.Unlock()
+	k.opened(batch)
+}
+
+// opened records which messages the committed batch left streaming.
+func (k *turnSink) opened(batch []OutputEvent) {
 	k.mu.Lock()
 	for _, ev := range batch {
 		k.open[ev.Key] = !ev.Done

@@ -295,7 +295,9 @@ type TurnSink interface {
 	// Accepted is the acceptance barrier: it returns only after the exact
 	// provider identity is durably bound. The runtime must hold all output
 	// until it returns, and report nothing more for the Turn if it fails.
-	Accepted(ctx context.Context, providerSessionID, providerTurnID string) error
+	// What it already holds may go with it (Acceptance.Output, .Terminal)
+	// and commits in the same transaction.
+	Accepted(ctx context.Context, a Acceptance) error
 	// Output reports agent output. Key identifies one message within the
 	// Turn (for example "text-1" or "tool-<id>"); text is appended. The
 	// Host may queue the event and commit it with the ones that follow
@@ -325,6 +327,22 @@ type TurnSink interface {
 	// Steering pulls for the running Turn (queue.go); only a runtime
 	// that SupportsSteering calls it.
 	SteeringSource
+}
+
+// Acceptance is what a runtime reports at the acceptance barrier: the exact
+// provider identity and what it already holds for the Turn. Committing the
+// held output (and an already known end) with the acceptance saves the
+// commits that would follow it at once: the first words reach watchers one
+// commit sooner, and an instant answer is one transaction after dispatch.
+type Acceptance struct {
+	ProviderSessionID, ProviderTurnID string
+	// Output is output held at the barrier, numbered from the Turn's first
+	// sequence number as any output; Final is ignored (it all commits here).
+	Output []OutputEvent
+	// Terminal is set when the prompt ended before the barrier and Output
+	// is all of its output: the Turn settles in the acceptance transaction
+	// and the runtime reports nothing more for it.
+	Terminal *Terminal
 }
 
 // OutputEvent is one piece of agent output for a Turn.

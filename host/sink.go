@@ -115,46 +115,63 @@ func (k *turnSink) Observed(ctx context.Context, phase TurnPhase) error {
 
 // Accepted binds canonical turn id to the exact provider identity in one
 // transaction, accepts the submit claim and reveals a provisional session.
-func (k *turnSink) Accepted(ctx context.Context, providerSessionID, providerTurnID string) error {
-	if providerSessionID == "" || providerTurnID == "" {
+// The output held at the barrier commits in the same transaction, and so
+// does the settlement when the runtime already has the terminal: one
+// commit where there were two or three.
+func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
+	if a.ProviderSessionID == "" || a.ProviderTurnID == "" {
 		return Errorf(CodeInternal, "acceptance without a provider identity")
 	}
-	var cancelAfter bool
+	term := a.Terminal
+	if term != nil && term.StateLost {
+		term = &Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown, StopReason: term.StopReason}
+	}
+	var (
+		cancelAfter bool
+		settled     Turn
+	)
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, s, err := k.load(ctx, tx, fenceUnsettled)
+		// A retry after an ambiguous commit finds the identity bound and
+		// the held output applied (sequence numbers): it writes nothing.
+		// With the terminal, it finds the Turn settled.
+		retry := t.Accepted() && t.ProviderSessionID == a.ProviderSessionID && t.ProviderTurnID == a.ProviderTurnID
+		if errors.Is(err, errTurnSettled) && retry && term != nil {
+			settled = t
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		if t.Phase == PhaseDurablyAccepted && t.ProviderSessionID == providerSessionID && t.ProviderTurnID == providerTurnID {
-			cancelAfter = t.CancelRequested
-			return nil // a retry after an ambiguous commit
-		}
-		t.Phase, t.UpdatedAt = PhaseDurablyAccepted, k.h.nowUTC()
-		t.ProviderSessionID, t.ProviderTurnID = providerSessionID, providerTurnID
-		// The agent that accepted the prompt is the one that runs it (its
-		// version is known once it has introduced itself).
-		agent := k.h.runtime.Describe()
-		t.Agent = &agent
-		if err := tx.UpdateTurn(ctx, t); err != nil {
-			return err
-		}
-		c, err := tx.Claim(ctx, t.WorkspaceID, t.ClientSubmitID)
-		if err != nil {
-			return err
-		}
-		c.State, c.UpdatedAt = ClaimAccepted, t.UpdatedAt
-		if err := tx.UpdateClaim(ctx, c); err != nil {
-			return err
-		}
-		if s.Provisional {
+		turnDirty, sessDirty := false, false
+		if !retry {
+			if err := k.bind(ctx, tx, &t, &s, a); err != nil {
+				return err
+			}
+			turnDirty, sessDirty = true, s.Provisional
 			s.Provisional = false
-			s.UpdatedAt = t.UpdatedAt
-			if err := tx.UpdateSession(ctx, s); err != nil {
+			emit(turnFact(t))
+		}
+		if len(a.Output) > 0 {
+			applied, err := k.applyOutput(ctx, tx, emit, &t, &s, a.Output)
+			if err != nil {
+				return err
+			}
+			turnDirty, sessDirty = turnDirty || applied, sessDirty || applied
+		}
+		cancelAfter = t.CancelRequested
+		if term != nil { // settleIn writes the Turn and the session
+			settled, err = k.h.settleIn(ctx, tx, emit, t, s, *term, "", k.openKeys(a.Output...))
+			return err
+		}
+		if turnDirty {
+			if err := tx.UpdateTurn(ctx, t); err != nil {
 				return err
 			}
 		}
-		cancelAfter = t.CancelRequested
-		emit(turnFact(t))
+		if sessDirty {
+			return tx.UpdateSession(ctx, s)
+		}
 		return nil
 	})
 	k.mu.Lock()
@@ -164,9 +181,40 @@ func (k *turnSink) Accepted(ctx context.Context, providerSessionID, providerTurn
 	if err != nil {
 		return err
 	}
+	k.opened(a.Output)
+	if term != nil {
+		// The Turn is over: what Terminal does after its commit.
+		k.h.afterSettle(k.ref, settled, nil)
+		k.h.work.release(k.ref.TurnID)
+		return nil
+	}
 	if cancelAfter { // a cancel arrived while the barrier was open
 		// Not confirmed here means the reconciler delivers it again.
 		go k.h.deliverCancel(context.WithoutCancel(ctx), k.ref)
+	}
+	return nil
+}
+
+// bind moves t to durably_accepted with the provider identity of a and
+// accepts its submit claim, in tx; the caller writes t (and s, whose
+// provisional flag the acceptance clears).
+func (k *turnSink) bind(ctx context.Context, tx Tx, t *Turn, s *Session, a Acceptance) error {
+	t.Phase, t.UpdatedAt = PhaseDurablyAccepted, k.h.nowUTC()
+	t.ProviderSessionID, t.ProviderTurnID = a.ProviderSessionID, a.ProviderTurnID
+	// The agent that accepted the prompt is the one that runs it (its
+	// version is known once it has introduced itself).
+	agent := k.h.runtime.Describe()
+	t.Agent = &agent
+	c, err := tx.Claim(ctx, t.WorkspaceID, t.ClientSubmitID)
+	if err != nil {
+		return err
+	}
+	c.State, c.UpdatedAt = ClaimAccepted, t.UpdatedAt
+	if err := tx.UpdateClaim(ctx, c); err != nil {
+		return err
+	}
+	if s.Provisional {
+		s.UpdatedAt = t.UpdatedAt
 	}
 	return nil
 }

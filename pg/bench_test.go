@@ -148,6 +148,15 @@ type settleSink struct {
 	once sync.Once
 }
 
+// Accepted: an answer that was over at the barrier settles with it.
+func (s *settleSink) Accepted(ctx context.Context, a host.Acceptance) error {
+	err := s.TurnSink.Accepted(ctx, a)
+	if err == nil && a.Terminal != nil {
+		s.once.Do(func() { close(s.done) })
+	}
+	return err
+}
+
 func (s *settleSink) Terminal(ctx context.Context, t host.Terminal) error {
 	err := s.TurnSink.Terminal(ctx, t)
 	if err == nil {

@@ -35,7 +35,9 @@ func scanLease(row sqlstore.Scanner, ws, sid string) (host.SessionLease, bool, e
 
 // AcquireLease implements host.LeaseStore: one transaction that locks the
 // lease row (created as an expired placeholder if missing), so concurrent
-// acquirers on several replicas are serialized and exactly one wins.
+// acquirers on several replicas are serialized and exactly one wins. The
+// lock is FOR UPDATE, which is also what makes a takeover wait for the old
+// owner's fenced writes (CheckLease's key-share lock).
 func (s *Store) AcquireLease(ctx context.Context, ws, sid, owner string, ttl time.Duration) (host.SessionLease, error) {
 	var out host.SessionLease
 	err := s.Update(ctx, func(htx host.Tx) error {
@@ -114,14 +116,19 @@ func (s *Store) GetLease(ctx context.Context, ws, sid string) (host.SessionLease
 }
 
 // CheckLease implements host.LeaseTx: the fence inside a write. It takes a
-// share lock on the lease row so a takeover cannot commit between the check
-// and this transaction's commit.
+// key-share lock on the lease row so a takeover (AcquireLease locks the row
+// FOR UPDATE) cannot commit between the check and this transaction's
+// commit. Key share, not share: the owner's renewal and release change only
+// the expiry, a non-key column, so they neither wait for the session's
+// open writes nor, while waiting, queue every next write of the session
+// behind them (with FOR SHARE each renewal stalled the session's output
+// for a commit or two).
 func (t *tx) CheckLease(ctx context.Context, ws, sid, owner string, gen int64) error {
 	if t.failed != nil {
 		return t.failed
 	}
 	l, found, err := scanLease(t.tx.QueryRow(ctx, `SELECT `+leaseCols+` FROM session_leases
-		WHERE workspace_id = $1 AND session_id = $2 FOR SHARE`, ws, sid), ws, sid)
+		WHERE workspace_id = $1 AND session_id = $2 FOR KEY SHARE`, ws, sid), ws, sid)
 	if err != nil {
 		return t.fail(err)
 	}

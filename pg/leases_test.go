@@ -1,7 +1,9 @@
 package pg
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/host/storetest"
@@ -10,4 +12,73 @@ import (
 func TestLeaseContract(t *testing.T) {
 	url, _ := testSchema(t)
 	storetest.RunLeases(t, func(t *testing.T) host.Store { return openTest(t, url, Options{}) })
+}
+
+// TestLeaseFenceLetsRenewalsThrough: a fenced write holds the lease row in
+// key-share mode, so the owner's renewal (it changes only the expiry)
+// does not wait for it, and no fenced write queues behind a waiting
+// renewal; a takeover locks the row for update and still waits for it.
+func TestLeaseFenceLetsRenewalsThrough(t *testing.T) {
+	url, schema := testSchema(t)
+	st := openTest(t, url, Options{})
+	ctx := t.Context()
+	const ws, sid = "ws-fence", "s-fence"
+	if _, err := st.AcquireLease(ctx, ws, sid, "epA", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	fenced, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- st.Update(ctx, func(tx host.Tx) error {
+			if err := tx.CheckLease(ctx, ws, sid, "epA", 1); err != nil {
+				return err
+			}
+			close(fenced)
+			<-release // the write is still open
+			return nil
+		})
+	}()
+	<-fenced
+	// Bounded only so a regression fails instead of hanging: it waited
+	// for the fenced write's commit before.
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := st.RenewLease(rctx, ws, sid, "epA", 1, time.Hour)
+	cancel()
+	if err != nil {
+		close(release)
+		t.Fatalf("renewal while a fenced write is open: %v", err)
+	}
+	// A takeover (the lease released, another owner) waits for the write.
+	if err := st.ReleaseLease(ctx, ws, sid, "epA", 1); err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	took := make(chan host.SessionLease, 1)
+	go func() {
+		l, err := st.AcquireLease(ctx, ws, sid, "epB", time.Hour)
+		if err != nil {
+			t.Error(err)
+		}
+		took <- l
+	}()
+	admin := adminConn(t)
+	for waiting := false; !waiting; {
+		if err := admin.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock'`, schema).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case l := <-took:
+			close(release)
+			t.Fatalf("a takeover passed an open fenced write: %+v", l)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("fenced write: %v", err)
+	}
+	if l := <-took; l.Owner != "epB" || l.Generation != 2 {
+		t.Fatalf("takeover after the write: %+v", l)
+	}
 }

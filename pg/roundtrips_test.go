@@ -199,16 +199,28 @@ func TestOutputCommitRoundTrips(t *testing.T) {
 type answerRuntime struct {
 	*storetest.SinkRuntime
 	settled chan error
+	// atBarrier: the answer is over before the barrier and goes with the
+	// acceptance, as the ACP adapter reports it when the agent's response
+	// arrived first.
+	atBarrier bool
 }
 
 func (r *answerRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
-	if err := sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID); err != nil {
+	a := host.Acceptance{ProviderSessionID: req.ProviderSessionID, ProviderTurnID: "pt-" + req.Ref.TurnID}
+	answer := host.OutputEvent{Seq: 1, Key: "text-1", Kind: host.KindText, Text: "the answer", Done: true, Final: true}
+	if r.atBarrier {
+		a.Output, a.Terminal = []host.OutputEvent{answer}, &host.Terminal{Outcome: host.OutcomeCompleted}
+	}
+	if err := sink.Accepted(ctx, a); err != nil {
 		return err
+	}
+	if r.atBarrier {
+		r.settled <- nil
+		return nil
 	}
 	go func() {
 		ctx := context.WithoutCancel(ctx)
-		err := sink.Output(ctx, host.OutputEvent{Seq: 1, Key: "text-1", Kind: host.KindText,
-			Text: "the answer", Done: true, Final: true})
+		err := sink.Output(ctx, answer)
 		if err == nil {
 			err = sink.Terminal(ctx, host.Terminal{Outcome: host.OutcomeCompleted})
 		}
@@ -225,10 +237,20 @@ func (r *answerRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 // claim and turn inserts of the admission stay round trips of their own:
 // a duplicate is reported by the call itself.
 func TestDurableSubmitRoundTrips(t *testing.T) {
+	testSubmitRoundTrips(t, false, []int{6, 3, 5, 10})
+}
+
+// TestAnswerAtTheBarrierRoundTrips: an answer that is over before the
+// barrier commits with the acceptance: 3 transactions per submit.
+func TestAnswerAtTheBarrierRoundTrips(t *testing.T) {
+	testSubmitRoundTrips(t, true, []int{6, 3, 11})
+}
+
+func testSubmitRoundTrips(t *testing.T, atBarrier bool, want []int) {
 	url, _ := testSchema(t)
 	tr := &rtTracer{}
 	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "1"}), Options{Tracer: tr, Logger: quietLogger()})
-	rt := &answerRuntime{SinkRuntime: storetest.NewSinkRuntime(), settled: make(chan error, 1)}
+	rt := &answerRuntime{SinkRuntime: storetest.NewSinkRuntime(), settled: make(chan error, 1), atBarrier: atBarrier}
 	h, sid := rtSession(t, st, rt)
 	ctx := t.Context()
 	submit := func(id string) {
@@ -263,7 +285,6 @@ func TestDurableSubmitRoundTrips(t *testing.T) {
 	for i, tt := range txs {
 		fmt.Fprintf(&trips, "\n  transaction %d:%v", i+1, tt)
 	}
-	want := []int{6, 3, 5, 10}
 	if !slices.Equal(got, want) {
 		t.Fatalf("round trips per transaction = %v (total %d), want %v%s", got, total, want, trips.String())
 	}

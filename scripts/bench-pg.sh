@@ -41,10 +41,22 @@ echo
 go test -c -o /tmp/ensemble-pg-bench.$$ ./pg/ >/dev/null
 trap 'rm -f /tmp/ensemble-pg-bench.$$; psql -X -q "$url" -c "DROP DATABASE IF EXISTS ${scratch}" >/dev/null 2>&1 || true' EXIT
 
-printf '%8s  %14s  %12s  %14s  %12s  %10s  %12s  %12s\n' clients "submits/s" "tx/submit" "stmts/submit" "rtt/submit" "pgbench tps" "ratio" "tx ratio"
+# busy reads the machine's CPU counters (/proc/stat: all CPUs, jiffies):
+# "busy total". cores_between prints how many cores were busy on average
+# between two readings: near $(nproc), the run was CPU-bound and its rate
+# is what the machine's cores allow, whatever the round trips.
+busy() { awk '/^cpu / {b = $2 + $3 + $4 + $7 + $8 + $9; print b, b + $5 + $6}' /proc/stat; }
+cores_between() {
+	awk -v a="$1" -v b="$2" -v n="$(nproc)" 'BEGIN {split(a, x, " "); split(b, y, " ");
+		t = y[2] - x[2]; if (t <= 0) t = 1; printf "%.2f", n * (y[1] - x[1]) / t}'
+}
+
+printf '%8s  %14s  %12s  %14s  %12s  %10s  %12s  %12s  %12s  %12s\n' clients "submits/s" "tx/submit" "stmts/submit" "rtt/submit" "pgbench tps" "ratio" "tx ratio" "busy cores" "pgb cores"
 for c in $clients; do
+	b0=$(busy)
 	out=$(ENSEMBLE_TEST_DATABASE_URL="$url" /tmp/ensemble-pg-bench.$$ -test.run '^$' \
 		-test.bench "BenchmarkDurableSubmit/clients=${c}\$" -test.benchtime "$bench_time" 2>&1) || { echo "$out" >&2; exit 1; }
+	cores=$(cores_between "$b0" "$(busy)")
 	line=$(grep -E "^BenchmarkDurableSubmit/clients=${c}(-[0-9]+)?[[:space:]]" <<<"$out" | tail -n 1)
 	metric() { awk -v m="$1" '{for (i = 2; i <= NF; i++) if ($i == m) print $(i-1)}' <<<"$line"; }
 	submits=$(metric submits/s)
@@ -55,12 +67,15 @@ for c in $clients; do
 	rtt=$(metric rtt/submit)
 	rtt=${rtt:--}
 	threads=$(( c < $(nproc) ? c : $(nproc) ))
+	b0=$(busy)
 	tps=$(pgbench -N -M prepared -c "$c" -j "$threads" -T "$seconds" "$scratch_url" 2>/dev/null |
 		awk -F'= ' '/^tps/ {split($2, a, " "); print a[1]}')
+	pgcores=$(cores_between "$b0" "$(busy)")
 	ratio=$(awk -v a="$submits" -v b="$tps" 'BEGIN {printf "%.3f", a / b}')
 	txratio=$(awk -v a="$submits" -v t="$txs" -v b="$tps" 'BEGIN {printf "%.3f", a * t / b}')
-	printf '%8s  %14.1f  %12.1f  %14.1f  %12s  %10.1f  %12s  %12s\n' "$c" "$submits" "$txs" "$stmts" "$rtt" "$tps" "$ratio" "$txratio"
+	printf '%8s  %14.1f  %12.1f  %14.1f  %12s  %10.1f  %12s  %12s  %12s  %12s\n' "$c" "$submits" "$txs" "$stmts" "$rtt" "$tps" "$ratio" "$txratio" "$cores" "$pgcores"
 	grep -E "^BenchmarkDurableSubmit" <<<"$out" | sed 's/^/    /' >&2
 done
 echo
 echo "ratio = durable submits/s ÷ pgbench tps; tx ratio = (submits/s × transactions per submit) ÷ pgbench tps"
+echo "busy cores / pgb cores = the machine's average busy CPUs during the benchmark / during pgbench (of $(nproc))"

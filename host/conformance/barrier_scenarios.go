@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -39,7 +40,7 @@ func (p *barrierProbe) Observed(ctx context.Context, phase host.TurnPhase) error
 	return err
 }
 
-func (p *barrierProbe) Accepted(ctx context.Context, ps, pt string) error {
+func (p *barrierProbe) Accepted(ctx context.Context, a host.Acceptance) error {
 	page, _ := p.f.store.ListMessages(ctx, p.ref.WorkspaceID, p.ref.SessionID, host.MessageQuery{})
 	p.mu.Lock()
 	for _, m := range page.Messages {
@@ -47,8 +48,9 @@ func (p *barrierProbe) Accepted(ctx context.Context, ps, pt string) error {
 			p.agentMsg++
 		}
 	}
+	p.outputs += len(a.Output) // held output commits with the acceptance
 	p.mu.Unlock()
-	return p.TurnSink.Accepted(ctx, ps, pt)
+	return p.TurnSink.Accepted(ctx, a)
 }
 
 func (p *barrierProbe) Output(ctx context.Context, ev host.OutputEvent) error {
@@ -182,5 +184,56 @@ var ProviderStateLost = Scenario{"barrier/provider_state_lost_is_execution_statu
 	next := f.waitSettled(f.sendAfterContextLoss(s.ID, "b-4", "still there?"))
 	if next.Outcome != host.OutcomeCompleted {
 		t.Fatalf("next turn: %+v", next)
+	}
+}}
+
+// AnswerAtTheBarrier: an answer the agent finished before the barrier
+// (held output and the terminal) commits with the acceptance, in one
+// transaction, also when that commit's acknowledgement is lost.
+var AnswerAtTheBarrier = Scenario{"barrier/answer_at_the_barrier_commits_with_acceptance", func(t *testing.T, d Driver) {
+	for _, ambiguous := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ambiguous=%v", ambiguous), func(t *testing.T) {
+			f := newFixture(t, d)
+			evs := []host.OutputEvent{
+				{Seq: 1, Key: "text-1", Kind: host.KindText, Text: "all of "},
+				{Seq: 2, Key: "text-1", Kind: host.KindText, Text: "it", Done: true},
+				{Seq: 3, Key: "text-2", Kind: host.KindText, Text: "left open"},
+			}
+			rt := &scriptRuntime{events: evs, held: len(evs)}
+			f.useScript(rt)
+			if ambiguous {
+				f.store.mu.Lock()
+				f.store.sinkFault = func(n int) sinkFault {
+					if n == 0 {
+						return sinkAmbiguous
+					}
+					return sinkCommit
+				}
+				f.store.mu.Unlock()
+			}
+			s := f.createEmpty()
+			tr := f.waitSettled(f.mustSend(s.ID, "barrier-1", "go"))
+			if tr.Outcome != host.OutcomeCompleted || tr.ProviderTurnID == "" {
+				t.Fatalf("turn: %+v", tr)
+			}
+			if txs := f.store.outputTxs(); len(txs) != 1 || !txs[0].settles {
+				t.Fatalf("acceptance, output and settlement took %d output transactions, want 1 that settles: %+v", len(txs), txs)
+			}
+			msgs := f.messages(s.ID, host.MessageQuery{TurnID: tr.ID})
+			checkTranscript(t, msgs, tr.ID, evs, false)
+			for _, m := range msgs {
+				if m.Streaming {
+					t.Fatalf("message %s still streaming after the settlement", m.ID)
+				}
+			}
+			c, err := f.store.GetClaim(ctx, ws, "barrier-1")
+			if err != nil || c.State != host.ClaimAccepted {
+				t.Fatalf("claim %+v, %v", c, err)
+			}
+			// The Turn let go of the session: the next prompt runs.
+			if next := f.waitSettled(f.mustSend(s.ID, "barrier-2", "again")); next.Outcome != host.OutcomeCompleted {
+				t.Fatalf("next turn: %+v", next)
+			}
+		})
 	}
 }}

@@ -29,6 +29,10 @@ type scriptRuntime struct {
 	afterFirst chan struct{}
 	// beforeOutput, when set, runs after acceptance with the Turn's sink.
 	beforeOutput func(sink host.TurnSink)
+	// held: the first held events go with the acceptance, and the terminal
+	// too when that is all of them, as the ACP adapter reports what the
+	// agent sent before the barrier.
+	held int
 
 	wg sync.WaitGroup // the streaming goroutines this runtime owns
 	mu sync.Mutex
@@ -47,8 +51,23 @@ func (r *scriptRuntime) Start(_ context.Context, req host.StartRequest) (host.St
 }
 
 func (r *scriptRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
-	if err := retrySink(func() error { return sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID) }); err != nil {
+	a := host.Acceptance{ProviderSessionID: req.ProviderSessionID, ProviderTurnID: "pt-" + req.Ref.TurnID}
+	n := min(r.held, len(r.events))
+	a.Output = r.events[:n]
+	if r.held > 0 && n == len(r.events) {
+		a.Terminal = &host.Terminal{Outcome: host.OutcomeCompleted}
+	}
+	if err := retrySink(func() error { return sink.Accepted(ctx, a) }); err != nil {
 		return err
+	}
+	if n > 0 && r.afterOutput != nil {
+		r.afterOutput(req.Ref, a.Output)
+	}
+	if a.Terminal != nil {
+		if r.sentAll != nil {
+			close(r.sentAll)
+		}
+		return nil
 	}
 	// The stream outlives Dispatch (whose context ends when it returns),
 	// as a provider connection does.
@@ -60,6 +79,9 @@ func (r *scriptRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 			r.beforeOutput(sink)
 		}
 		for i, ev := range r.events {
+			if i < n {
+				continue // went with the acceptance
+			}
 			if err := retrySink(func() error { return sink.Output(ctx, ev) }); err != nil {
 				r.mu.Lock()
 				r.stopped = fmt.Errorf("output %d: %w", ev.Seq, err)
@@ -277,13 +299,25 @@ type recordingSink struct {
 }
 
 func (r *recordingSink) Output(ctx context.Context, ev host.OutputEvent) error {
+	r.record(ev)
+	return r.TurnSink.Output(ctx, ev)
+}
+
+// Accepted records the output held at the barrier, sent with it.
+func (r *recordingSink) Accepted(ctx context.Context, a host.Acceptance) error {
+	for _, ev := range a.Output {
+		r.record(ev)
+	}
+	return r.TurnSink.Accepted(ctx, a)
+}
+
+func (r *recordingSink) record(ev host.OutputEvent) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if !r.seen[ev.Seq] {
 		r.seen[ev.Seq] = true
 		*r.sent = append(*r.sent, ev)
 	}
-	r.mu.Unlock()
-	return r.TurnSink.Output(ctx, ev)
 }
 
 var OutputFaultSchedules = Scenario{"output/random_fault_schedules", func(t *testing.T, d Driver) {
@@ -292,6 +326,8 @@ var OutputFaultSchedules = Scenario{"output/random_fault_schedules", func(t *tes
 			rng := rand.New(rand.NewPCG(seed, 42))
 			f := newFixture(t, d)
 			rt := &scriptRuntime{events: randomEvents(rng)}
+			// Some answers start, or are all there, at the barrier.
+			rt.held = []int{0, 1, len(rt.events) / 2, len(rt.events)}[seed%4]
 			var mu sync.Mutex
 			var bad []string
 			rt.afterOutput = func(ref host.TurnRef, sent []host.OutputEvent) {

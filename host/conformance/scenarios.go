@@ -17,6 +17,7 @@ func Scenarios() []Scenario {
 		SessionBusy,
 		InvalidInput,
 		AcceptanceBarrier,
+		AnswerAtTheBarrier,
 		AcceptPersistenceFailure,
 		ProviderStateLost,
 		CancelSeparateFacts,

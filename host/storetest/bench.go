@@ -146,7 +146,7 @@ func (r *SinkRuntime) Start(_ context.Context, req host.StartRequest) (host.Star
 }
 
 func (r *SinkRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
-	if err := sink.Accepted(ctx, req.ProviderSessionID, "pt-"+req.Ref.TurnID); err != nil {
+	if err := sink.Accepted(ctx, host.Acceptance{ProviderSessionID: req.ProviderSessionID, ProviderTurnID: "pt-" + req.Ref.TurnID}); err != nil {
 		return err
 	}
 	r.Sinks <- sink

@@ -96,6 +96,47 @@ func (t *turn) take() []item {
 	return q
 }
 
+// takePlain takes the items at the head of the queue that are plain output
+// of the Turn itself (see pumpState.atBarrier).
+func (t *turn) takePlain() []item {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for n < len(t.queue) && t.queue[n].plain() {
+		n++
+	}
+	head := t.queue[:n:n]
+	t.queue = t.queue[n:]
+	return head
+}
+
+func (t *turn) queued() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.queue)
+}
+
+// plain: output of the root Turn that no other sink call must precede or
+// follow (no request, no goal report, no sub-agent).
+func (it item) plain() bool {
+	if it.perm != nil || it.withdraw != nil || it.goal != nil || it.child != "" {
+		return false
+	}
+	if it.update == nil {
+		return true // a notice
+	}
+	u := it.update
+	switch {
+	case u.ToolCall != nil:
+		_, _, sub := subagentMeta(u.ToolCall.Meta)
+		return !sub
+	case u.ToolCallUpdate != nil:
+		_, _, sub := subagentMeta(u.ToolCallUpdate.Meta)
+		return !sub
+	}
+	return true
+}
+
 func (t *turn) drop() {
 	t.mu.Lock()
 	t.dropped = true
@@ -237,19 +278,28 @@ func (t *turn) isFinished() bool {
 // once), then output and the terminal. All sink calls for the Turn happen
 // here, in order.
 func (c *connection) drive(ctx context.Context, t *turn, req host.DispatchRequest, res chan<- error) {
-	if err := c.acceptBarrier(ctx, t, req); err != nil {
+	p := &pumpState{c: c, t: t, m: newMapper(), children: map[string]*childTurn{}}
+	ended, err := c.acceptBarrier(ctx, p, req)
+	if err != nil {
 		res <- err
 		return
 	}
+	if ended { // the terminal went with the acceptance
+		c.endTurn(t)
+		res <- nil
+		return
+	}
 	res <- nil
-	c.pump(t)
+	c.pump(p)
 }
 
-// acceptBarrier sends the prompt and binds the provider identity.
-func (c *connection) acceptBarrier(ctx context.Context, t *turn, req host.DispatchRequest) error {
+// acceptBarrier sends the prompt and binds the provider identity; ended
+// reports that the Turn's terminal was recorded with it.
+func (c *connection) acceptBarrier(ctx context.Context, p *pumpState, req host.DispatchRequest) (ended bool, err error) {
+	t := p.t
 	if err := t.sink.Observed(ctx, host.PhaseDispatched); err != nil {
 		c.endTurn(t)
-		return fmt.Errorf("acp: report dispatched: %w", err)
+		return false, fmt.Errorf("acp: report dispatched: %w", err)
 	}
 
 	msgID := t.messageID
@@ -257,7 +307,7 @@ func (c *connection) acceptBarrier(ctx context.Context, t *turn, req host.Dispat
 	written, err := c.out.watch(t.token)
 	if err != nil {
 		c.endTurn(t)
-		return notSent("duplicate_submit", err.Error())
+		return false, notSent("duplicate_submit", err.Error())
 	}
 	t.written = written
 	prompt := acpsdk.PromptRequest{
@@ -279,19 +329,19 @@ func (c *connection) acceptBarrier(ctx context.Context, t *turn, req host.Dispat
 		case <-written:
 		default:
 			c.endTurn(t)
-			return fmt.Errorf("acp: prompt not delivered (outcome unknown): %w", t.result.err)
+			return false, fmt.Errorf("acp: prompt not delivered (outcome unknown): %w", t.result.err)
 		}
 	case <-ctx.Done():
 		c.abandon(t)
-		return fmt.Errorf("acp: dispatch interrupted while writing the prompt (outcome unknown): %w", ctx.Err())
+		return false, fmt.Errorf("acp: dispatch interrupted while writing the prompt (outcome unknown): %w", ctx.Err())
 	}
 	if err := t.sink.Observed(ctx, host.PhaseProviderObserved); err != nil {
 		c.abandon(t)
-		return fmt.Errorf("acp: report provider_observed: %w", err)
+		return false, fmt.Errorf("acp: report provider_observed: %w", err)
 	}
 	if err := t.sink.Observed(ctx, host.PhaseResolvingIdentity); err != nil {
 		c.abandon(t)
-		return fmt.Errorf("acp: report resolving_identity: %w", err)
+		return false, fmt.Errorf("acp: report resolving_identity: %w", err)
 	}
 
 	// 2. Wait for the agent to take the prompt up, so an immediate error
@@ -312,26 +362,28 @@ func (c *connection) acceptBarrier(ctx context.Context, t *turn, req host.Dispat
 	case <-window:
 	case <-ctx.Done():
 		c.abandon(t)
-		return fmt.Errorf("acp: dispatch interrupted before acceptance (outcome unknown): %w", ctx.Err())
+		return false, fmt.Errorf("acp: dispatch interrupted before acceptance (outcome unknown): %w", ctx.Err())
 	}
 	if done(t.promptDone) && !done(t.evidence) && t.result.err != nil {
 		c.endTurn(t)
 		if t.result.lost {
-			return fmt.Errorf("acp: agent connection lost before acceptance (outcome unknown): %w", t.result.err)
+			return false, fmt.Errorf("acp: agent connection lost before acceptance (outcome unknown): %w", t.result.err)
 		}
-		return rejection(t.result.err)
+		return false, rejection(t.result.err)
 	}
 
-	// 3. The barrier: nothing reaches the sink before this returns.
-	if err := t.sink.Accepted(ctx, t.psid, t.providerTurnID); err != nil {
+	// 3. The barrier: nothing reaches the sink before this returns. What
+	// the agent already sent goes with it (one commit, not two or three).
+	a := p.atBarrier()
+	if err := t.sink.Accepted(ctx, a); err != nil {
 		c.abandon(t)
 		var pe *host.ProviderError
 		if errors.As(err, &pe) {
-			return fmt.Errorf("acp: acceptance failed: %v", err)
+			return false, fmt.Errorf("acp: acceptance failed: %v", err)
 		}
-		return fmt.Errorf("acp: acceptance failed: %w", err)
+		return false, fmt.Errorf("acp: acceptance failed: %w", err)
 	}
-	return nil
+	return a.Terminal != nil, nil
 }
 
 // runPrompt calls session/prompt; it blocks until the prompt ends. Its
@@ -378,9 +430,9 @@ func (c *connection) abandon(t *turn) {
 // pump delivers held and new output after acceptance, then the terminal,
 // and only then releases the Turn's fence. Permission requests are reported
 // in order with the output; sub-agents get their own canonical Turn.
-func (c *connection) pump(t *turn) {
+func (c *connection) pump(p *pumpState) {
+	t := p.t
 	defer c.endTurn(t)
-	p := &pumpState{c: c, t: t, m: newMapper(), children: map[string]*childTurn{}}
 	for {
 		select {
 		case <-t.wake:
@@ -397,12 +449,7 @@ func (c *connection) pump(t *turn) {
 	p.final = true
 	p.drain()
 	p.emit(t.sink, p.m, p.m.finish())
-	term := terminalFor(t.result)
-	if term.StateLost && c.rt.shuttingDown() {
-		// Still outcome unknown, but people learn it was a planned
-		// restart, not a crash.
-		term.StopReason = host.StopServerShutdown
-	}
+	term := c.terminal(t)
 	p.endChildren(term)
 	if err := c.report(func(ctx context.Context) error { return t.sink.Terminal(ctx, term) }); err != nil {
 		c.rt.log.Warn("turn terminal not recorded", "turn", t.ref.TurnID, "err", err)
@@ -434,10 +481,7 @@ type childTurn struct {
 // emit reports a Turn's output, numbering each event with the Turn's next
 // sequence number once, so a retried report is applied once.
 func (p *pumpState) emit(sink host.TurnSink, m *mapper, evs []host.OutputEvent) {
-	for _, ev := range evs {
-		m.seq++
-		ev.Seq = m.seq
-		ev.Final = p.final && sink == p.t.sink
+	for _, ev := range p.number(sink, m, evs) {
 		if err := p.c.report(func(ctx context.Context) error { return sink.Output(ctx, ev) }); err != nil {
 			if p.lost == 0 {
 				p.c.rt.log.Warn("turn output not recorded", "turn", p.t.ref.TurnID, "key", ev.Key, "err", err)
@@ -445,6 +489,39 @@ func (p *pumpState) emit(sink host.TurnSink, m *mapper, evs []host.OutputEvent) 
 			p.lost++
 		}
 	}
+}
+
+// number gives each event the Turn's next sequence number.
+func (p *pumpState) number(sink host.TurnSink, m *mapper, evs []host.OutputEvent) []host.OutputEvent {
+	for i := range evs {
+		m.seq++
+		evs[i].Seq = m.seq
+		evs[i].Final = p.final && sink == p.t.sink
+	}
+	return evs
+}
+
+// atBarrier takes what the Turn holds when it crosses the barrier, to
+// commit with the acceptance: the plain output at the head of the queue,
+// and the terminal too when the prompt is over and nothing else is queued.
+// A permission request, a goal report, a sub-agent's start or update, and
+// everything after the first of them, stay queued for the pump, in order.
+func (p *pumpState) atBarrier() host.Acceptance {
+	a := host.Acceptance{ProviderSessionID: p.t.psid, ProviderTurnID: p.t.providerTurnID}
+	for _, it := range p.t.takePlain() {
+		if it.update != nil {
+			a.Output = append(a.Output, p.number(p.t.sink, p.m, p.m.apply(*it.update))...)
+		} else {
+			a.Output = append(a.Output, p.number(p.t.sink, p.m, p.m.notice(it.notice))...)
+		}
+	}
+	// After promptDone nothing more is queued (finish ran before it closed).
+	if done(p.t.promptDone) && p.t.queued() == 0 {
+		a.Output = append(a.Output, p.number(p.t.sink, p.m, p.m.finish())...)
+		term := p.c.terminal(p.t)
+		a.Terminal = &term
+	}
+	return a
 }
 
 func (p *pumpState) drain() {
@@ -606,6 +683,17 @@ func (c *connection) report(call func(context.Context) error) error {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// terminal is the Turn's terminal once its prompt ended.
+func (c *connection) terminal(t *turn) host.Terminal {
+	term := terminalFor(t.result)
+	if term.StateLost && c.rt.shuttingDown() {
+		// Still outcome unknown, but people learn it was a planned
+		// restart, not a crash.
+		term.StopReason = host.StopServerShutdown
+	}
+	return term
 }
 
 // terminalFor maps how session/prompt ended to the Turn's terminal.

@@ -36,6 +36,9 @@ type call struct {
 	turnID   string
 	ev       host.OutputEvent
 	terminal host.Terminal
+	// held and heldTerminal: what an acceptance carried.
+	held         int
+	heldTerminal bool
 }
 
 func newSink(t *testing.T) *recSink {
@@ -98,12 +101,22 @@ func (s *recSink) Observed(_ context.Context, p host.TurnPhase) error {
 	return nil
 }
 
-func (s *recSink) Accepted(_ context.Context, psid, ptid string) error {
-	s.record(call{kind: "accepted", psid: psid, turnID: ptid})
+// Accepted records the acceptance, then what went with it as the output and
+// terminal calls it stands for (held counts them), so every test reads one
+// sequence of calls.
+func (s *recSink) Accepted(ctx context.Context, a host.Acceptance) error {
+	s.record(call{kind: "accepted", psid: a.ProviderSessionID, turnID: a.ProviderTurnID,
+		held: len(a.Output), heldTerminal: a.Terminal != nil})
 	if s.acceptErr != nil {
 		return s.acceptErr
 	}
 	close(s.accepted)
+	for _, ev := range a.Output {
+		_ = s.Output(ctx, ev)
+	}
+	if a.Terminal != nil {
+		_ = s.Terminal(ctx, *a.Terminal)
+	}
 	return nil
 }
 

@@ -1,0 +1,94 @@
+package acp
+
+import (
+	"testing"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/ensemble-dev/ensemble/host"
+)
+
+// barrierTurn is a Turn whose queue holds items, its prompt over or not.
+func barrierTurn(items []item, promptOver bool) *pumpState {
+	t := &turn{psid: "ps", providerTurnID: "pt", promptDone: make(chan struct{}), queue: items}
+	if promptOver {
+		t.result = promptResult{resp: acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}}
+		t.finished = true
+		close(t.promptDone)
+	}
+	return &pumpState{c: &connection{rt: &Runtime{}}, t: t, m: newMapper(), children: map[string]*childTurn{}}
+}
+
+func chunk(text string) item {
+	return item{update: &acpsdk.SessionUpdate{AgentMessageChunk: &acpsdk.SessionUpdateAgentMessageChunk{
+		Content: acpsdk.TextBlock(text)}}}
+}
+
+func heldText(evs []host.OutputEvent) (text string, seqs []int64) {
+	for _, ev := range evs {
+		text += ev.Text
+		seqs = append(seqs, ev.Seq)
+	}
+	return text, seqs
+}
+
+func TestAtBarrierTakesHeldOutputAndTheEnd(t *testing.T) {
+	p := barrierTurn([]item{chunk("all "), chunk("of it")}, true)
+	a := p.atBarrier()
+	if a.ProviderSessionID != "ps" || a.ProviderTurnID != "pt" {
+		t.Fatalf("identity %q %q", a.ProviderSessionID, a.ProviderTurnID)
+	}
+	text, seqs := heldText(a.Output)
+	// two chunks, then the message's end (mapper.finish)
+	if text != "all of it" || len(seqs) != 3 || seqs[0] != 1 || seqs[2] != 3 || !a.Output[2].Done {
+		t.Fatalf("held output %q %v %+v", text, seqs, a.Output)
+	}
+	if a.Terminal == nil || a.Terminal.Outcome != host.OutcomeCompleted || a.Terminal.StopReason != "end_turn" {
+		t.Fatalf("terminal %+v", a.Terminal)
+	}
+	if p.t.queued() != 0 {
+		t.Fatal("taken items stay queued")
+	}
+}
+
+func TestAtBarrierLeavesTheEndWhileThePromptRuns(t *testing.T) {
+	p := barrierTurn([]item{chunk("first words")}, false)
+	a := p.atBarrier()
+	if text, seqs := heldText(a.Output); text != "first words" || len(seqs) != 1 || seqs[0] != 1 || a.Output[0].Done {
+		t.Fatalf("held output %q %v", text, seqs)
+	}
+	if a.Terminal != nil {
+		t.Fatalf("terminal before the prompt ended: %+v", a.Terminal)
+	}
+	// The pump goes on numbering where the acceptance stopped.
+	if evs := p.number(p.t.sink, p.m, p.m.apply(*chunk(" more").update)); evs[0].Seq != 2 {
+		t.Fatalf("next output numbered %d", evs[0].Seq)
+	}
+}
+
+func TestAtBarrierStopsAtTheFirstItemThatIsNotPlainOutput(t *testing.T) {
+	sub := item{update: &acpsdk.SessionUpdate{ToolCall: &acpsdk.SessionUpdateToolCall{
+		ToolCallId: "tc1", Title: "delegate",
+		Meta: map[string]any{metaKey: map[string]any{"subagent": map[string]any{"sessionId": "child"}}}}}}
+	for name, stop := range map[string]item{
+		"permission": {perm: &waiter{}},
+		"withdraw":   {withdraw: &waiter{}},
+		"goal":       {goal: &host.GoalReport{}},
+		"child":      {child: "child", update: chunk("x").update},
+		"subagent":   sub,
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := barrierTurn([]item{chunk("before"), stop, chunk("after")}, true)
+			a := p.atBarrier()
+			if text, _ := heldText(a.Output); text != "before" || len(a.Output) != 1 {
+				t.Fatalf("held output %+v", a.Output)
+			}
+			if a.Terminal != nil {
+				t.Fatal("the terminal went ahead of queued items")
+			}
+			if q := p.t.take(); len(q) != 2 {
+				t.Fatalf("left queued: %d items, want the %s and what follows it", len(q), name)
+			}
+		})
+	}
+}
