@@ -163,141 +163,164 @@ func finish(c *call, err error) {
 	}
 }
 
+// errAbandoned is what the callers of a group get if its leader's
+// goroutine is unwound mid-group by something other than a fn's panic
+// (runtime.Goexit in a fn, e.g. t.Fatal in a test): nothing was committed.
+var errAbandoned = errors.New("sqlite: update: group commit abandoned: a function exited its goroutine; nothing was committed")
+
 // runGroup runs the batch's fns in one transaction and gives each call its
-// result. Every call of the batch is finished when it returns, even if a
-// fn unwinds the goroutine.
+// outcome. Every call of the batch has one when it returns, even if the
+// goroutine is unwound.
 func (s *Store) runGroup(batch []*call) {
-	var run []*call // started, in order
-	for _, c := range batch {
+	g := &group{s: s, batch: batch}
+	unwound := true
+	defer func() {
+		if unwound {
+			if g.tx != nil {
+				_ = g.tx.Rollback()
+			}
+			g.fail(errAbandoned)
+		}
+	}()
+	g.run()
+	unwound = false
+}
+
+// group is one shared write transaction and the calls it serves.
+type group struct {
+	s         *Store
+	batch     []*call
+	next      int     // batch[next:] not taken yet
+	cur       *call   // its fn is running
+	succeeded []*call // fn returned nil; the outcome waits for COMMIT
+	tx        *sql.Tx
+}
+
+// fail gives err to the running call, to those awaiting COMMIT and to the
+// ones not started.
+func (g *group) fail(err error) {
+	if g.cur != nil {
+		finish(g.cur, err)
+		g.cur = nil
+	}
+	for _, c := range g.succeeded {
+		finish(c, err)
+	}
+	g.succeeded = nil
+	for ; g.next < len(g.batch); g.next++ {
+		if c := g.batch[g.next]; c.state.CompareAndSwap(callPending, callStarted) {
+			finish(c, err)
+		}
+	}
+}
+
+func (g *group) run() {
+	// The transaction belongs to the group, not to any caller: it begins
+	// on a context no caller can cancel (database/sql rolls a transaction
+	// back when its BeginTx context ends).
+	bg := context.Background()
+	conn, err := g.s.w.Conn(bg)
+	if err != nil {
+		g.fail(classify("begin", err))
+		return
+	}
+	defer func() {
+		// sql.Conn.Close waits for an open transaction to end: end it
+		// first if the goroutine is being unwound mid-group (a no-op
+		// after COMMIT or ROLLBACK).
+		if g.tx != nil {
+			_ = g.tx.Rollback()
+		}
+		conn.Close()
+	}()
+	if g.tx, err = conn.BeginTx(bg, nil); err != nil {
+		g.tx = nil
+		g.fail(classify("begin", err))
+		return
+	}
+	g.s.gc.groups.Add(1)
+	grouped := len(g.batch) > 1 // a lone fn needs no savepoint
+	for g.next < len(g.batch) {
+		c := g.batch[g.next]
+		g.next++
 		if !c.state.CompareAndSwap(callPending, callStarted) {
-			continue // cancelled by its caller, who has returned
+			continue // cancelled while waiting; its caller has returned
 		}
 		if err := c.ctx.Err(); err != nil {
 			finish(c, err) // not started: nothing written
 			continue
 		}
-		run = append(run, c)
-	}
-	if len(run) == 0 {
-		return
-	}
-	ok := make([]bool, len(run)) // fn succeeded, awaiting COMMIT
-	next := 0                    // first call without an outcome
-	var sqlTx *sql.Tx
-	defer func() {
-		if next < len(run) { // unwound by runtime.Goexit inside a fn
-			if sqlTx != nil {
-				_ = sqlTx.Rollback()
-			}
-			err := fmt.Errorf("sqlite: update: a function in the same group commit exited its goroutine")
-			for i, c := range run {
-				if i >= next || ok[i] {
-					finish(c, err)
-				}
-			}
-		}
-	}()
-	fail := func(from int, err error) { // everything not yet reported
-		for i := range run {
-			if i >= from || ok[i] {
-				finish(run[i], err)
-			}
-		}
-		next = len(run)
-	}
-
-	// The transaction belongs to the group, not to any caller: it begins
-	// on a context no caller can cancel (database/sql rolls a transaction
-	// back when its BeginTx context ends).
-	bg := context.Background()
-	conn, err := s.w.Conn(bg)
-	if err != nil {
-		fail(0, classify("begin", err))
-		return
-	}
-	defer conn.Close()
-	if sqlTx, err = conn.BeginTx(bg, nil); err != nil {
-		fail(0, classify("begin", err))
-		return
-	}
-	s.gc.groups.Add(1)
-	grouped := len(run) > 1
-	for i, c := range run {
+		g.cur = c
 		if grouped {
-			if _, err := sqlTx.ExecContext(bg, "SAVEPOINT g"); err != nil {
-				_ = sqlTx.Rollback()
-				fail(i, classify("savepoint", err))
+			if _, err := g.tx.ExecContext(bg, "SAVEPOINT g"); err != nil {
+				_ = g.tx.Rollback()
+				g.fail(classify("savepoint", err))
 				return
 			}
 		}
-		err, panicked, p := runFn(s, sqlTx, c.fn)
+		err, panicked, p := runFn(g.s, g.tx, c.fn)
 		c.panicked, c.panicVal = panicked, p
 		if !grouped {
+			g.cur = nil
 			if err != nil || panicked {
-				_ = sqlTx.Rollback()
+				_ = g.tx.Rollback()
 				finish(c, err)
-				next = 1
 				return
 			}
-			ok[0] = true
-			next = 1
-			break
+			g.succeeded = append(g.succeeded, c)
+			continue
 		}
 		if err == nil && !panicked {
-			// Deferred foreign keys are checked at COMMIT; a fn that leaves
+			// Deferred foreign keys are checked at COMMIT: a fn that left
 			// one unresolved would fail everyone's COMMIT, so it fails
 			// alone here, as it would have in its own transaction.
 			if err = deferredFKs(conn); err == nil {
-				if _, err = sqlTx.ExecContext(bg, "RELEASE g"); err != nil {
-					_ = sqlTx.Rollback()
-					fail(i, classify("release savepoint", err))
+				if _, err := g.tx.ExecContext(bg, "RELEASE g"); err != nil {
+					_ = g.tx.Rollback()
+					g.fail(classify("release savepoint", err))
 					return
 				}
-				ok[i] = true
-				next = i + 1
+				g.cur = nil
+				g.succeeded = append(g.succeeded, c)
 				continue
 			}
 			if errors.Is(err, errSavepointState) {
-				_ = sqlTx.Rollback()
-				fail(i, err)
+				_ = g.tx.Rollback()
+				g.fail(err)
 				return
 			}
 		}
-		if rerr := rollbackTo(sqlTx); rerr != nil {
-			_ = sqlTx.Rollback()
-			finish(c, err)
-			fail(i+1, classify("rollback to savepoint", rerr))
+		// fn failed: undo its writes only. If that fails the transaction
+		// is in an unknown state (or gone): nobody's work may commit.
+		g.cur = nil
+		rerr := rollbackTo(g.tx)
+		finish(c, err)
+		if rerr != nil {
+			_ = g.tx.Rollback()
+			g.fail(classify("rollback to savepoint", rerr))
 			return
 		}
-		finish(c, err)
-		next = i + 1
 	}
-
-	committed := false
-	for _, v := range ok {
-		committed = committed || v
-	}
-	if !committed {
-		_ = sqlTx.Rollback()
+	if len(g.succeeded) == 0 {
+		_ = g.tx.Rollback()
 		return
 	}
-	commit := s.gc.commit
+	commit := g.s.gc.commit
 	if commit == nil {
 		commit = (*sql.Tx).Commit
 	}
-	if err := commit(sqlTx); err != nil {
-		fail(len(run), classify("commit", err))
+	if err := commit(g.tx); err != nil {
+		g.fail(classify("commit", err))
 		return
 	}
-	s.gc.commits.Add(1)
-	if s.ckpt != nil {
-		s.ckpt.committed()
+	g.s.gc.commits.Add(1)
+	if g.s.ckpt != nil {
+		g.s.ckpt.committed()
 	}
-	for i, c := range run {
-		if ok[i] {
-			finish(c, nil)
-		}
+	for _, c := range g.succeeded {
+		finish(c, nil)
 	}
+	g.succeeded = nil
 }
 
 // rollbackTo undoes the current fn's writes and ends its savepoint.

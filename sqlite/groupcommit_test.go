@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -379,4 +380,33 @@ func TestGroupCommitConcurrentCallers(t *testing.T) {
 		t.Fatalf("%d commits for %d calls", c, workers*each)
 	}
 	t.Logf("%d calls, %d commits", workers*each, st.gc.commits.Load())
+}
+
+// A fn that unwinds the leader's goroutine without a panic
+// (runtime.Goexit, as t.Fatal does) must not stall the store: the rest of
+// its group fails, nothing of it commits, and the next caller leads. The
+// goroutine that exits is the leader's (here the first queued caller's):
+// fns of a group run on it.
+func TestGroupCommitGoexitDoesNotStall(t *testing.T) {
+	st := openTemp(t)
+	release, leader := holdLeader(t, st, "lead")
+	ctx := context.Background()
+	enqueue(t, st, ctx, func(tx host.Tx) error { return insertSession(ctx, tx, "s1") }) // leads the next group
+	exits := enqueue(t, st, ctx, func(tx host.Tx) error { runtime.Goexit(); return nil })
+	third := enqueue(t, st, ctx, func(tx host.Tx) error { return insertSession(ctx, tx, "s3") })
+	release()
+	if err := <-leader; err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []<-chan outcome{exits, third} {
+		if r := <-o; !errors.Is(r.err, errAbandoned) {
+			t.Fatalf("caller in the abandoned group: %+v; want errAbandoned", r)
+		}
+	}
+	if err := st.Update(ctx, func(tx host.Tx) error { return insertSession(ctx, tx, "after") }); err != nil {
+		t.Fatalf("Update after an abandoned group: %v", err)
+	}
+	if hasSession(t, st, "s1") || hasSession(t, st, "s3") || !hasSession(t, st, "after") {
+		t.Fatal("want only the later write committed")
+	}
 }
