@@ -37,7 +37,8 @@ type Options struct {
 // Store implements host.Store on one SQLite database file.
 //
 // Writes go through a single-connection pool so our own writers queue in
-// database/sql instead of contending for SQLite's lock; every write
+// database/sql instead of contending for SQLite's lock, and concurrent
+// Update calls share one write transaction (groupcommit.go); every write
 // transaction starts with BEGIN IMMEDIATE, so a writer in another process
 // waits on busy_timeout rather than deadlocking on a read-to-write upgrade.
 // Reads use a separate multi-connection, query-only pool and, under WAL,
