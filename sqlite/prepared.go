@@ -23,6 +23,7 @@ type preparedTx struct {
 }
 
 func (p preparedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = statementCtx(ctx)
 	if st := p.stmts[query]; st != nil {
 		return p.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
@@ -30,6 +31,7 @@ func (p preparedTx) QueryContext(ctx context.Context, query string, args ...any)
 }
 
 func (p preparedTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = statementCtx(ctx)
 	if st := p.stmts[query]; st != nil {
 		return p.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
@@ -37,10 +39,38 @@ func (p preparedTx) QueryRowContext(ctx context.Context, query string, args ...a
 }
 
 func (p preparedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = statementCtx(ctx)
 	if st := p.stmts[query]; st != nil {
 		return p.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
 	return p.Tx.ExecContext(ctx, query, args...)
+}
+
+// execStmt and queryRowStmt run a statement prepared on the writer pool
+// (not in stmts) in this transaction, with the same context rule.
+func (p preparedTx) execStmt(ctx context.Context, st *sql.Stmt, args ...any) (sql.Result, error) {
+	ctx = statementCtx(ctx)
+	return p.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+}
+
+func (p preparedTx) queryRowStmt(ctx context.Context, st *sql.Stmt, args ...any) *sql.Row {
+	ctx = statementCtx(ctx)
+	return p.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+}
+
+// statementCtx is the context a statement of an Update runs with. The
+// transaction may be shared with other callers (group commit), and
+// modernc.org/sqlite answers a context ending mid-statement with
+// sqlite3_interrupt, which can roll back the whole transaction: so a
+// running statement never sees the caller's cancellation. A context that
+// has already ended still fails the statement before it starts
+// (database/sql checks it first), so a cancelled fn stops at its next
+// statement and only its own savepoint is rolled back.
+func statementCtx(ctx context.Context) context.Context {
+	if ctx.Err() != nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
 }
 
 // prepareHot prepares hotSQL on the writer pool (one connection, idle at

@@ -37,7 +37,8 @@ type Options struct {
 // Store implements host.Store on one SQLite database file.
 //
 // Writes go through a single-connection pool so our own writers queue in
-// database/sql instead of contending for SQLite's lock; every write
+// database/sql instead of contending for SQLite's lock, and concurrent
+// Update calls share one write transaction (groupcommit.go); every write
 // transaction starts with BEGIN IMMEDIATE, so a writer in another process
 // waits on busy_timeout rather than deadlocking on a read-to-write upgrade.
 // Reads use a separate multi-connection, query-only pool and, under WAL,
@@ -57,6 +58,9 @@ type Store struct {
 	// ckpt checkpoints the WAL in the background (checkpoint.go); nil
 	// only in tests.
 	ckpt *checkpointer
+	// gc lets concurrent Update calls share one write transaction
+	// (groupcommit.go).
+	gc groupCommit
 }
 
 var _ host.Store = (*Store)(nil)
@@ -211,37 +215,6 @@ func (s *Store) writer() (*sql.DB, error) {
 		return nil, errClosed
 	}
 	return s.w, nil
-}
-
-// Update runs fn in one write transaction. fn's error is returned unchanged
-// so typed *host.Error values pass through.
-func (s *Store) Update(ctx context.Context, fn func(host.Tx) error) (err error) {
-	w, err := s.writer()
-	if err != nil {
-		return err
-	}
-	sqlTx, err := w.BeginTx(ctx, nil)
-	if err != nil {
-		return classify("begin", err)
-	}
-	// A panic in fn must still release the only writer connection.
-	defer func() {
-		if p := recover(); p != nil {
-			_ = sqlTx.Rollback()
-			panic(p)
-		}
-	}()
-	if err := fn(&tx{tx: preparedTx{Tx: sqlTx, stmts: s.hot}, s: s}); err != nil {
-		_ = sqlTx.Rollback()
-		return err
-	}
-	if err := sqlTx.Commit(); err != nil {
-		return classify("commit", err)
-	}
-	if s.ckpt != nil {
-		s.ckpt.committed()
-	}
-	return nil
 }
 
 // tx implements host.Tx over one write transaction.
