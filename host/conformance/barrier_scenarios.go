@@ -202,14 +202,7 @@ var AnswerAtTheBarrier = Scenario{"barrier/answer_at_the_barrier_commits_with_ac
 			rt := &scriptRuntime{events: evs, held: len(evs)}
 			f.useScript(rt)
 			if ambiguous {
-				f.store.mu.Lock()
-				f.store.sinkFault = func(n int) sinkFault {
-					if n == 0 {
-						return sinkAmbiguous
-					}
-					return sinkCommit
-				}
-				f.store.mu.Unlock()
+				f.store.loseFirstSinkAck()
 			}
 			s := f.createEmpty()
 			tr := f.waitSettled(f.mustSend(s.ID, "barrier-1", "go"))

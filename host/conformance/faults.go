@@ -85,6 +85,19 @@ type sinkTx struct {
 	settles  bool
 }
 
+// loseFirstSinkAck makes the first output or settle commit lose its
+// acknowledgement (committed, reported unavailable).
+func (s *faultStore) loseFirstSinkAck() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sinkFault = func(n int) sinkFault {
+		if n == 0 {
+			return sinkAmbiguous
+		}
+		return sinkCommit
+	}
+}
+
 func (s *faultStore) outputTxs() []sinkTx {
 	s.mu.Lock()
 	defer s.mu.Unlock()

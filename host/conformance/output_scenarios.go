@@ -521,14 +521,7 @@ var OutputFinalWithSettlement = Scenario{"output/final_output_commits_with_settl
 			rt := &scriptRuntime{events: evs}
 			f.useScript(rt)
 			if ambiguous {
-				f.store.mu.Lock()
-				f.store.sinkFault = func(n int) sinkFault {
-					if n == 0 {
-						return sinkAmbiguous
-					}
-					return sinkCommit
-				}
-				f.store.mu.Unlock()
+				f.store.loseFirstSinkAck()
 			}
 			s := f.createEmpty()
 			tr := f.waitSettled(f.mustSend(s.ID, "final-1", "go"))
