@@ -62,6 +62,17 @@ func (r *Runtime) dial(ctx context.Context) (*connection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("acp: start agent: %w", err)
 	}
+	// Shutdown waits for the runtime's goroutines: a connection may start
+	// its watcher only if Shutdown has not begun (closed and the Add under
+	// one lock), or the watcher would race Shutdown's Wait and outlive it.
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		_ = rwc.Close()
+		return nil, ErrShutdown
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
 
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
@@ -83,7 +94,6 @@ func (r *Runtime) dial(ctx context.Context) (*connection, error) {
 	c.dead = c.cs.Done()
 	input.Open()
 
-	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		<-c.dead

@@ -347,7 +347,7 @@ func (r *Runtime) connect(ctx context.Context) (*connection, error) {
 			c.stop() // Shutdown ran while we dialed
 			return nil, ErrShutdown
 		}
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrShutdown) {
 			// The caller sees a failed turn; the operator needs the cause.
 			r.log.Error("agent failed to start", "err", err)
 		}
