@@ -416,15 +416,37 @@ func (c *connection) abandon(t *turn) {
 		case <-t.promptDone:
 			return
 		}
-		if !done(t.promptDone) {
-			ctx, cancel := context.WithTimeout(c.rt.base, sendTimeout)
-			if err := c.cancelPrompt(ctx, t.psid); err != nil {
-				c.rt.log.Debug("session/cancel for abandoned turn", "providerTurn", t.providerTurnID, "err", err)
-			}
-			cancel()
-		}
+		c.cancelUntilDone(t)
 		<-t.promptDone
 	}()
+}
+
+// cancelUntilDone sends session/cancel until the prompt is over, the
+// connection is gone or the runtime stops. One cancel is enough for an
+// agent that gets it; it is repeated, with backoff, because an agent
+// built on acp-go-sdk drops a cancel it reads before its prompt handler
+// (a goroutine of its own) has registered the prompt, and the abandoned
+// prompt would then hold the provider session with nobody to end it.
+func (c *connection) cancelUntilDone(t *turn) {
+	wait := 250 * time.Millisecond
+	for !done(t.promptDone) {
+		ctx, cancel := context.WithTimeout(c.rt.base, sendTimeout)
+		if err := c.cancelPrompt(ctx, t.psid); err != nil {
+			c.rt.log.Debug("session/cancel for abandoned turn", "providerTurn", t.providerTurnID, "err", err)
+		}
+		cancel()
+		tm := time.NewTimer(wait)
+		select {
+		case <-t.promptDone:
+		case <-c.dead:
+		case <-c.rt.base.Done():
+		case <-tm.C:
+			wait = min(2*wait, 8*time.Second)
+			continue
+		}
+		tm.Stop()
+		return
+	}
 }
 
 // pump delivers held and new output after acceptance, then the terminal,

@@ -1,6 +1,7 @@
 package acp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -614,17 +615,56 @@ func TestShutdownReportsStateLost(t *testing.T) {
 
 // silentHang is a sim agent that takes a prompt up without any output.
 func silentHangRuntime(t *testing.T, window time.Duration) *acp.Runtime {
+	return silentHangRuntimeOver(t, window, nil)
+}
+
+// silentHangRuntimeOver is silentHangRuntime with the agent's transport
+// wrapped by wrap (nil: as is).
+func silentHangRuntimeOver(t *testing.T, window time.Duration, wrap func(io.ReadWriteCloser) io.ReadWriteCloser) *acp.Runtime {
 	t.Helper()
+	dial := sim.Dial(sim.Options{Scenario: sim.Scenario{{Hang: true}}, Logger: quietLogger()})
 	rt := acp.New(acp.Config{
 		Name: sim.Name, Simulated: true, Cwd: t.TempDir(), Logger: quietLogger(), RejectionWindow: window,
-		Dial: sim.Dial(sim.Options{Scenario: sim.Scenario{{Hang: true}}, Logger: quietLogger()}),
+		Dial: func(ctx context.Context) (io.ReadWriteCloser, error) {
+			rwc, err := dial(ctx)
+			if err != nil || wrap == nil {
+				return rwc, err
+			}
+			return wrap(rwc), nil
+		},
 	})
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
 	return rt
 }
 
+// dropFirstCancel loses the first session/cancel written to the agent, as
+// an agent built on acp-go-sdk does when it reads the cancel before its
+// prompt handler (a goroutine of its own) has registered the prompt.
+type dropFirstCancel struct {
+	io.ReadWriteCloser
+	dropped atomic.Bool
+}
+
+func (d *dropFirstCancel) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(`"method":"session/cancel"`)) && d.dropped.CompareAndSwap(false, true) {
+		return len(p), nil
+	}
+	return d.ReadWriteCloser.Write(p)
+}
+
 func TestInterruptedDispatchIsOutcomeUnknownAndCancelsPrompt(t *testing.T) {
-	rt := silentHangRuntime(t, time.Hour)
+	testInterruptedDispatch(t, silentHangRuntime(t, time.Hour))
+}
+
+// TestInterruptedDispatchCancelsAgainWhenACancelIsLost: the abandoned
+// prompt is cancelled even when the agent lost the first cancel.
+func TestInterruptedDispatchCancelsAgainWhenACancelIsLost(t *testing.T) {
+	testInterruptedDispatch(t, silentHangRuntimeOver(t, time.Hour, func(rwc io.ReadWriteCloser) io.ReadWriteCloser {
+		return &dropFirstCancel{ReadWriteCloser: rwc}
+	}))
+}
+
+func testInterruptedDispatch(t *testing.T, rt *acp.Runtime) {
 	st := start(t, rt, "s1", "")
 	sink := newSink(t)
 	ctx, cancel := context.WithCancel(context.Background())
