@@ -122,9 +122,10 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	if a.ProviderSessionID == "" || a.ProviderTurnID == "" {
 		return Errorf(CodeInternal, "acceptance without a provider identity")
 	}
-	term := a.Terminal
-	if term != nil && term.StateLost {
-		term = &Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown, StopReason: term.StopReason}
+	var term *Terminal
+	if a.Terminal != nil {
+		known := knownOutcome(*a.Terminal)
+		term = &known
 	}
 	var (
 		cancelAfter bool
@@ -195,6 +196,15 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	return nil
 }
 
+// knownOutcome is what the Host records for a terminal: a lost provider
+// state settles as failed/execution_status_unknown, never as a guess.
+func knownOutcome(term Terminal) Terminal {
+	if term.StateLost {
+		return Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown, StopReason: term.StopReason}
+	}
+	return term
+}
+
 // bind moves t to durably_accepted with the provider identity of a and
 // accepts its submit claim, in tx; the caller writes t (and s, whose
 // provisional flag the acceptance clears).
@@ -225,9 +235,7 @@ func (k *turnSink) bind(ctx context.Context, tx Tx, t *Turn, s *Session, a Accep
 // and applied_seq guards it). A lost provider state settles as
 // failed/execution_status_unknown, never as a guess.
 func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
-	if term.StateLost {
-		term = Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown, StopReason: term.StopReason}
-	}
+	term = knownOutcome(term)
 	last, ok := k.finalBatch(ctx)
 	if ok {
 		out, err := k.settleWithOutput(ctx, term, last)
