@@ -96,7 +96,7 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 		return classify("put message", err)
 	}
 	// The whole text is in messages.text now: no appended piece may remain.
-	_, err = t.tx.execStmt(ctx, t.s.deleteParts, m.WorkspaceID, m.SessionID, m.ID)
+	_, err = t.tx.ExecContext(ctx, deletePartsSQL, m.WorkspaceID, m.SessionID, m.ID)
 	return classify("put message: parts", err)
 }
 
@@ -139,7 +139,7 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 		return host.AppendResult{}, err
 	}
 	var n, ordinal, streaming int64
-	err = t.tx.queryRowStmt(ctx, t.s.appendMessage,
+	err = t.tx.QueryRowContext(ctx, appendMessageSQL,
 		a.WorkspaceID, a.SessionID, a.ID, a.TurnID, string(a.Role), string(a.Kind), a.Version,
 		tool, boolInt(!a.Done), ms(a.At), a.Text, a.TextLen).Scan(&n, &ordinal, &streaming)
 	if err != nil {
@@ -150,11 +150,11 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 	case res.Created:
 	case streaming != 0:
 		if a.Text != "" {
-			_, err = t.tx.execStmt(ctx, t.s.insertPart,
+			_, err = t.tx.ExecContext(ctx, insertPartSQL,
 				a.WorkspaceID, a.SessionID, a.ID, res.Offset, a.Text)
 		}
 	case a.Done:
-		_, err = t.tx.execStmt(ctx, t.s.deleteParts, a.WorkspaceID, a.SessionID, a.ID)
+		_, err = t.tx.ExecContext(ctx, deletePartsSQL, a.WorkspaceID, a.SessionID, a.ID)
 	}
 	if err != nil {
 		return host.AppendResult{}, classify("append message: parts", err)

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"slices"
 )
 
 // hotSQL are the statements every output transaction runs besides the
@@ -13,6 +14,10 @@ import (
 // fan-out load test), time the one writer connection is held while every
 // other session's commit waits for it.
 var hotSQL = []string{getTurnSQL, getSessionSQL, updateTurnSQL, updateSessionSQL, insertFactSQL}
+
+// appendSQL are the append statements, prepared the same way: they run
+// once per message per output batch.
+var appendSQL = []string{appendMessageSQL, insertPartSQL, deletePartsSQL}
 
 // preparedTx is a write transaction that runs the statements prepared at
 // Open through their prepared form and any other statement as before. The
@@ -46,18 +51,6 @@ func (p preparedTx) ExecContext(ctx context.Context, query string, args ...any) 
 	return p.Tx.ExecContext(ctx, query, args...)
 }
 
-// execStmt and queryRowStmt run a statement prepared on the writer pool
-// (not in stmts) in this transaction, with the same context rule.
-func (p preparedTx) execStmt(ctx context.Context, st *sql.Stmt, args ...any) (sql.Result, error) {
-	ctx = statementCtx(ctx)
-	return p.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-}
-
-func (p preparedTx) queryRowStmt(ctx context.Context, st *sql.Stmt, args ...any) *sql.Row {
-	ctx = statementCtx(ctx)
-	return p.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
-}
-
 // statementCtx is the context a statement of an Update runs with. The
 // transaction may be shared with other callers (group commit), and
 // modernc.org/sqlite answers a context ending mid-statement with
@@ -73,12 +66,13 @@ func statementCtx(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// prepareHot prepares hotSQL on the writer pool (one connection, idle at
-// Open: a statement cannot be prepared on the pool while a transaction
-// holds that connection).
+// prepareHot prepares hotSQL and appendSQL on the writer pool (one
+// connection, idle at Open: a statement cannot be prepared on the pool
+// while a transaction holds that connection).
 func prepareHot(ctx context.Context, w *sql.DB) (map[string]*sql.Stmt, error) {
-	stmts := make(map[string]*sql.Stmt, len(hotSQL))
-	for _, q := range hotSQL {
+	all := slices.Concat(hotSQL, appendSQL)
+	stmts := make(map[string]*sql.Stmt, len(all))
+	for _, q := range all {
 		st, err := w.PrepareContext(ctx, q)
 		if err != nil {
 			for _, s := range stmts {

@@ -48,12 +48,9 @@ type Store struct {
 	r      *sql.DB
 	log    *slog.Logger
 	closed atomic.Bool
-	// The append statements are prepared once on the writer's only
-	// connection: they run once per message per output batch.
-	appendMessage, insertPart, deleteParts *sql.Stmt
-	relay                                  relayClaims // relay_claims.go
-	// hot holds the other statements of an output transaction, prepared
-	// once on the writer's connection (prepared.go).
+	relay  relayClaims // relay_claims.go
+	// hot holds the statements of an output transaction, prepared once on
+	// the writer's connection (prepared.go).
 	hot map[string]*sql.Stmt
 	// ckpt checkpoints the WAL in the background (checkpoint.go); nil
 	// only in tests.
@@ -104,15 +101,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		if st.ckpt, err = openCheckpointer(ctx, path, every, log); err != nil {
 			st.Close()
 			return nil, err
-		}
-	}
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{{&st.appendMessage, appendMessageSQL}, {&st.insertPart, insertPartSQL}, {&st.deleteParts, deletePartsSQL}} {
-		if *p.stmt, err = w.PrepareContext(ctx, p.sql); err != nil {
-			st.Close()
-			return nil, classify("prepare append statements", err)
 		}
 	}
 	if st.hot, err = prepareHot(ctx, w); err != nil {
@@ -190,11 +178,6 @@ func (s *Store) Close() error {
 	var errs []error
 	if s.ckpt != nil {
 		errs = append(errs, s.ckpt.close())
-	}
-	for _, stmt := range []*sql.Stmt{s.appendMessage, s.insertPart, s.deleteParts} {
-		if stmt != nil {
-			errs = append(errs, stmt.Close())
-		}
 	}
 	for _, stmt := range s.hot {
 		errs = append(errs, stmt.Close())
