@@ -125,16 +125,9 @@ func (it item) plain() bool {
 	if it.update == nil {
 		return true // a notice
 	}
-	u := it.update
-	switch {
-	case u.ToolCall != nil:
-		_, _, sub := subagentMeta(u.ToolCall.Meta)
-		return !sub
-	case u.ToolCallUpdate != nil:
-		_, _, sub := subagentMeta(u.ToolCallUpdate.Meta)
-		return !sub
-	}
-	return true
+	_, meta, _, _ := toolCallParts(*it.update)
+	_, _, sub := subagentMeta(meta)
+	return !sub
 }
 
 func (t *turn) drop() {
@@ -571,20 +564,8 @@ func (p *pumpState) drain() {
 // subagents starts a child Turn for a tool call that announces a
 // sub-agent, and ends it when that tool call finishes.
 func (p *pumpState) subagents(u acpsdk.SessionUpdate) {
-	var (
-		id     string
-		meta   map[string]any
-		status string
-	)
-	switch {
-	case u.ToolCall != nil:
-		id, meta, status = string(u.ToolCall.ToolCallId), u.ToolCall.Meta, string(u.ToolCall.Status)
-	case u.ToolCallUpdate != nil:
-		id, meta = string(u.ToolCallUpdate.ToolCallId), u.ToolCallUpdate.Meta
-		if u.ToolCallUpdate.Status != nil {
-			status = string(*u.ToolCallUpdate.Status)
-		}
-	default:
+	id, meta, status, ok := toolCallParts(u)
+	if !ok {
 		return
 	}
 	if psid, title, ok := subagentMeta(meta); ok && p.children[psid] == nil {
@@ -617,6 +598,21 @@ func (p *pumpState) subagents(u acpsdk.SessionUpdate) {
 			p.endChild(ch, term)
 		}
 	}
+}
+
+// toolCallParts reads a tool call's id, _meta and status from a tool-call
+// update; ok is false for any other update.
+func toolCallParts(u acpsdk.SessionUpdate) (id string, meta map[string]any, status string, ok bool) {
+	switch {
+	case u.ToolCall != nil:
+		return string(u.ToolCall.ToolCallId), u.ToolCall.Meta, string(u.ToolCall.Status), true
+	case u.ToolCallUpdate != nil:
+		if u.ToolCallUpdate.Status != nil {
+			status = string(*u.ToolCallUpdate.Status)
+		}
+		return string(u.ToolCallUpdate.ToolCallId), u.ToolCallUpdate.Meta, status, true
+	}
+	return "", nil, "", false
 }
 
 func (p *pumpState) endChild(ch *childTurn, term host.Terminal) {
