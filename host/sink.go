@@ -184,9 +184,7 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	}
 	k.opened(a.Output)
 	if term != nil {
-		// The Turn is over: what Terminal does after its commit.
-		k.h.afterSettle(k.ref, settled, nil)
-		k.h.work.release(k.ref.TurnID)
+		k.ended(settled) // the Turn is over
 		return nil
 	}
 	if cancelAfter { // a cancel arrived while the barrier was open
@@ -241,8 +239,7 @@ func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
 		out, err := k.settleWithOutput(ctx, term, last)
 		k.endFinal()
 		if err == nil {
-			k.h.afterSettle(k.ref, out, nil)
-			k.h.work.release(k.ref.TurnID)
+			k.ended(out)
 			return nil
 		}
 		if errors.Is(err, context.Canceled) {
@@ -265,6 +262,13 @@ func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
 	}
 	k.h.work.release(k.ref.TurnID)
 	return err
+}
+
+// ended is what follows a committed settlement of this sink's Turn: the
+// Host's after-settle work, then the drive claim is released.
+func (k *turnSink) ended(t Turn) {
+	k.h.afterSettle(k.ref, t, nil)
+	k.h.work.release(k.ref.TurnID)
 }
 
 // settleWithOutput commits batch (the output still queued, possibly none)
