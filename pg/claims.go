@@ -86,18 +86,15 @@ func (t *tx) UpdateClaim(ctx context.Context, c host.SubmitClaim) error {
 	if t.failed != nil {
 		return t.failed
 	}
-	op := "update claim " + c.ClientSubmitID
-	const update = `UPDATE submit_claims SET session_id = $1, turn_id = $2,
+	k := rowKey{"submit_claims", c.WorkspaceID, c.ClientSubmitID}
+	// A deferred update records the claim under its (new) session.
+	later := t.defersUpdate(k)
+	err := t.updateOne(ctx, k, "update claim "+c.ClientSubmitID, `UPDATE submit_claims SET session_id = $1, turn_id = $2,
 		state = $3, updated_at = $4
-		WHERE workspace_id = $5 AND client_submit_id = $6`
-	args := []any{c.SessionID, c.TurnID, string(c.State), c.UpdatedAt, c.WorkspaceID, c.ClientSubmitID}
-	if t.defersUpdate(rowKey{"submit_claims", c.WorkspaceID, c.ClientSubmitID}) {
-		// Seen under its session's lock: it goes with the next round trip
-		// (txconn.go).
-		t.deferUpdate(op, update, args...)
+		WHERE workspace_id = $5 AND client_submit_id = $6`,
+		c.SessionID, c.TurnID, string(c.State), c.UpdatedAt, c.WorkspaceID, c.ClientSubmitID)
+	if later {
 		t.see("submit_claims", c.WorkspaceID, c.ClientSubmitID, c.SessionID)
-		return nil
 	}
-	tag, err := t.tx.Exec(ctx, update, args...)
-	return t.affectedOne(op, tag, err)
+	return err
 }

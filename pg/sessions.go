@@ -167,18 +167,10 @@ func (t *tx) UpdateSession(ctx context.Context, s host.Session) error {
 	if err != nil {
 		return err
 	}
-	op := "update session " + s.ID
-	args := []any{s.Title, s.TitleExplicit, s.Agent, s.Simulated, settings, s.Pinned,
+	return t.updateOne(ctx, rowKey{"sessions", s.WorkspaceID, s.ID}, "update session "+s.ID, updateSessionSQL,
+		s.Title, s.TitleExplicit, s.Agent, s.Simulated, settings, s.Pinned,
 		s.ProviderSessionID, s.MessageVersion, s.TurnCount, s.ActiveTurnID, s.Provisional,
-		s.UpdatedAt, s.DeletedAt, s.ContextLost, s.WorkspaceID, s.ID}
-	if t.defersUpdate(rowKey{"sessions", s.WorkspaceID, s.ID}) {
-		// The row is locked by this transaction: it goes with the next
-		// round trip (txconn.go).
-		t.deferUpdate(op, updateSessionSQL, args...)
-		return nil
-	}
-	tag, err := t.tx.Exec(ctx, updateSessionSQL, args...)
-	return t.affectedOne(op, tag, err)
+		s.UpdatedAt, s.DeletedAt, s.ContextLost, s.WorkspaceID, s.ID)
 }
 
 const updateSessionSQL = `UPDATE sessions SET title = $1, title_explicit = $2,

@@ -318,9 +318,16 @@ func (t *tx) see(table, ws, id, sessionID string) {
 	t.seen[rowKey{table, ws, id}] = sessionKey{ws, sessionID}
 }
 
-// deferUpdate queues an UPDATE that defersUpdate allowed; its
-// rows-affected check stays as a guard.
-func (t *tx) deferUpdate(op, sql string, args ...any) {
-	t.tx.queue(deferred{op: op, sql: sql, args: args, late: true,
-		check: func(tag pgconn.CommandTag) error { return t.affectedOne(op, tag, nil) }})
+// updateOne runs an UPDATE that must match the one row k. When
+// defersUpdate allows, the Host only returns its error, so it goes with the
+// next round trip (txconn.go), its rows-affected check kept as a guard;
+// otherwise it runs now and "no row matched" is host.ErrNotFound.
+func (t *tx) updateOne(ctx context.Context, k rowKey, op, sql string, args ...any) error {
+	if t.defersUpdate(k) {
+		t.tx.queue(deferred{op: op, sql: sql, args: args, late: true,
+			check: func(tag pgconn.CommandTag) error { return t.affectedOne(op, tag, nil) }})
+		return nil
+	}
+	tag, err := t.tx.Exec(ctx, sql, args...)
+	return t.affectedOne(op, tag, err)
 }

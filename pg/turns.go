@@ -108,19 +108,11 @@ func (t *tx) UpdateTurn(ctx context.Context, tu host.Turn) error {
 	if err != nil {
 		return fmt.Errorf("pg: update turn %s: encode labels: %w", tu.ID, err)
 	}
-	op := "update turn " + tu.ID
-	args := []any{tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
+	return t.updateOne(ctx, rowKey{"turns", tu.WorkspaceID, tu.ID}, "update turn "+tu.ID, updateTurnSQL,
+		tu.Origin, string(tu.Phase), string(tu.Outcome), tu.FailureReason, tu.StopReason,
 		tu.ProviderSessionID, tu.ProviderTurnID, tu.ClientSubmitID, tu.Retracted,
 		tu.CancelRequested, tu.SubmittedBy, tu.UpdatedAt, tu.SettledAt,
-		tu.AppliedSeq, tu.WorkspaceID, tu.SessionID, tu.ID, string(labels)}
-	if t.defersUpdate(rowKey{"turns", tu.WorkspaceID, tu.ID}) {
-		// The Host only returns this error; it goes with the next round
-		// trip (txconn.go).
-		t.deferUpdate(op, updateTurnSQL, args...)
-		return nil
-	}
-	tag, err := t.tx.Exec(ctx, updateTurnSQL, args...)
-	return t.affectedOne(op, tag, err)
+		tu.AppliedSeq, tu.WorkspaceID, tu.SessionID, tu.ID, string(labels))
 }
 
 const updateTurnSQL = `UPDATE turns SET origin = $1, phase = $2, outcome = $3,
