@@ -62,9 +62,13 @@ func benchSubmits(b *testing.B, clients int) {
 			b.Fatal(err)
 		}
 		sids[i] = r.Session.ID
-		// Warm up: the first prompt of a session starts its provider session.
-		submitAndSettle(b, h, rt, ws, sids[i], fmt.Sprintf("warm-%d", i))
+		// Warm up: the first prompt of a session starts its provider
+		// session; the others give each session a history to plan on.
+		for n := range warmTurns {
+			submitAndSettle(b, h, rt, ws, sids[i], fmt.Sprintf("warm-%d-%d", i, n))
+		}
 	}
+	analyzeSchema(b, st)
 
 	tr.reset()
 	var next atomic.Int64
@@ -91,6 +95,35 @@ func benchSubmits(b *testing.B, clients int) {
 	b.ReportMetric(per(float64(s.count[kindLock])), "locks/submit")
 	for _, k := range []stmtKind{kindCommit, kindLock, kindRead, kindWrite} {
 		b.ReportMetric(per(s.dur[k].Seconds()*1000), k.String()+"-ms/submit")
+	}
+}
+
+// warmTurns is how many prompts each session answers before the timer.
+const warmTurns = 20
+
+// analyzeSchema gives the planner the statistics autovacuum gives a running
+// deployment within a minute of its first writes. A short benchmark on a
+// fresh schema is planned without any: PostgreSQL's default selectivities
+// then tie a Turn's key lookup (workspace, session, id) with turns_seq
+// (workspace, session, seq), and it reads every Turn of the session on each
+// sink write: the benchmark measured a cost growing with its own length
+// (docs/performance.md, "Planned without statistics").
+func analyzeSchema(b *testing.B, st *Store) {
+	ctx := b.Context()
+	rows, err := st.pool.Query(ctx, `SELECT c.oid::regclass::text FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema() AND c.relkind = 'r'`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range tables {
+		if _, err := st.pool.Exec(ctx, `ANALYZE `+t); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
