@@ -82,7 +82,7 @@ func (t *tx) Interaction(ctx context.Context, ref host.InteractionRef) (host.Int
 	if t.failed != nil {
 		return host.Interaction{}, t.failed
 	}
-	if err := t.lockSession(ctx, ref.WorkspaceID, ref.SessionID); err != nil {
+	if err := t.lockSession(ctx, ref.WorkspaceID, ref.SessionID, false); err != nil {
 		return host.Interaction{}, err
 	}
 	i, err := getInteraction(ctx, t.tx, ref)
@@ -155,7 +155,7 @@ func (t *tx) TurnInteractions(ctx context.Context, ws, sessionID, turnID string)
 	if t.failed != nil {
 		return nil, t.failed
 	}
-	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
 		return nil, err
 	}
 	out, err := queryInteractions(ctx, t.tx, `SELECT `+interactionCols+` FROM interactions
@@ -183,7 +183,7 @@ func (t *tx) LatestTurn(ctx context.Context, ws, sessionID string) (host.Turn, e
 	if t.failed != nil {
 		return host.Turn{}, t.failed
 	}
-	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
 		return host.Turn{}, err
 	}
 	tu, err := latestTurn(ctx, t.tx, ws, sessionID)
@@ -302,7 +302,7 @@ func (t *tx) RuntimeOperation(ctx context.Context, ws, id string) (host.RuntimeO
 	if err != nil {
 		return host.RuntimeOperation{}, t.fail(classify("get runtime operation", err))
 	}
-	if err := t.lockSession(ctx, ws, sid); err != nil {
+	if err := t.lockSession(ctx, ws, sid, false); err != nil {
 		return host.RuntimeOperation{}, err
 	}
 	op, err := getOperation(ctx, t.tx, ws, id)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
@@ -53,16 +55,25 @@ func listQueueEntries(ctx context.Context, q querier, where string, args ...any)
 	return queryRows(ctx, q, "list queue entries", `SELECT `+queueCols+` FROM queue_entries WHERE `+where+` ORDER BY position`, args, sqlstore.All(scanQueueEntry))
 }
 
+// selectQueueHead reads a session's queue revision and fence; no row is
+// revision 0 without a fence.
+const selectQueueHead = `SELECT revision, fence_turn_id FROM session_queues
+	WHERE workspace_id = $1 AND session_id = $2`
+
 func getQueue(ctx context.Context, q querier, ws, sessionID string) (host.Queue, error) {
 	var out host.Queue
-	err := q.QueryRow(ctx, `SELECT revision, fence_turn_id FROM session_queues
-		WHERE workspace_id = $1 AND session_id = $2`, ws, sessionID).Scan(&out.Revision, &out.FenceTurnID)
+	err := q.QueryRow(ctx, selectQueueHead, ws, sessionID).Scan(&out.Revision, &out.FenceTurnID)
 	if err != nil && !isNoRows(err) {
 		return out, classify("get queue", err)
 	}
-	out.Entries, err = listQueueEntries(ctx, q, `workspace_id = $1 AND session_id = $2 AND state = $3`,
-		ws, sessionID, string(host.QueueQueued))
+	out.Entries, err = listWaiting(ctx, q, ws, sessionID)
 	return out, err
+}
+
+// listWaiting lists a session's queued entries in queue order.
+func listWaiting(ctx context.Context, q querier, ws, sessionID string) ([]host.QueueEntry, error) {
+	return listQueueEntries(ctx, q, `workspace_id = $1 AND session_id = $2 AND state = $3`,
+		ws, sessionID, string(host.QueueQueued))
 }
 
 // GetQueue reads the revision, fence and waiting entries in one read-only
@@ -98,15 +109,25 @@ func txRead[T any](t *tx, fn func() (T, error)) (T, error) {
 	return v, err
 }
 
+// Queue reads the queue in one round trip: the revision and fence are
+// read ahead of the waiting entries, in the same batch.
 func (t *tx) Queue(ctx context.Context, ws, sessionID string) (host.Queue, error) {
-	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
 		return host.Queue{}, err
 	}
-	return txRead(t, func() (host.Queue, error) { return getQueue(ctx, t.tx, ws, sessionID) })
+	if t.failed != nil {
+		return host.Queue{}, t.failed
+	}
+	var q host.Queue
+	t.tx.queue(deferred{op: "get queue", sql: selectQueueHead, args: []any{ws, sessionID},
+		scan: func(rows pgx.Rows) error { return rows.Scan(&q.Revision, &q.FenceTurnID) }})
+	entries, err := txRead(t, func() ([]host.QueueEntry, error) { return listWaiting(ctx, t.tx, ws, sessionID) })
+	q.Entries = entries
+	return q, err
 }
 
 func (t *tx) QueueEntry(ctx context.Context, ws, sessionID, id string) (host.QueueEntry, error) {
-	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
 		return host.QueueEntry{}, err
 	}
 	return txRead(t, func() (host.QueueEntry, error) {
@@ -121,7 +142,7 @@ func (t *tx) QueueEntryBySubmit(ctx context.Context, ws, clientSubmitID string) 
 }
 
 func (t *tx) TurnQueueEntries(ctx context.Context, ws, sessionID, turnID string) ([]host.QueueEntry, error) {
-	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
 		return nil, err
 	}
 	return txRead(t, func() ([]host.QueueEntry, error) {
@@ -135,7 +156,7 @@ func (t *tx) bumpQueue(ctx context.Context, ws, sessionID string) (int64, error)
 	if t.failed != nil {
 		return 0, t.failed
 	}
-	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
 		return 0, err
 	}
 	var rev int64

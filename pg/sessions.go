@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ensemble-dev/ensemble/host"
@@ -94,6 +95,12 @@ func (t *tx) Session(ctx context.Context, ws, id string) (host.Session, error) {
 	if t.failed != nil {
 		return host.Session{}, t.failed
 	}
+	if p := t.ahead; p != nil && p.key == (sessionKey{ws, id}) && p.ops == t.tx.ops {
+		// Read with its lock in the round trip before, and nothing was
+		// queued or sent since: the row is what a read now would return.
+		t.ahead = nil
+		return p.s, nil
+	}
 	s, err := getSession(ctx, t.tx, selectSession+` FOR UPDATE`, ws, id)
 	if err != nil {
 		if isNotFound(err) {
@@ -107,15 +114,17 @@ func (t *tx) Session(ctx context.Context, ws, id string) (host.Session, error) {
 
 // lockSession takes the session's row lock if this transaction does not
 // hold it yet. A missing session locks nothing; the caller's read reports
-// the missing row.
-func (t *tx) lockSession(ctx context.Context, ws, id string) error {
+// the missing row. With readAhead the lock statement reads the whole row
+// (t.ahead): a sink's fenced load reads the Turn and then its session, and
+// the session then costs no round trip of its own.
+func (t *tx) lockSession(ctx context.Context, ws, id string, readAhead bool) error {
 	k := sessionKey{ws, id}
 	if t.locked[k] {
 		return nil
 	}
 	// Every caller reads right after: the lock goes in the same round trip
 	// as that read, ahead of it (txconn.go); a lock timeout fails the read.
-	t.tx.queue(deferred{op: "lock session",
+	d := deferred{op: "lock session",
 		sql:  `SELECT 1 FROM sessions WHERE workspace_id = $1 AND id = $2 FOR UPDATE`,
 		args: []any{ws, id},
 		check: func(tag pgconn.CommandTag) error {
@@ -123,8 +132,28 @@ func (t *tx) lockSession(ctx context.Context, ws, id string) error {
 				t.locked[k] = true
 			}
 			return nil
-		}})
+		}}
+	if readAhead {
+		d.sql = selectSession + ` FOR UPDATE`
+		d.scan = func(rows pgx.Rows) error {
+			s, err := scanSession(rows)
+			if err != nil {
+				return classify("get session", err)
+			}
+			t.ahead = &sessionAhead{key: k, s: s, ops: t.tx.ops}
+			return nil
+		}
+	}
+	t.tx.queue(d)
 	return nil
+}
+
+// sessionAhead is a session row read with its lock before tx.Session asked
+// for it; ops is txConn.ops when it was read.
+type sessionAhead struct {
+	key sessionKey
+	s   host.Session
+	ops int
 }
 
 func (t *tx) InsertSession(ctx context.Context, s host.Session) error {

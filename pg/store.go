@@ -224,6 +224,8 @@ type tx struct {
 	failed error
 	// late is the failure of a deferred write, if one failed.
 	late error
+	// ahead is the session row read with its lock by the last Turn read.
+	ahead *sessionAhead
 }
 
 var _ host.Tx = (*tx)(nil)

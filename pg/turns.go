@@ -57,7 +57,7 @@ func (t *tx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn,
 	if t.failed != nil {
 		return host.Turn{}, t.failed
 	}
-	if err := t.lockSession(ctx, ws, sessionID); err != nil {
+	if err := t.lockSession(ctx, ws, sessionID, true); err != nil {
 		return host.Turn{}, err
 	}
 	tu, err := getTurn(ctx, t.tx, ws, sessionID, turnID)

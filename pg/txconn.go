@@ -37,6 +37,9 @@ type txConn struct {
 	// begun: BEGIN was sent (with the first statement).
 	begun  bool
 	queued []deferred
+	// ops counts the statements queued or sent; a row read ahead is still
+	// current while it has not moved (tx.Session).
+	ops int
 }
 
 // deferred is a statement sent with the next round trip.
@@ -50,10 +53,15 @@ type deferred struct {
 	// late: the statement is a write the caller was told had succeeded,
 	// so its failure must reach Update instead of fn's own error.
 	late bool
+	// scan, when set, reads each row the statement returns (a read ahead).
+	scan func(pgx.Rows) error
 }
 
 // queue defers a statement to the next round trip.
-func (c *txConn) queue(d deferred) { c.queued = append(c.queued, d) }
+func (c *txConn) queue(d deferred) {
+	c.ops++
+	c.queued = append(c.queued, d)
+}
 
 // direct reports that a statement can go alone: the transaction is open
 // and nothing waits to be sent with it.
@@ -65,6 +73,7 @@ func (c *txConn) direct() bool { return c.begun && len(c.queued) == 0 }
 // it. A failure before the last result is recorded on the tx and returned
 // classified; the batch is then closed already.
 func (c *txConn) roundTrip(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	c.ops++
 	for attempt := 0; ; attempt++ {
 		if c.conn == nil {
 			conn, err := c.t.store.pool.Acquire(ctx)
@@ -103,7 +112,7 @@ func (c *txConn) roundTrip(ctx context.Context, sql string, args []any) (pgx.Bat
 			}
 		}
 		for _, d := range queued {
-			tag, err := br.Exec()
+			tag, err := d.result(br)
 			if err != nil {
 				err = classify(d.op, err)
 			} else if d.check != nil {
@@ -122,11 +131,32 @@ func (c *txConn) roundTrip(ctx context.Context, sql string, args []any) (pgx.Bat
 	}
 }
 
+// result reads a deferred statement's result from br: its command tag, and
+// its rows through d.scan when it reads ahead.
+func (d deferred) result(br pgx.BatchResults) (pgconn.CommandTag, error) {
+	if d.scan == nil {
+		return br.Exec()
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := d.scan(rows); err != nil {
+			return pgconn.CommandTag{}, err
+		}
+	}
+	rows.Close()
+	return rows.CommandTag(), rows.Err()
+}
+
 // Exec, Query and QueryRow make txConn a querier: each is one round trip
 // carrying BEGIN and the queued statements when there are any.
 
 func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if c.direct() {
+		c.ops++
 		return c.conn.Exec(ctx, sql, args...)
 	}
 	br, err := c.roundTrip(ctx, sql, args)
@@ -142,6 +172,7 @@ func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 
 func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if c.direct() {
+		c.ops++
 		return c.conn.Query(ctx, sql, args...)
 	}
 	br, err := c.roundTrip(ctx, sql, args)
@@ -158,6 +189,7 @@ func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 
 func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if c.direct() {
+		c.ops++
 		return c.conn.QueryRow(ctx, sql, args...)
 	}
 	rows, err := c.Query(ctx, sql, args...)
