@@ -275,6 +275,17 @@ func emitTree(ctx context.Context, tx Tx, emit func(...Fact), s Session) error {
 	return nil
 }
 
+// emitTreeAt is emitTree for a write that holds t, a Turn of s: when s is
+// its own root and t has the last seq s handed out (TurnCount), t is the
+// root's latest Turn and the read is not needed.
+func emitTreeAt(ctx context.Context, tx Tx, emit func(...Fact), s Session, t Turn) error {
+	if rootOf(s) == s.ID && t.SessionID == s.ID && t.ID != "" && t.Seq == s.TurnCount {
+		emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactInteractionTreeDirty, SessionID: s.ID, TurnID: t.ID})
+		return nil
+	}
+	return emitTree(ctx, tx, emit, s)
+}
+
 func rootOf(s Session) string {
 	if s.RootID != "" {
 		return s.RootID

@@ -179,7 +179,7 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 	}
 	emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID, TurnID: turn.ID},
 		Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion})
-	return s, turn, claim, emitTree(ctx, tx, emit, s)
+	return s, turn, claim, emitTreeAt(ctx, tx, emit, s, turn)
 }
 
 // admitted resolves an admission commit that reported an error: when the

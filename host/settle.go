@@ -68,7 +68,7 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 	if err := endInteractions(ctx, tx, t, ended, resolution, now); err != nil {
 		return t, err
 	}
-	if err := emitTree(ctx, tx, emit, s); err != nil {
+	if err := emitTreeAt(ctx, tx, emit, s, t); err != nil {
 		return t, err
 	}
 	var closing []MessageAppend
