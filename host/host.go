@@ -239,7 +239,7 @@ func (h *Host) commit(ctx context.Context, fn func(tx Tx, emit func(...Fact)) er
 		return err
 	})
 	if err != nil {
-		return err
+		return staleOwner(err)
 	}
 	if len(facts) > 0 {
 		h.pub.publish(ctx, facts, ids)

@@ -182,11 +182,19 @@ func (h *Host) checkOwner(ctx context.Context, tx Tx, ws, sid string) error {
 	if held {
 		err = tx.CheckLease(ctx, ws, sid, h.epoch, gen)
 	}
-	if err != nil {
-		return &Error{Code: CodeUnavailable, Reason: "stale_owner", Err: err,
-			Message: "this replica no longer owns the session; another replica took it over"}
+	return staleOwner(err)
+}
+
+// staleOwner reports a lost lease as the typed error callers see. A store
+// may check the fence with the transaction's next statement, so the loss
+// can also surface from that call or the commit (Host.commit maps it).
+func staleOwner(err error) error {
+	var typed *Error
+	if err == nil || !errors.Is(err, ErrLeaseLost) || errors.As(err, &typed) {
+		return err
 	}
-	return nil
+	return &Error{Code: CodeUnavailable, Reason: "stale_owner", Err: err,
+		Message: "this replica no longer owns the session; another replica took it over"}
 }
 
 // fencedTurn is the preamble of every write that depends on owning ref's

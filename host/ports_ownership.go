@@ -57,7 +57,10 @@ type LeaseStore interface {
 type LeaseTx interface {
 	// CheckLease returns ErrLeaseLost unless owner holds the session's
 	// lease at gen. Expiry alone does not fail it: an owner whose lease
-	// lapsed but was not taken over is still the only writer.
+	// lapsed but was not taken over is still the only writer. A store may
+	// send the check with the transaction's next statement: the loss is
+	// then returned by that call, or by Update, and nothing the
+	// transaction wrote commits.
 	CheckLease(ctx context.Context, ws, sessionID, owner string, gen int64) error
 }
 

@@ -2,6 +2,9 @@ package pg
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -32,6 +35,11 @@ func TestLeaseFenceLetsRenewalsThrough(t *testing.T) {
 		done <- st.Update(ctx, func(tx host.Tx) error {
 			if err := tx.CheckLease(ctx, ws, sid, "epA", 1); err != nil {
 				return err
+			}
+			// The fence goes with the next statement, as the fenced Turn
+			// read sends it.
+			if _, err := tx.Turn(ctx, ws, sid, "t-none"); !errors.Is(err, host.ErrNotFound) {
+				return fmt.Errorf("fenced read: %v", err)
 			}
 			close(fenced)
 			<-release // the write is still open
@@ -80,5 +88,51 @@ func TestLeaseFenceLetsRenewalsThrough(t *testing.T) {
 	}
 	if l := <-took; l.Owner != "epB" || l.Generation != 2 {
 		t.Fatalf("takeover after the write: %+v", l)
+	}
+}
+
+// TestLeaseFenceGoesWithTheFencedRead: the fence is sent with the Turn read
+// that follows it (no round trip of its own), and a refused fence commits
+// nothing: when no statement follows it before COMMIT (here: only a
+// deferred write), it is sent and read before COMMIT is.
+func TestLeaseFenceGoesWithTheFencedRead(t *testing.T) {
+	f := newDeferredFixture(t)
+	ctx := t.Context()
+	if _, err := f.st.AcquireLease(ctx, f.ws, f.sid, "epA", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	f.tr.reset()
+	err := f.st.Update(ctx, func(tx host.Tx) error {
+		if err := tx.CheckLease(ctx, f.ws, f.sid, "epA", 1); err != nil {
+			return err
+		}
+		_, err := tx.Turn(ctx, f.ws, f.sid, f.queued.ID)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := roundTrips(f.tr.transactions()); !slices.Equal(got, []int{2}) {
+		t.Fatalf("fenced read: round trips %v, want [2] (BEGIN, fence, lock and read; COMMIT)", got)
+	}
+
+	now := time.Now().UTC()
+	err = f.st.Update(ctx, func(tx host.Tx) error {
+		if err := tx.CheckLease(ctx, f.ws, f.sid, "epB", 1); err != nil {
+			return err
+		}
+		return tx.PutMessage(ctx, host.Message{WorkspaceID: f.ws, SessionID: f.sid, ID: "m-fenced",
+			Role: host.RoleUser, Kind: host.KindText, Version: 1, Ordinal: 1,
+			Content: host.MessageContent{Text: "must not commit"}, CreatedAt: now, UpdatedAt: now})
+	})
+	if !errors.Is(err, host.ErrLeaseLost) {
+		t.Fatalf("write fenced by another owner's lease: %v, want ErrLeaseLost", err)
+	}
+	var n int
+	if err := f.st.pool.QueryRow(ctx, `SELECT count(*) FROM messages WHERE id = 'm-fenced'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("a write behind a refused fence committed")
 	}
 }

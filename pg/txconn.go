@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,6 +56,9 @@ type deferred struct {
 	late bool
 	// scan, when set, reads each row the statement returns (a read ahead).
 	scan func(pgx.Rows) error
+	// fence: check may refuse the transaction, so the statement's result
+	// is read before COMMIT is sent, never in COMMIT's batch.
+	fence bool
 }
 
 // queue defers a statement to the next round trip.
@@ -201,6 +205,16 @@ func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 func (c *txConn) commit(ctx context.Context) error {
 	if !c.begun && len(c.queued) == 0 {
 		return nil
+	}
+	if slices.ContainsFunc(c.queued, func(d deferred) bool { return d.fence }) {
+		br, err := c.roundTrip(ctx, "", nil)
+		if err != nil {
+			return err
+		}
+		if err := br.Close(); err != nil {
+			c.t.store.lost(err)
+			return c.t.fail(classify("commit", err))
+		}
 	}
 	tag, err := c.Exec(ctx, "commit")
 	if err != nil && c.t.failed != nil && errors.Is(err, c.t.failed) {
