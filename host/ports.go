@@ -79,7 +79,10 @@ type Tx interface {
 	// DeleteProvisionalSession hard-deletes a provisional session shell with
 	// its turns, messages and claims (failed-create compensation only).
 	DeleteProvisionalSession(ctx context.Context, ws, id string) error
-	// AppendFacts writes outbox rows in this transaction.
+	// AppendFacts writes outbox rows in this transaction and returns their
+	// ids, one per fact, increasing. A store may send the insert with
+	// COMMIT and fill the slice's elements then: read them only after
+	// Update returned nil.
 	AppendFacts(ctx context.Context, facts ...Fact) ([]int64, error)
 
 	// Interactions and durable runtime operations (ports_interactions.go).

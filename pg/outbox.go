@@ -7,6 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
 )
@@ -14,7 +17,9 @@ import (
 // AppendFacts writes facts to the outbox inside the caller's transaction, so
 // they become durable exactly when the state they describe does. All facts
 // go in one statement; identity values are drawn in row order, so the
-// sorted ids line up with facts.
+// sorted ids line up with facts. The statement is deferred: it goes with
+// COMMIT (or the next statement), and the returned slice is filled when
+// its rows come back, before Update returns (host.Tx.AppendFacts).
 func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, error) {
 	if t.failed != nil {
 		return nil, t.failed
@@ -31,26 +36,28 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 		}
 		ws[i], payloads[i] = f.WorkspaceID, string(b)
 	}
-	rows, err := t.tx.Query(ctx, `INSERT INTO outbox (workspace_id, fact_json, created_at)
-		SELECT w, f, $3 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(w, f, n)
-		ORDER BY n
-		RETURNING id`, ws, payloads, time.Now())
-	if err != nil {
-		return nil, t.fail(classify("append facts", err))
-	}
-	defer rows.Close()
-	ids := make([]int64, 0, len(facts))
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, t.fail(classify("append facts", err))
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, t.fail(classify("append facts", err))
-	}
-	slices.Sort(ids)
+	ids := make([]int64, len(facts))
+	got := ids[:0:0]
+	t.tx.queue(deferred{op: "append facts", late: true,
+		sql: `INSERT INTO outbox (workspace_id, fact_json, created_at)
+			SELECT w, f, $3 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(w, f, n)
+			ORDER BY n
+			RETURNING id`,
+		args: []any{ws, payloads, time.Now()},
+		scan: func(rows pgx.Rows) error {
+			var id int64
+			err := rows.Scan(&id)
+			got = append(got, id)
+			return err
+		},
+		check: func(pgconn.CommandTag) error {
+			if len(got) != len(ids) {
+				return fmt.Errorf("pg: append facts: %d ids for %d facts", len(got), len(ids))
+			}
+			slices.Sort(got)
+			copy(ids, got)
+			return nil
+		}})
 	return ids, nil
 }
 

@@ -156,12 +156,13 @@ func (s *signalStore) Update(ctx context.Context, fn func(host.Tx) error) error 
 	return err
 }
 
-// TestOutputCommitRoundTrips: committing one streamed chunk is 4 round
+// TestOutputCommitRoundTrips: committing one streamed chunk is 3 round
 // trips: BEGIN with the session lock (which reads the session row ahead)
 // and the turn read; the append (the Host builds the delta from its
-// result); the turn and session updates with the outbox insert (the Host
-// needs its ids); COMMIT. Before BEGIN folding and deferred writes it was
-// 9, one per statement; before the session read ahead, 5.
+// result); the turn and session updates and the outbox insert with COMMIT
+// (the outbox ids are filled from the COMMIT's batch). One per statement
+// it was 9; with the outbox ids returned inside the transaction and the
+// session read on its own, 5.
 func TestOutputCommitRoundTrips(t *testing.T) {
 	url, _ := testSchema(t)
 	tr := &rtTracer{}
@@ -196,7 +197,7 @@ func TestOutputCommitRoundTrips(t *testing.T) {
 	chunk(3)
 
 	txs := tr.transactions()
-	want := []int{4}
+	want := []int{3}
 	if got := roundTrips(txs); !slices.Equal(got, want) {
 		t.Fatalf("round trips per transaction = %v, want %v; trips:%v", got, want, txs)
 	}
@@ -243,22 +244,22 @@ func (r *answerRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 
 // TestDurableSubmitRoundTrips: one durable submit with an instant answer
 // is 4 transactions: admission, dispatched, acceptance, output with
-// settlement. With BEGIN folded into each first statement and deferred
-// writes sent with the next statement, the session row read ahead with the
-// lock of each sink write's fenced load, the queue's head read with its
-// entries, and no read of the latest Turn when the transaction holds it
-// (emitTreeAt), they cost 5 + 3 + 4 + 7 = 19 round trips, against
-// 9 + 6 + 9 + 14 = 38 one per statement. The
-// claim and turn inserts of the admission stay round trips of their own:
-// a duplicate is reported by the call itself.
+// settlement. BEGIN goes with each first statement; deferred writes, the
+// outbox insert among them, go with the next statement or COMMIT; the
+// session row is read ahead with the lock of each sink write's fenced
+// load, the queue's head with its entries; and the Host reads no latest
+// Turn it holds (emitTreeAt). They cost 4 + 2 + 3 + 6 = 15 round trips,
+// against 9 + 6 + 9 + 14 = 38 one per statement. The claim and turn
+// inserts of the admission stay round trips of their own: a duplicate is
+// reported by the call itself.
 func TestDurableSubmitRoundTrips(t *testing.T) {
-	testSubmitRoundTrips(t, false, []int{5, 3, 4, 7})
+	testSubmitRoundTrips(t, false, []int{4, 2, 3, 6})
 }
 
 // TestAnswerAtTheBarrierRoundTrips: an answer that is over before the
 // barrier commits with the acceptance: 3 transactions per submit.
 func TestAnswerAtTheBarrierRoundTrips(t *testing.T) {
-	testSubmitRoundTrips(t, true, []int{5, 3, 8})
+	testSubmitRoundTrips(t, true, []int{4, 2, 7})
 }
 
 func testSubmitRoundTrips(t *testing.T, atBarrier bool, want []int) {

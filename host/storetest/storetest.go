@@ -969,19 +969,16 @@ func testOutbox(t *testing.T, st host.Store) {
 		{WorkspaceID: ws, Kind: host.FactTranscriptAdvanced, SessionID: "s1", TurnID: "t1", Version: 3},
 		{WorkspaceID: ws, Kind: host.FactSessionChanged, SessionID: "s2", Version: 1},
 	}
-	var ids []int64
-	update(t, st, func(tx host.Tx) error {
-		first, err := tx.AppendFacts(ctx(t), facts[0])
-		if err != nil {
+	// The ids are read after the commit: a store may fill them with it.
+	var first, rest []int64
+	update(t, st, func(tx host.Tx) (err error) {
+		if first, err = tx.AppendFacts(ctx(t), facts[0]); err != nil {
 			return err
 		}
-		rest, err := tx.AppendFacts(ctx(t), facts[1:]...)
-		if err != nil {
-			return err
-		}
-		ids = append(first, rest...)
-		return nil
+		rest, err = tx.AppendFacts(ctx(t), facts[1:]...)
+		return err
 	})
+	ids := append(slices.Clone(first), rest...)
 	if len(ids) != 3 || !slices.IsSorted(ids) || ids[0] == ids[1] || ids[1] == ids[2] {
 		t.Fatalf("AppendFacts ids = %v, want 3 increasing ids", ids)
 	}
