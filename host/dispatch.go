@@ -71,6 +71,9 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 	switch {
 	case err == nil:
 		handed = true // the sink releases the drive claim at the terminal
+		if t, ok := sink.acceptedTurn(); ok {
+			return t, nil // as the acceptance committed it: no read
+		}
 		return h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
 	case errors.As(err, &le):
 		// The runtime refused before writing anything: not a provider

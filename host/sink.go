@@ -23,6 +23,9 @@ type turnSink struct {
 	// accepted: this sink saw the barrier pass (or the Turn was born
 	// accepted), so output may be queued; the store still decides.
 	accepted bool
+	// acceptedAs is the Turn as this sink's acceptance committed it
+	// (settled when the terminal went with it); ID empty before.
+	acceptedAs Turn
 	// open holds message keys still streaming, closed at the terminal.
 	open map[string]bool
 	// phase is the latest pre-acceptance phase reported; set once
@@ -130,6 +133,7 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	var (
 		cancelAfter bool
 		settled     Turn
+		written     Turn // the Turn as this commit leaves it
 	)
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, s, err := k.load(ctx, tx, fenceUnsettled)
@@ -138,7 +142,7 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 		// With the terminal, it finds the Turn settled.
 		retry := t.Accepted() && t.ProviderSessionID == a.ProviderSessionID && t.ProviderTurnID == a.ProviderTurnID
 		if errors.Is(err, errTurnSettled) && retry && term != nil {
-			settled = t
+			settled, written = t, t
 			return nil
 		}
 		if err != nil {
@@ -161,8 +165,10 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 			turnDirty, sessDirty = turnDirty || applied, sessDirty || applied
 		}
 		cancelAfter = t.CancelRequested
+		written = t
 		if term != nil { // settleIn writes the Turn and the session
 			settled, err = k.h.settleIn(ctx, tx, emit, t, s, *term, "", k.openKeys(a.Output...))
+			written = settled
 			return err
 		}
 		if turnDirty {
@@ -178,6 +184,9 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	k.mu.Lock()
 	k.acceptFailed = err != nil
 	k.accepted = err == nil
+	if err == nil {
+		k.acceptedAs = written
+	}
 	k.mu.Unlock()
 	if err != nil {
 		return err
@@ -192,6 +201,14 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 		go k.h.deliverCancel(context.WithoutCancel(ctx), k.ref)
 	}
 	return nil
+}
+
+// acceptedTurn is the Turn as this sink's acceptance committed it; false
+// before the acceptance committed here.
+func (k *turnSink) acceptedTurn() (Turn, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.acceptedAs, k.acceptedAs.ID != ""
 }
 
 // knownOutcome is what the Host records for a terminal: a lost provider

@@ -108,6 +108,13 @@ func (t *rtTracer) reset() {
 	t.txs, t.other = nil, 0
 }
 
+// outside counts the round trips outside any transaction.
+func (t *rtTracer) outside() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.other
+}
+
 // openTrips counts the round trips of the transactions still open.
 func (t *rtTracer) openTrips() int {
 	t.mu.Lock()
@@ -305,6 +312,12 @@ func testSubmitRoundTrips(t *testing.T, atBarrier bool, want []int) {
 		t.Fatalf("round trips per transaction = %v (total %d), want %v%s", got, total, want, trips.String())
 	}
 	t.Logf("durable submit: %d transactions, %d round trips inside them%s", len(txs), total, trips.String())
+	// Outside them: the claim lookup that answers a retried submit
+	// without a transaction. The Turn SendInput returns is the one the
+	// acceptance committed, not read again.
+	if other := tr.outside(); other != 1 {
+		t.Fatalf("round trips outside transactions = %d, want 1 (the claim lookup)", other)
+	}
 }
 
 func drain(ch chan struct{}) {
