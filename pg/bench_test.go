@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 
@@ -214,16 +215,21 @@ func (k stmtKind) String() string {
 }
 
 func classifyStmt(sql string) stmtKind {
-	s := strings.ToLower(strings.TrimSpace(sql))
+	// No strings.ToLower of the whole statement: the tracer runs in the
+	// measured process, on every statement.
+	s := strings.TrimSpace(sql)
+	word := s
+	if i := strings.IndexFunc(s, unicode.IsSpace); i >= 0 {
+		word = s[:i]
+	}
 	switch {
-	case s == "commit" || s == "begin" || s == "rollback" || strings.HasPrefix(s, "begin "):
-		if s == "commit" {
-			return kindCommit
-		}
+	case strings.EqualFold(word, "commit"):
+		return kindCommit
+	case strings.EqualFold(word, "begin") || strings.EqualFold(word, "rollback"):
 		return kindWrite
-	case strings.Contains(s, "for update"):
+	case strings.Contains(s, "FOR UPDATE") || strings.Contains(s, "for update"):
 		return kindLock
-	case strings.HasPrefix(s, "select"):
+	case strings.EqualFold(word, "select"):
 		return kindRead
 	}
 	return kindWrite
