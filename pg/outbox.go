@@ -37,7 +37,7 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 		ws[i], payloads[i] = f.WorkspaceID, string(b)
 	}
 	ids := make([]int64, len(facts))
-	got := ids[:0:0]
+	var got []int64
 	t.tx.queue(deferred{op: "append facts", late: true,
 		sql: `INSERT INTO outbox (workspace_id, fact_json, created_at)
 			SELECT w, f, $3 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(w, f, n)
