@@ -20,7 +20,9 @@ type killStore struct {
 	t *testing.T
 	// atBegin, when set, kills the next transaction right after BEGIN.
 	atBegin atomic.Bool
-	// atPhase, when set, kills the transaction that moves a turn to it.
+	// atPhase, when set, kills the transaction that moves a turn to it;
+	// durably_accepted means the one that binds the provider identity,
+	// which also settles the turn when the answer came with the barrier.
 	atPhase atomic.Value // host.TurnPhase
 	killed  atomic.Int64
 }
@@ -40,7 +42,9 @@ type killTx struct {
 }
 
 func (t *killTx) UpdateTurn(ctx context.Context, tu host.Turn) error {
-	if p, _ := t.k.atPhase.Load().(host.TurnPhase); p != "" && p == tu.Phase && t.k.atPhase.CompareAndSwap(p, host.TurnPhase("")) {
+	p, _ := t.k.atPhase.Load().(host.TurnPhase)
+	hit := p != "" && (p == tu.Phase || p == host.PhaseDurablyAccepted && tu.ProviderTurnID != "")
+	if hit && t.k.atPhase.CompareAndSwap(p, host.TurnPhase("")) {
 		t.k.kill(t.Tx)
 	}
 	return t.Tx.UpdateTurn(ctx, tu)
