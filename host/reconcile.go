@@ -261,7 +261,9 @@ func (h *Host) reconcileTurn(ctx context.Context, t Turn) bool {
 	if !ok {
 		p.term = Terminal{Outcome: OutcomeFailed, Reason: ReasonExecutionStatusUnknown}
 	}
-	if _, err := h.settle(ctx, ref, p.term, p.claim); err != nil {
+	// t comes from the pass's list: a dispatch of this process may have
+	// requeued and released it since (faults/reconciler_stale_list…).
+	if _, err := h.settleSent(ctx, ref, p.term, p.claim); err != nil {
 		h.log.Warn("turn reconciler: settle failed; will retry", "turn", t.ID, "err", err)
 		h.work.failed(t.ID, now)
 	}

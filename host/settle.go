@@ -11,19 +11,25 @@ import (
 // settle moves a Turn to its canonical terminal once. A Turn that is already
 // settled keeps its outcome. claimState, when set, moves the submit claim too.
 func (h *Host) settle(ctx context.Context, ref TurnRef, term Terminal, claimState ClaimState) (Turn, error) {
-	return h.settleWith(ctx, ref, term, claimState, nil)
+	return h.settleWith(ctx, ref, term, claimState, false)
 }
 
-// settleWith settles and closes every message of the Turn still streaming:
-// the keys the runtime reported open plus every streaming message the
-// store holds for the Turn (recovery, takeover and the reconciler know no
-// keys, and an output whose acknowledgement was lost is not in openKeys).
-func (h *Host) settleWith(ctx context.Context, ref TurnRef, term Terminal, claimState ClaimState, openKeys []string) (Turn, error) {
-	stored, err := h.streamingKeys(ctx, ref)
+// settleSent is settle for a Turn the caller saw leave the queue, from a
+// list that may be stale by now: a Turn found queued is left as it is (a
+// dispatch of this process put it back before sending; it was never sent,
+// so no outcome is unknown) and returned unsettled.
+func (h *Host) settleSent(ctx context.Context, ref TurnRef, term Terminal, claimState ClaimState) (Turn, error) {
+	return h.settleWith(ctx, ref, term, claimState, true)
+}
+
+// settleWith settles and closes every message of the Turn still streaming
+// in the store (recovery, takeover and the reconciler know no keys, and an
+// output whose acknowledgement was lost is not in the sink's open keys).
+func (h *Host) settleWith(ctx context.Context, ref TurnRef, term Terminal, claimState ClaimState, sentOnly bool) (Turn, error) {
+	openKeys, err := h.streamingKeys(ctx, ref)
 	if err != nil {
 		return Turn{}, err
 	}
-	openKeys = append(openKeys, stored...)
 	var out Turn
 	err = h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, err := tx.Turn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
@@ -31,7 +37,7 @@ func (h *Host) settleWith(ctx context.Context, ref TurnRef, term Terminal, claim
 			return err
 		}
 		out = t
-		if t.Settled() {
+		if t.Settled() || sentOnly && t.Phase == PhaseQueued {
 			return nil
 		}
 		s, err := tx.Session(ctx, ref.WorkspaceID, ref.SessionID)

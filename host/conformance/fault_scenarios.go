@@ -291,6 +291,52 @@ var LocalRefusalNotRejection = Scenario{"faults/runtime_local_busy_is_not_a_prov
 	}
 }}
 
+// 4b: the reconciler acts on the list its pass read, which can be a
+// moment old: a Turn it saw dispatched may have been put back in the queue
+// (a runtime-local refusal) and released by its dispatch since. It was
+// never sent, so it is not settled execution_status_unknown; it stays
+// queued and is sent once.
+var StaleListKeepsRequeued = Scenario{"faults/reconciler_stale_list_does_not_settle_a_requeued_turn", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	var once atomic.Bool
+	f.runtime.set(func(r *probeRuntime) {
+		r.beforeDispatch = func(host.DispatchRequest) error {
+			if once.CompareAndSwap(false, true) {
+				return &host.LocalError{Code: "session_busy", Message: "a prompt is already running"}
+			}
+			return nil
+		}
+	})
+	_, err := f.send(s.ID, "sl-1", "/sim words=2")
+	wantReason(t, err, host.CodeUnavailable, "session_busy")
+	tr := f.turnsWithSubmitID(s.ID, "sl-1")
+	if len(tr) != 1 || tr[0].Phase != host.PhaseQueued {
+		t.Fatalf("turns after a local refusal: %+v", tr)
+	}
+	// Every pass now lists the Turn as its dispatch left it before the
+	// refusal.
+	f.store.listUnsettledAs(func(ts []host.Turn) []host.Turn {
+		for i := range ts {
+			if ts[i].ID == tr[0].ID {
+				ts[i].Phase = host.PhaseDispatched
+			}
+		}
+		return ts
+	})
+	if _, err := f.host.ReconcileTurns(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expectTurn(s.ID, tr[0].ID, host.PhaseQueued, "", "")
+	f.expectClaim("sl-1", host.ClaimPrepared)
+	f.store.listUnsettledAs(nil)
+	done := f.waitSettled(tr[0])
+	f.expectTurn(s.ID, done.ID, host.PhaseSettled, host.OutcomeCompleted, "")
+	if n := f.runtime.dispatches.Load(); n != 1 {
+		t.Fatalf("the agent received the prompt %d times, want 1", n)
+	}
+}}
+
 // 5: a failed terminal write does not strand the turn; the runtime's
 // authoritative terminal is written by the reconciler.
 var TerminalWriteRetried = Scenario{"faults/failed_terminal_write_is_settled_by_the_reconciler", func(t *testing.T, d Driver) {

@@ -45,6 +45,9 @@ type faultStore struct {
 	// failTombstones makes every SetTombstone fail with a store error, so
 	// the delete's tombstone transaction rolls back (trash_scenarios.go).
 	failTombstones atomic.Bool
+	// unsettledAs, when set, rewrites the list UnsettledTurns returns (a
+	// list read a moment earlier).
+	unsettledAs func([]host.Turn) []host.Turn
 }
 
 var errProcessGone = fmt.Errorf("conformance: the process died here: %w", host.ErrUnavailable)
@@ -401,7 +404,22 @@ func (s *faultStore) is() (host.InteractionStore, error) {
 
 func (s *faultStore) UnsettledTurns(ctx context.Context) ([]host.Turn, []host.Quarantined, error) {
 	s.record("UnsettledTurns")
-	return s.Store.UnsettledTurns(ctx)
+	ts, q, err := s.Store.UnsettledTurns(ctx)
+	s.mu.Lock()
+	rewrite := s.unsettledAs
+	s.mu.Unlock()
+	if rewrite != nil && err == nil {
+		ts = rewrite(ts)
+	}
+	return ts, q, err
+}
+
+// listUnsettledAs makes UnsettledTurns return its list rewritten by fn
+// (nil: as stored).
+func (s *faultStore) listUnsettledAs(fn func([]host.Turn) []host.Turn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsettledAs = fn
 }
 
 func (s *faultStore) GetInteraction(ctx context.Context, ref host.InteractionRef) (host.Interaction, error) {

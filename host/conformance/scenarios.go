@@ -52,6 +52,7 @@ func Scenarios() []Scenario {
 		BeforeDispatchRetryable,
 		FollowUpSurvivesTransientFailure,
 		LocalRefusalNotRejection,
+		StaleListKeepsRequeued,
 		TerminalWriteRetried,
 		OrphanTurnSettled,
 		CancelRedelivered,
