@@ -132,7 +132,6 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	}
 	var (
 		cancelAfter bool
-		settled     Turn
 		written     Turn // the Turn as this commit leaves it
 	)
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
@@ -142,7 +141,7 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 		// With the terminal, it finds the Turn settled.
 		retry := t.Accepted() && t.ProviderSessionID == a.ProviderSessionID && t.ProviderTurnID == a.ProviderTurnID
 		if errors.Is(err, errTurnSettled) && retry && term != nil {
-			settled, written = t, t
+			written = t
 			return nil
 		}
 		if err != nil {
@@ -167,8 +166,7 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 		cancelAfter = t.CancelRequested
 		written = t
 		if term != nil { // settleIn writes the Turn and the session
-			settled, err = k.h.settleIn(ctx, tx, emit, t, s, *term, "", k.openKeys(a.Output...))
-			written = settled
+			written, err = k.h.settleIn(ctx, tx, emit, t, s, *term, "", k.openKeys(a.Output...))
 			return err
 		}
 		if turnDirty {
@@ -193,7 +191,7 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	}
 	k.opened(a.Output)
 	if term != nil {
-		k.ended(settled) // the Turn is over
+		k.ended(written) // the Turn is over
 		return nil
 	}
 	if cancelAfter { // a cancel arrived while the barrier was open
