@@ -214,11 +214,7 @@ var AnswerAtTheBarrier = Scenario{"barrier/answer_at_the_barrier_commits_with_ac
 			}
 			msgs := f.messages(s.ID, host.MessageQuery{TurnID: tr.ID})
 			checkTranscript(t, msgs, tr.ID, evs, false)
-			for _, m := range msgs {
-				if m.Streaming {
-					t.Fatalf("message %s still streaming after the settlement", m.ID)
-				}
-			}
+			f.expectNoStreaming(s.ID)
 			c, err := f.store.GetClaim(ctx, ws, "barrier-1")
 			if err != nil || c.State != host.ClaimAccepted {
 				t.Fatalf("claim %+v, %v", c, err)

@@ -54,6 +54,29 @@ func (f *fixture) expectNoStreaming(sessionID string) {
 	}
 }
 
+// sendRefusedLocally sends id to the session while the runtime refuses
+// its first dispatch locally (session busy, nothing sent) and later ones
+// not, checks the refusal's error and returns the one Turn it admitted.
+func (f *fixture) sendRefusedLocally(sessionID, id string) host.Turn {
+	f.t.Helper()
+	var once atomic.Bool
+	f.runtime.set(func(r *probeRuntime) {
+		r.beforeDispatch = func(host.DispatchRequest) error {
+			if once.CompareAndSwap(false, true) {
+				return &host.LocalError{Code: "session_busy", Message: "a prompt is already running"}
+			}
+			return nil
+		}
+	})
+	_, err := f.send(sessionID, id, "/sim words=2")
+	wantReason(f.t, err, host.CodeUnavailable, "session_busy")
+	tr := f.turnsWithSubmitID(sessionID, id)
+	if len(tr) != 1 {
+		f.t.Fatalf("turns: %+v", tr)
+	}
+	return tr[0]
+}
+
 func wantReason(t *testing.T, err error, code host.Code, reason string) {
 	t.Helper()
 	var he *host.Error
@@ -263,26 +286,12 @@ var FollowUpSurvivesTransientFailure = Scenario{"faults/decline_follow_up_surviv
 var LocalRefusalNotRejection = Scenario{"faults/runtime_local_busy_is_not_a_provider_rejection", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	s := f.createEmpty()
-	var once atomic.Bool
-	f.runtime.set(func(r *probeRuntime) {
-		r.beforeDispatch = func(host.DispatchRequest) error {
-			if once.CompareAndSwap(false, true) {
-				return &host.LocalError{Code: "session_busy", Message: "a prompt is already running"}
-			}
-			return nil
-		}
-	})
-	_, err := f.send(s.ID, "lr-1", "/sim words=2")
-	wantReason(t, err, host.CodeUnavailable, "session_busy")
-	tr := f.turnsWithSubmitID(s.ID, "lr-1")
-	if len(tr) != 1 {
-		t.Fatalf("turns: %+v", tr)
-	}
-	if tr[0].Settled() {
-		t.Fatalf("a local refusal settled the turn: %+v", tr[0])
+	tr := f.sendRefusedLocally(s.ID, "lr-1")
+	if tr.Settled() {
+		t.Fatalf("a local refusal settled the turn: %+v", tr)
 	}
 	f.expectClaim("lr-1", host.ClaimPrepared)
-	done := f.waitSettled(tr[0])
+	done := f.waitSettled(tr)
 	f.expectTurn(s.ID, done.ID, host.PhaseSettled, host.OutcomeCompleted, "")
 	f.expectClaim("lr-1", host.ClaimAccepted)
 	f.expectBusy(s.ID, false)
@@ -299,26 +308,15 @@ var LocalRefusalNotRejection = Scenario{"faults/runtime_local_busy_is_not_a_prov
 var StaleListKeepsRequeued = Scenario{"faults/reconciler_stale_list_does_not_settle_a_requeued_turn", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	s := f.createEmpty()
-	var once atomic.Bool
-	f.runtime.set(func(r *probeRuntime) {
-		r.beforeDispatch = func(host.DispatchRequest) error {
-			if once.CompareAndSwap(false, true) {
-				return &host.LocalError{Code: "session_busy", Message: "a prompt is already running"}
-			}
-			return nil
-		}
-	})
-	_, err := f.send(s.ID, "sl-1", "/sim words=2")
-	wantReason(t, err, host.CodeUnavailable, "session_busy")
-	tr := f.turnsWithSubmitID(s.ID, "sl-1")
-	if len(tr) != 1 || tr[0].Phase != host.PhaseQueued {
-		t.Fatalf("turns after a local refusal: %+v", tr)
+	tr := f.sendRefusedLocally(s.ID, "sl-1")
+	if tr.Phase != host.PhaseQueued {
+		t.Fatalf("turn after a local refusal: %+v", tr)
 	}
 	// Every pass now lists the Turn as its dispatch left it before the
 	// refusal.
 	f.store.listUnsettledAs(func(ts []host.Turn) []host.Turn {
 		for i := range ts {
-			if ts[i].ID == tr[0].ID {
+			if ts[i].ID == tr.ID {
 				ts[i].Phase = host.PhaseDispatched
 			}
 		}
@@ -327,10 +325,10 @@ var StaleListKeepsRequeued = Scenario{"faults/reconciler_stale_list_does_not_set
 	if _, err := f.host.ReconcileTurns(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.expectTurn(s.ID, tr[0].ID, host.PhaseQueued, "", "")
+	f.expectTurn(s.ID, tr.ID, host.PhaseQueued, "", "")
 	f.expectClaim("sl-1", host.ClaimPrepared)
 	f.store.listUnsettledAs(nil)
-	done := f.waitSettled(tr[0])
+	done := f.waitSettled(tr)
 	f.expectTurn(s.ID, done.ID, host.PhaseSettled, host.OutcomeCompleted, "")
 	if n := f.runtime.dispatches.Load(); n != 1 {
 		t.Fatalf("the agent received the prompt %d times, want 1", n)

@@ -537,11 +537,7 @@ var OutputFinalWithSettlement = Scenario{"output/final_output_commits_with_settl
 			}
 			msgs := f.messages(s.ID, host.MessageQuery{TurnID: tr.ID})
 			checkTranscript(t, msgs, tr.ID, evs, false)
-			for _, m := range msgs {
-				if m.Streaming {
-					t.Fatalf("message %s still streaming after the settlement", m.ID)
-				}
-			}
+			f.expectNoStreaming(s.ID)
 		})
 	}
 }}
