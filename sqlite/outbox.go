@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -58,10 +59,17 @@ func unixMS() (any, func() time.Time) {
 	return &n, func() time.Time { return fromMS(n) }
 }
 
-// markBatch bounds the number of bound parameters per statement.
-const markBatch = 500
+// markBatch bounds the rows one marking or pruning statement writes. The
+// relay marks every row the fast path delivered, hundreds a second, and
+// each statement holds the one writer the output commits wait for: short
+// statements let them in between.
+const markBatch = 100
 
-// MarkPublished records that the relay delivered these outbox rows.
+// publishedKept is how long published rows stay for diagnosis (unix ms).
+const publishedKept = int64(time.Hour / time.Millisecond)
+
+// MarkPublished records that the relay delivered these outbox rows, then
+// prunes the rows published more than publishedKept ago.
 func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
 	w, err := s.writer()
 	if err != nil {
@@ -80,7 +88,29 @@ func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
 		if _, err := w.ExecContext(ctx, q, args...); err != nil {
 			return classify("mark published", err)
 		}
+		s.marks.Add(1)
 		ids = ids[n:]
 	}
-	return nil
+	return s.prunePublished(ctx, w, now-publishedKept)
+}
+
+// prunePublished deletes the rows published before cutoff, markBatch rows
+// per statement (an hour-old backlog is as large as an hour-old second's
+// marking).
+func (s *Store) prunePublished(ctx context.Context, w *sql.DB, cutoff int64) error {
+	for {
+		res, err := w.ExecContext(ctx, `DELETE FROM outbox WHERE id IN
+			(SELECT id FROM outbox WHERE published_at < ? LIMIT ?)`, cutoff, markBatch)
+		if err != nil {
+			return classify("prune published", err)
+		}
+		s.marks.Add(1)
+		n, err := res.RowsAffected()
+		if err != nil {
+			return classify("prune published", err)
+		}
+		if n < markBatch {
+			return nil
+		}
+	}
 }

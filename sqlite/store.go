@@ -58,6 +58,9 @@ type Store struct {
 	// gc lets concurrent Update calls share one write transaction
 	// (groupcommit.go).
 	gc groupCommit
+	// marks counts MarkPublished's statements, each bounded to markBatch
+	// rows (outbox.go; tests read it).
+	marks atomic.Int64
 }
 
 var _ host.Store = (*Store)(nil)
