@@ -130,6 +130,9 @@ func Open(cfg Config) (*Host, error) {
 		h.newID = RandomID
 	}
 	h.pub.observer, h.pub.log, h.pub.delivered = cfg.Observer, h.log, map[int64]bool{}
+	if o, ok := cfg.Observer.(InlineObserver); ok {
+		h.pub.inline = o.PublishesInline()
+	}
 	h.relay.interval, h.relay.delay = cfg.RelayInterval, cfg.RelayDelay
 	if h.relay.interval <= 0 {
 		h.relay.interval = time.Second

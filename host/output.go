@@ -49,23 +49,39 @@ func (k *turnSink) Output(ctx context.Context, ev OutputEvent) error {
 	}
 	q := &k.out
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.err != nil && !CodeOf(q.err).Retryable() {
+		q.mu.Unlock()
 		return q.err
 	}
 	q.pending = append(q.pending, ev)
-	if !q.running && !ev.Final {
-		k.startCommitter(ctx)
+	if q.running || ev.Final {
+		q.mu.Unlock()
+		return nil
 	}
+	if !ev.Inline {
+		k.startCommitter(ctx)
+		q.mu.Unlock()
+		return nil
+	}
+	// The caller's goroutine is the committer until the queue is empty.
+	done := k.claimCommitter()
+	q.mu.Unlock()
+	k.commitQueued(ctx, done)
 	return nil
 }
 
 // startCommitter runs a committer owned by this sink; it stops when the
 // queue is empty or a commit fails. Called with q.mu held.
 func (k *turnSink) startCommitter(ctx context.Context) {
+	go k.commitQueued(ctx, k.claimCommitter())
+}
+
+// claimCommitter marks a committer running and returns the channel it
+// closes when it stops. Called with q.mu held.
+func (k *turnSink) claimCommitter() chan struct{} {
 	q := &k.out
 	q.running, q.done, q.err = true, make(chan struct{}), nil
-	go k.commitQueued(ctx, q.done)
+	return q.done
 }
 
 func (k *turnSink) commitQueued(ctx context.Context, done chan struct{}) {

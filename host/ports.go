@@ -154,6 +154,16 @@ type Observer interface {
 	Publish(ctx context.Context, facts []Fact) error
 }
 
+// An InlineObserver's Publish never waits on I/O (an in-process bus). The
+// Host then publishes on the committing goroutine when nothing of the
+// session is queued before it, sparing a goroutine hand-off per commit; a
+// network bus is called from a goroutine of its own so its round trip never
+// delays the next commit.
+type InlineObserver interface {
+	Observer
+	PublishesInline() bool
+}
+
 // Runtime is the provider port: a live agent connection per session.
 type Runtime interface {
 	// Start ensures a live provider session for a canonical session. With a
@@ -367,6 +377,12 @@ type OutputEvent struct {
 	// queued for the settlement's transaction instead of starting a commit
 	// of its own. A committer already running still takes it.
 	Final bool
+	// Inline tells the sink that the runtime has nothing queued behind
+	// this event, so waiting for its commit delays nothing the runtime
+	// holds: when no commit is running the sink commits on the caller's
+	// goroutine and Output returns after it (a failure still surfaces
+	// through the Turn's next flush). Without it Output only queues.
+	Inline bool
 }
 
 // Terminal is how a Turn ended at the provider. StateLost means the provider

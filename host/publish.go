@@ -12,7 +12,10 @@ import (
 // other. Each goroutine exits when its session's queue is empty.
 type publisher struct {
 	observer Observer // nil: nothing is published
-	log      *slog.Logger
+	// inline: the observer never waits on I/O, so an idle session's batch
+	// is delivered on the committing goroutine (InlineObserver).
+	inline bool
+	log    *slog.Logger
 
 	mu     sync.Mutex
 	queues map[string]*pubQueue
@@ -45,17 +48,22 @@ func (p *publisher) publish(ctx context.Context, facts []Fact, ids []int64) {
 	key := facts[0].WorkspaceID + "/" + facts[0].SessionID
 	b := pubBatch{ctx: context.WithoutCancel(ctx), facts: facts, ids: ids}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.queues == nil {
 		p.queues, p.idle = map[string]*pubQueue{}, sync.NewCond(&p.mu)
 	}
 	p.busy++
 	if q := p.queues[key]; q != nil {
 		q.batches = append(q.batches, b)
+		p.mu.Unlock()
 		return
 	}
 	q := &pubQueue{batches: []pubBatch{b}}
 	p.queues[key] = q
+	p.mu.Unlock()
+	if p.inline {
+		p.drain(key, q)
+		return
+	}
 	go p.drain(key, q)
 }
 

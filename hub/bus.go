@@ -32,8 +32,8 @@ type LocalBus struct {
 }
 
 var (
-	_ host.Observer = (*LocalBus)(nil)
-	_ Bus           = (*LocalBus)(nil)
+	_ host.InlineObserver = (*LocalBus)(nil)
+	_ Bus                 = (*LocalBus)(nil)
 )
 
 // NewLocalBus returns an empty in-process bus.
@@ -59,6 +59,11 @@ func (b *LocalBus) Publish(_ context.Context, facts []host.Fact) error {
 	}
 	return nil
 }
+
+// PublishesInline reports that Publish never waits on I/O (the hub's
+// callback marks topics dirty or applies a delta in memory), so the Host
+// may publish on the committing goroutine.
+func (b *LocalBus) PublishesInline() bool { return true }
 
 // Subscribe registers fn for one workspace's facts until unsubscribe is
 // called. A callback may still run once after unsubscribe returns if a

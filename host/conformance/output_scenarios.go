@@ -241,6 +241,8 @@ func randomEvents(rng *rand.Rand) []host.OutputEvent {
 		if rng.IntN(12) == 0 {
 			ev.Done, s.done = true, true
 		}
+		// An adapter marks the last of what it has queued Inline.
+		ev.Inline = rng.IntN(3) == 0
 		evs = append(evs, ev)
 	}
 	return evs
@@ -506,6 +508,46 @@ var OutputBurstBatches = Scenario{"output/burst_commits_in_two_transactions", fu
 	checkTranscript(t, f.messages(s.ID, host.MessageQuery{TurnID: tr.ID}), tr.ID, evs, false)
 }}
 
+// OutputInlineCommitsOnCaller: an Inline event (the runtime has nothing
+// queued behind it) commits on the caller's goroutine: Output returns only
+// after its commit, and the commit is recorded by then. Without Inline,
+// Output only queues (OutputBurstBatches relies on that).
+var OutputInlineCommitsOnCaller = Scenario{"output/inline_event_commits_before_output_returns", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	evs := []host.OutputEvent{{Seq: 1, Key: "text-1", Kind: host.KindText, Text: "inline words", Done: true, Inline: true}}
+	hold, held := make(chan struct{}), make(chan struct{})
+	rt := &scriptRuntime{events: evs, sentAll: make(chan struct{})}
+	f.useScript(rt)
+	f.store.mu.Lock()
+	f.store.holdOutput, f.store.outputHeld = hold, held
+	f.store.mu.Unlock()
+	s := f.createEmpty()
+	tr := f.mustSend(s.ID, "inline-1", "go")
+	select {
+	case <-held:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the output commit never started: %v", rt.stopErr())
+	}
+	select {
+	case <-rt.sentAll:
+		close(hold)
+		t.Fatal("Output of an Inline event returned while its commit was held")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold)
+	select {
+	case <-rt.sentAll:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("Output never returned after its commit was released: %v", rt.stopErr())
+	}
+	if txs := f.store.outputTxs(); len(txs) != 1 {
+		t.Fatalf("%d output transactions recorded when Output returned, want 1: %+v", len(txs), txs)
+	}
+	tr = f.waitSettled(tr)
+	rt.wg.Wait()
+	checkTranscript(t, f.messages(s.ID, host.MessageQuery{TurnID: tr.ID}), tr.ID, evs, false)
+}}
+
 // OutputFinalWithSettlement: output the runtime marks Final (its terminal
 // follows at once) is committed with the settlement, in one transaction,
 // and applied once when that joint commit's acknowledgement is lost.
@@ -577,6 +619,42 @@ var PublishNeverDelaysCommits = Scenario{"commit/publish_never_delays_commits", 
 	msgs := f.messages(s.ID, host.MessageQuery{})
 	if n == 0 || last != msgs[len(msgs)-1].Version {
 		t.Fatalf("published %d versioned facts up to %d; transcript at %d", n, last, msgs[len(msgs)-1].Version)
+	}
+}}
+
+// inlineObserver is an in-process bus: it publishes on the committing
+// goroutine (host.InlineObserver).
+type inlineObserver struct{ *recordingObserver }
+
+func (inlineObserver) PublishesInline() bool { return true }
+
+// InlinePublishBeforeCommitReturns: with an observer that never waits on
+// I/O, the Host publishes an idle session's facts on the committing
+// goroutine, so the command returns only after they were published.
+// (PublishNeverDelaysCommits: any other observer gets its own goroutine.)
+var InlinePublishBeforeCommitReturns = Scenario{"commit/inline_observer_publishes_before_the_command_returns", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	obs := inlineObserver{&recordingObserver{}}
+	h := host.New(host.Config{Store: f.store, Runtime: f.runtime, Observer: obs, Now: f.clock.Now})
+	gate := make(chan struct{})
+	obs.gate.Store(&gate)
+	created := make(chan error, 1)
+	go func() {
+		_, err := h.CreateSession(ctx, host.CreateSessionInput{WorkspaceID: ws, CreatedBy: "alice"})
+		created <- err
+	}()
+	select {
+	case err := <-created:
+		close(gate)
+		t.Fatalf("the command returned (%v) while its facts waited to be published", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	if n := obs.batchCount(); n != 1 {
+		t.Fatalf("%d batches published when the command returned, want 1", n)
 	}
 }}
 

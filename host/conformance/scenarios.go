@@ -44,6 +44,8 @@ func Scenarios() []Scenario {
 		OutputAmbiguousCommit,
 		OutputFaultSchedules,
 		OutputBurstBatches,
+		OutputInlineCommitsOnCaller,
+		InlinePublishBeforeCommitReturns,
 		OutputFinalWithSettlement,
 		ReservedIDSpace,
 		CreateRetryNeverInvisible,

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"context"
 	"testing"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -88,6 +89,46 @@ func TestAtBarrierStopsAtTheFirstItemThatIsNotPlainOutput(t *testing.T) {
 			}
 			if q := p.t.take(); len(q) != 2 {
 				t.Fatalf("left queued: %d items, want the %s and what follows it", len(q), name)
+			}
+		})
+	}
+}
+
+// outputSink records Output calls; nothing else is expected of it.
+type outputSink struct {
+	host.TurnSink
+	evs []host.OutputEvent
+}
+
+func (s *outputSink) Output(_ context.Context, ev host.OutputEvent) error {
+	s.evs = append(s.evs, ev)
+	return nil
+}
+
+// drain marks the Turn's own output event that ends what it took Inline
+// (nothing is queued behind it, so the sink may commit on the pump), and
+// only that one; output that ends before another kind of item is not.
+func TestDrainMarksTheLastOutputInline(t *testing.T) {
+	for name, tc := range map[string]struct {
+		items  []item
+		inline []bool
+	}{
+		"chunks":         {[]item{chunk("a "), chunk("b "), chunk("c")}, []bool{false, false, true}},
+		"one":            {[]item{chunk("a")}, []bool{true}},
+		"before a child": {[]item{chunk("a"), {child: "child", update: chunk("x").update}}, []bool{false}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := barrierTurn(tc.items, false)
+			sink := &outputSink{}
+			p.t.sink = sink
+			p.drain()
+			if len(sink.evs) != len(tc.inline) {
+				t.Fatalf("%d events reported, want %d: %+v", len(sink.evs), len(tc.inline), sink.evs)
+			}
+			for i, ev := range sink.evs {
+				if ev.Inline != tc.inline[i] {
+					t.Errorf("event %d (%q) Inline=%v, want %v", i, ev.Text, ev.Inline, tc.inline[i])
+				}
 			}
 		})
 	}

@@ -506,6 +506,14 @@ func (p *pumpState) emit(sink host.TurnSink, m *mapper, evs []host.OutputEvent) 
 	}
 }
 
+// inline marks the last of evs Inline when last is set.
+func inline(evs []host.OutputEvent, last bool) []host.OutputEvent {
+	if last && len(evs) > 0 {
+		evs[len(evs)-1].Inline = true
+	}
+	return evs
+}
+
 // number gives each event the Turn's next sequence number.
 func (p *pumpState) number(sink host.TurnSink, m *mapper, evs []host.OutputEvent) []host.OutputEvent {
 	for i := range evs {
@@ -539,8 +547,13 @@ func (p *pumpState) atBarrier() host.Acceptance {
 	return a
 }
 
+// The Turn's own output event that ends what drain took goes Inline: the
+// pump has nothing behind it, so the sink may commit on this goroutine
+// instead of waking a committer.
 func (p *pumpState) drain() {
-	for _, it := range p.t.take() {
+	items := p.t.take()
+	for i, it := range items {
+		last := i == len(items)-1
 		switch {
 		case it.perm != nil:
 			p.interaction(it.perm)
@@ -553,10 +566,10 @@ func (p *pumpState) drain() {
 				p.emit(ch.sink, ch.m, ch.m.apply(*it.update))
 			}
 		case it.update != nil:
-			p.emit(p.t.sink, p.m, p.m.apply(*it.update))
+			p.emit(p.t.sink, p.m, inline(p.m.apply(*it.update), last))
 			p.subagents(*it.update)
 		default:
-			p.emit(p.t.sink, p.m, p.m.notice(it.notice))
+			p.emit(p.t.sink, p.m, inline(p.m.notice(it.notice), last))
 		}
 	}
 }
