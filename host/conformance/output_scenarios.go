@@ -465,6 +465,16 @@ func checkDeltas(t *testing.T, deltas []host.TranscriptDelta, msgs []host.Messag
 	}
 }
 
+// holdNextOutput holds the next output transaction open before its commit
+// until hold is closed; held is closed once it is held.
+func (f *fixture) holdNextOutput() (hold, held chan struct{}) {
+	hold, held = make(chan struct{}), make(chan struct{})
+	f.store.mu.Lock()
+	f.store.holdOutput, f.store.outputHeld = hold, held
+	f.store.mu.Unlock()
+	return hold, held
+}
+
 var OutputBurstBatches = Scenario{"output/burst_commits_in_two_transactions", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	evs := make([]host.OutputEvent, 100)
@@ -472,12 +482,9 @@ var OutputBurstBatches = Scenario{"output/burst_commits_in_two_transactions", fu
 		evs[i] = host.OutputEvent{Seq: int64(i + 1), Key: "text-1", Kind: host.KindText, Text: fmt.Sprintf("chunk%d ", i)}
 	}
 	evs[len(evs)-1].Done = true
-	hold, held := make(chan struct{}), make(chan struct{})
+	hold, held := f.holdNextOutput()
 	rt := &scriptRuntime{events: evs, sentAll: make(chan struct{}), afterFirst: held}
 	f.useScript(rt)
-	f.store.mu.Lock()
-	f.store.holdOutput, f.store.outputHeld = hold, held
-	f.store.mu.Unlock()
 	s := f.createEmpty()
 	tr := f.mustSend(s.ID, "burst-1", "go")
 	// The first output commit (the first chunk) is in flight while the
@@ -515,12 +522,9 @@ var OutputBurstBatches = Scenario{"output/burst_commits_in_two_transactions", fu
 var OutputInlineCommitsOnCaller = Scenario{"output/inline_event_commits_before_output_returns", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	evs := []host.OutputEvent{{Seq: 1, Key: "text-1", Kind: host.KindText, Text: "inline words", Done: true, Inline: true}}
-	hold, held := make(chan struct{}), make(chan struct{})
+	hold, held := f.holdNextOutput()
 	rt := &scriptRuntime{events: evs, sentAll: make(chan struct{})}
 	f.useScript(rt)
-	f.store.mu.Lock()
-	f.store.holdOutput, f.store.outputHeld = hold, held
-	f.store.mu.Unlock()
 	s := f.createEmpty()
 	tr := f.mustSend(s.ID, "inline-1", "go")
 	select {
