@@ -31,7 +31,8 @@ type outputQueue struct {
 }
 
 // Output queues ev and starts a committer if none is running (a Final
-// event waits for the Terminal, which commits it). It refuses
+// event waits for the Terminal, which commits it; an Inline event is
+// committed on the caller's goroutine). It refuses
 // output before this sink saw the acceptance barrier pass; the fenced
 // transaction decides again from the store.
 func (k *turnSink) Output(ctx context.Context, ev OutputEvent) error {
