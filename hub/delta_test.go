@@ -352,6 +352,9 @@ func TestDeltaApplyMatchesReread(t *testing.T) {
 				case r == 0: // lost: the next delta is a gap
 				case r == 1:
 					publish(f)
+					// Once the watcher has it the view is past it, so the
+					// second is a duplicate however slow the rereads run.
+					cl.until(d.ToVersion)
 					publish(f) // duplicate
 				case r == 2:
 					publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactTranscriptAdvanced, SessionID: w.sid, Version: d.ToVersion})
