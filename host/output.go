@@ -59,15 +59,13 @@ func (k *turnSink) Output(ctx context.Context, ev OutputEvent) error {
 		q.mu.Unlock()
 		return nil
 	}
-	if !ev.Inline {
-		k.startCommitter(ctx)
-		q.mu.Unlock()
-		return nil
-	}
-	// The caller's goroutine is the committer until the queue is empty.
 	done := k.claimCommitter()
 	q.mu.Unlock()
-	k.commitQueued(ctx, done)
+	if ev.Inline {
+		k.commitQueued(ctx, done) // the caller is the committer until the queue is empty
+	} else {
+		go k.commitQueued(ctx, done)
+	}
 	return nil
 }
 
