@@ -112,11 +112,11 @@ func txRead[T any](t *tx, fn func() (T, error)) (T, error) {
 // Queue reads the queue in one round trip: the revision and fence are
 // read ahead of the waiting entries, in the same batch.
 func (t *tx) Queue(ctx context.Context, ws, sessionID string) (host.Queue, error) {
-	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
-		return host.Queue{}, err
-	}
 	if t.failed != nil {
 		return host.Queue{}, t.failed
+	}
+	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
+		return host.Queue{}, err
 	}
 	var q host.Queue
 	t.tx.queue(deferred{op: "get queue", sql: selectQueueHead, args: []any{ws, sessionID},
