@@ -46,6 +46,9 @@ type deltaPayload struct {
 	MessageID string `json:"messageId"`
 	Offset    int    `json:"offset"`
 	Text      string `json:"text"`
+	// UpdatedAt is the message's write time in the committing transaction
+	// (millisecond resolution): it splits a chunk's latency at the write.
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 type messagePayload struct {
@@ -75,6 +78,9 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	phase.Store("connecting")
 	var connected atomic.Int64
 	chunkLat, commitLat := newShards(), newShards()
+	// A chunk's latency split at its transcript write (the delta's
+	// updatedAt): agent emission → write, write → watcher.
+	toWrite, fromWrite := newShards(), newShards()
 	delivered, frames := NewTimeline(), NewTimeline()
 	r.progress.set(func() string {
 		s := chunkLat.at(0).Summary()
@@ -119,10 +125,15 @@ func (r *runner) fanout(ctx context.Context) *Result {
 		st := &watcherState{seen: map[string]int{}}
 		cl := chunkLat.at(n)
 		ml := commitLat.at(n)
+		tw, fw := toWrite.at(n), fromWrite.at(n)
 		on := func(ev *Event, at time.Time) {
 			frames.AddAt(at, 1)
+			var written time.Time
 			stamp := func(ns int64) {
-				cl.Record(at.Sub(time.Unix(0, ns)))
+				emitted := time.Unix(0, ns)
+				cl.Record(at.Sub(emitted))
+				tw.Record(written.Sub(emitted))
+				fw.Record(at.Sub(written))
 				st.chunks++
 			}
 			var got int
@@ -139,6 +150,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 					st.missing++
 					missing.Add(1)
 				case end > seen:
+					written = p.UpdatedAt
 					got = forStamps(p.Text[seen-p.Offset:], stamp)
 					st.seen[p.MessageID] = end
 				}
@@ -151,6 +163,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 				if p.Message.Role == "agent" {
 					t := p.Message.Content.Text
 					if seen := st.seen[p.Message.ID]; len(t) > seen {
+						written = p.Message.UpdatedAt
 						got = forStamps(t[seen:], stamp)
 						st.seen[p.Message.ID] = len(t)
 					}
@@ -266,6 +279,8 @@ func (r *runner) fanout(ctx context.Context) *Result {
 
 	res.Seconds = elapsed.Seconds()
 	ens := res.series("Ensemble chunk: agent emission → watcher", false, chunkLat.merged(), delivered, elapsed.Seconds(), "chunks")
+	res.series("Ensemble chunk: agent emission → transcript write (updatedAt, ms resolution)", false, toWrite.merged(), delivered, elapsed.Seconds(), "chunks")
+	res.series("Ensemble chunk: transcript write → watcher (updatedAt, ms resolution)", false, fromWrite.merged(), delivered, elapsed.Seconds(), "chunks")
 	res.series("Ensemble commit → watcher (updatedAt, ms resolution)", false, commitLat.merged(), frames, elapsed.Seconds(), "frames")
 	var gaps, dups, epochs int64
 	for _, w := range watchers {
@@ -290,6 +305,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	res.check("every chunk reached every watcher once", delivered.Total() == want && want > 0,
 		"%d deliveries for %d canonical chunks × %d watchers = %d", delivered.Total(), canonical, c.Watchers, want)
 	res.note("Chunk latency: the sim agent appends its wall-clock time to each chunk (/sim stamp) just before sending it over ACP; the watcher subtracts it from the time its read returned. It covers ACP, the durable write, the bus, the hub's reread, encoding and the WebSocket hop. Both ends use this machine's clock.")
+	res.note("Chunk latency split at the transcript write: the message's updatedAt is taken inside the output transaction, after the session lock and the Turn read and before the appends and COMMIT, truncated to the millisecond; so emission → write reads up to 1 ms low and write → watcher up to 1 ms high, and the two add up to the chunk latency.")
 	res.note("Commit latency: receive time minus the object's updatedAt, which the Host sets (truncated to the millisecond) just before the write commits — so it is coarse and slightly pessimistic.")
 
 	// The same shape on the bare broadcast server.

@@ -67,6 +67,19 @@ func TestLoadtestEndToEnd(t *testing.T) {
 			if !refSeries {
 				t.Error("fanout has no bare-broadcast reference series")
 			}
+			// The chunk latency split at the transcript write covers every
+			// delivered chunk, as the chunk series does.
+			n := map[string]int64{}
+			for _, x := range s.Series {
+				n[x.Name] = x.Latency.Count
+			}
+			chunks := n["Ensemble chunk: agent emission → watcher"]
+			for _, name := range []string{"Ensemble chunk: agent emission → transcript write (updatedAt, ms resolution)",
+				"Ensemble chunk: transcript write → watcher (updatedAt, ms resolution)"} {
+				if chunks == 0 || n[name] != chunks {
+					t.Errorf("fanout series %q has %d observations, want the %d chunks", name, n[name], chunks)
+				}
+			}
 		case "idle":
 			if counts["connections open on the server"] != 40 {
 				t.Errorf("idle: %v", counts)
