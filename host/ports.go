@@ -33,6 +33,8 @@ type Store interface {
 	// PendingFacts returns outbox rows not yet published, oldest first,
 	// created at or before the given time.
 	PendingFacts(ctx context.Context, before time.Time, limit int) ([]OutboxRow, error)
+	// MarkPublished records that rows were delivered; they are never
+	// pending again (both stores delete them).
 	MarkPublished(ctx context.Context, ids []int64) error
 
 	// Ping reports whether the store answers (readiness).

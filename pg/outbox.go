@@ -61,14 +61,14 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 	return ids, nil
 }
 
-// PendingFacts returns unpublished facts created at or before before, oldest
+// PendingFacts returns undelivered facts created at or before before, oldest
 // first. A row whose JSON cannot be decoded is logged and skipped so it can
 // never stall the relay behind it.
 func (s *Store) PendingFacts(ctx context.Context, before time.Time, limit int) ([]host.OutboxRow, error) {
 	limit = host.ClampLimit(limit, 100, 1000)
 	return withPool(ctx, s, func(db querier) ([]host.OutboxRow, error) {
 		return queryRows(ctx, db, "pending facts", `SELECT id, fact_json, created_at FROM outbox
-			WHERE published_at IS NULL AND created_at <= $1
+			WHERE created_at <= $1
 			ORDER BY created_at, id LIMIT $2`, []any{before, limit}, s.facts(ctx, limit))
 	})
 }
@@ -86,15 +86,15 @@ func timestamptz() (any, func() time.Time) {
 	return &t, func() time.Time { return t.UTC() }
 }
 
-// MarkPublished records that the relay delivered these outbox rows.
+// MarkPublished deletes the outbox rows the relay delivered: the outbox
+// holds only facts not yet delivered (migration 00015).
 func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		_, err := s.db()
 		return err
 	}
 	_, err := withPool(ctx, s, func(db querier) (struct{}, error) {
-		_, err := db.Exec(ctx, `UPDATE outbox SET published_at = $1
-			WHERE published_at IS NULL AND id = ANY($2)`, time.Now(), ids)
+		_, err := db.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids)
 		return struct{}{}, classify("mark published", err)
 	})
 	return err

@@ -24,7 +24,7 @@ func (s *Store) ClaimFacts(ctx context.Context, before time.Time, limit int, lea
 		out, err := queryRows(ctx, db, "claim facts", `UPDATE outbox o
 			SET claimed_until = now() + make_interval(secs => $3)
 			FROM (SELECT id FROM outbox
-				WHERE published_at IS NULL AND created_at <= $1
+				WHERE created_at <= $1
 				  AND (claimed_until IS NULL OR claimed_until < now())
 				ORDER BY created_at, id LIMIT $2
 				FOR UPDATE SKIP LOCKED) c

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -37,7 +36,7 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 
 const insertFactSQL = `INSERT INTO outbox (workspace_id, fact_json, created_at) VALUES (?, ?, ?)`
 
-// PendingFacts returns unpublished facts created at or before before, oldest
+// PendingFacts returns undelivered facts created at or before before, oldest
 // first. A row whose JSON cannot be decoded is logged and skipped so it can
 // never stall the relay behind it.
 func (s *Store) PendingFacts(ctx context.Context, before time.Time, limit int) ([]host.OutboxRow, error) {
@@ -47,7 +46,7 @@ func (s *Store) PendingFacts(ctx context.Context, before time.Time, limit int) (
 	}
 	limit = host.ClampLimit(limit, 100, 1000)
 	return queryRows(ctx, r, "pending facts", `SELECT id, fact_json, created_at FROM outbox
-		WHERE published_at IS NULL AND created_at <= ?
+		WHERE created_at <= ?
 		ORDER BY created_at, id`, []any{ms(before)}, sqlstore.Facts(limit, unixMS, func(id int64, err error) {
 		s.log.WarnContext(ctx, "sqlite: skipping undecodable outbox row", "id", id, "err", err)
 	}))
@@ -59,58 +58,31 @@ func unixMS() (any, func() time.Time) {
 	return &n, func() time.Time { return fromMS(n) }
 }
 
-// markBatch bounds the rows one marking or pruning statement writes. The
-// relay marks every row the fast path delivered, hundreds a second, and
-// each statement holds the one writer the output commits wait for: short
-// statements let them in between.
+// markBatch bounds the rows one statement deletes. The relay marks every
+// row the fast path delivered, hundreds a second, and each statement holds
+// the one writer the output commits wait for: short statements let them in
+// between.
 const markBatch = 100
 
-// publishedKept is how long published rows stay for diagnosis (unix ms).
-const publishedKept = int64(time.Hour / time.Millisecond)
-
-// MarkPublished records that the relay delivered these outbox rows, then
-// prunes the rows published more than publishedKept ago.
+// MarkPublished deletes the outbox rows the relay delivered: the outbox
+// holds only facts not yet delivered (migration 00015).
 func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
 	w, err := s.writer()
 	if err != nil {
 		return err
 	}
-	now := ms(time.Now())
 	for len(ids) > 0 {
 		n := min(len(ids), markBatch)
-		args := make([]any, 0, n+1)
-		args = append(args, now)
-		for _, id := range ids[:n] {
-			args = append(args, id)
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
 		}
-		q := `UPDATE outbox SET published_at = ? WHERE published_at IS NULL AND id IN (?` +
-			strings.Repeat(", ?", n-1) + `)`
+		q := `DELETE FROM outbox WHERE id IN (?` + strings.Repeat(", ?", n-1) + `)`
 		if _, err := w.ExecContext(ctx, q, args...); err != nil {
 			return classify("mark published", err)
 		}
 		s.marks.Add(1)
 		ids = ids[n:]
 	}
-	return s.prunePublished(ctx, w, now-publishedKept)
-}
-
-// prunePublished deletes the rows published before cutoff, markBatch rows
-// per statement (an hour-old backlog is as large as an hour-old second's
-// marking).
-func (s *Store) prunePublished(ctx context.Context, w *sql.DB, cutoff int64) error {
-	for {
-		res, err := w.ExecContext(ctx, `DELETE FROM outbox WHERE id IN
-			(SELECT id FROM outbox WHERE published_at < ? LIMIT ?)`, cutoff, markBatch)
-		if err != nil {
-			return classify("prune published", err)
-		}
-		s.marks.Add(1)
-		n, err := res.RowsAffected()
-		if err != nil {
-			return classify("prune published", err)
-		}
-		if n < markBatch {
-			return nil
-		}
-	}
+	return nil
 }

@@ -9,15 +9,14 @@ import (
 )
 
 // The relay marks hundreds of rows a second while output commits wait for
-// the one writer: MarkPublished marks and prunes at most markBatch rows per
-// statement, and prunes every row published over an hour ago however many
-// there are, with no per-row trigger.
+// the one writer: MarkPublished deletes the delivered rows, at most
+// markBatch per statement, and leaves every other row pending.
 func TestMarkPublishedInBoundedStatements(t *testing.T) {
 	st := openTemp(t)
 	ctx := t.Context()
 	var ids []int64
 	err := st.Update(ctx, func(tx host.Tx) error {
-		for range 2*markBatch + markBatch/2 {
+		for range 2*markBatch + markBatch/2 + 1 {
 			got, err := tx.AppendFacts(ctx, host.Fact{WorkspaceID: "w", SessionID: "s", Kind: host.FactSessionChanged})
 			if err != nil {
 				return err
@@ -29,46 +28,29 @@ func TestMarkPublishedInBoundedStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UnixMilli()
-	old, kept := now-2*publishedKept, now-publishedKept/2
-	for range 2*markBatch + markBatch/2 {
-		if _, err := st.w.ExecContext(ctx, `INSERT INTO outbox (workspace_id, fact_json, created_at, published_at)
-			VALUES ('w', '{}', ?1, ?1)`, old); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.w.ExecContext(ctx, `INSERT INTO outbox (workspace_id, fact_json, created_at, published_at)
-		VALUES ('w', '{}', ?1, ?1)`, kept); err != nil {
-		t.Fatal(err)
-	}
+	delivered, pending := ids[:len(ids)-1], ids[len(ids)-1]
 
 	before := st.marks.Load()
-	if err := st.MarkPublished(ctx, ids); err != nil {
+	if err := st.MarkPublished(ctx, delivered); err != nil {
 		t.Fatal(err)
 	}
-	// 250 rows to mark and 250 to prune: 100 + 100 + 50 each.
-	if got := st.marks.Load() - before; got != 6 {
-		t.Errorf("MarkPublished ran %d statements, want 6 (3 marking, 3 pruning)", got)
+	// 250 rows: 100 + 100 + 50.
+	if got := st.marks.Load() - before; got != 3 {
+		t.Errorf("MarkPublished ran %d statements, want 3", got)
 	}
-	count := func(where string, args ...any) int {
-		t.Helper()
-		var n int
-		if err := st.r.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE `+where, args...).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
+	rows, err := st.PendingFacts(ctx, time.Now(), 1000)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := count(`published_at IS NULL`); n != 0 {
-		t.Errorf("%d rows left unpublished, want 0", n)
+	if len(rows) != 1 || rows[0].ID != pending {
+		t.Errorf("pending after marking: %+v, want only row %d", rows, pending)
 	}
-	if n := count(`published_at < ?`, now-publishedKept); n != 0 {
-		t.Errorf("%d rows published over an hour ago remain, want 0", n)
+	var n int
+	if err := st.r.QueryRowContext(ctx, `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
+		t.Fatal(err)
 	}
-	if n := count(`published_at = ?`, kept); n != 1 {
-		t.Errorf("%d rows published half an hour ago remain, want 1", n)
-	}
-	if n := count(`published_at >= ?`, now); n != len(ids) {
-		t.Errorf("%d rows marked now, want %d", n, len(ids))
+	if n != 1 {
+		t.Errorf("%d outbox rows, want 1: delivered rows are deleted", n)
 	}
 	var triggers int
 	if err := st.r.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'outbox'`).Scan(&triggers); err != nil {
