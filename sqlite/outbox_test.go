@@ -59,6 +59,22 @@ func TestMarkPublishedInBoundedStatements(t *testing.T) {
 	if triggers != 0 {
 		t.Errorf("%d triggers on outbox, want none (a per-row trigger runs for every marked row)", triggers)
 	}
+
+	// Ids are never reused once rows are deleted (AUTOINCREMENT): the
+	// publisher and the relay remember delivered and claimed rows by id.
+	if err := st.MarkPublished(ctx, []int64{pending}); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(ctx, func(tx host.Tx) error {
+		got, err := tx.AppendFacts(ctx, host.Fact{WorkspaceID: "w", SessionID: "s", Kind: host.FactSessionChanged})
+		if err == nil && got[0] <= pending {
+			t.Errorf("a fact appended to the emptied outbox got id %d, not above %d", got[0], pending)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // BenchmarkMarkPublished marks what the relay marks in one pass at the

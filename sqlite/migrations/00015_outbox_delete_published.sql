@@ -3,7 +3,9 @@
 -- pruning them an hour later: a mark rewrote every row (and moved it
 -- between two partial indexes) only to keep it for diagnosis,
 -- and on PostgreSQL it was the fourth most expensive statement at the
--- fanout shape. A row in the outbox is now a fact not yet delivered.
+-- fanout shape. A row in the outbox is now a fact not yet delivered. Ids
+-- stay unique over time once rows are deleted because outbox.id is
+-- AUTOINCREMENT (00001): the publisher and the relay remember rows by id.
 DROP INDEX outbox_published;
 DELETE FROM outbox WHERE published_at IS NOT NULL;
 DROP INDEX outbox_unpublished;
