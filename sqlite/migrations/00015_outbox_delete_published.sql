@@ -2,7 +2,7 @@
 -- The relay deletes the rows it delivered instead of marking them and
 -- pruning them an hour later: a mark rewrote every row (and moved it
 -- between two partial indexes) only to keep it for diagnosis,
--- and on PostgreSQL it was the fourth most expensive statement at the
+-- and on PostgreSQL it was the third most expensive statement at the
 -- fanout shape. A row in the outbox is now a fact not yet delivered. Ids
 -- stay unique over time once rows are deleted because outbox.id is
 -- AUTOINCREMENT (00001): the publisher and the relay remember rows by id.
