@@ -59,13 +59,14 @@ func (k *turnSink) Output(ctx context.Context, ev OutputEvent) error {
 		q.mu.Unlock()
 		return nil
 	}
+	if !ev.Inline {
+		k.startCommitter(ctx)
+		q.mu.Unlock()
+		return nil
+	}
 	done := k.claimCommitter()
 	q.mu.Unlock()
-	if ev.Inline {
-		k.commitQueued(ctx, done) // the caller is the committer until the queue is empty
-	} else {
-		go k.commitQueued(ctx, done)
-	}
+	k.commitQueued(ctx, done) // the caller is the committer until the queue is empty
 	return nil
 }
 
