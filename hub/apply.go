@@ -11,9 +11,24 @@ import (
 // apply it (a gap, an overlap with a partial reread, or an append to a
 // message outside the window); the caller then marks the topic for a reread.
 // A delta at or below the view's version is a duplicate and is dropped.
+//
+// The events are written to the watchers whose sockets take them at once
+// on the calling goroutine, after the topic lock is released: a streamed
+// chunk reaches its watchers without a hand-off to a writer each.
 func (t *topic) applyDelta(d *host.TranscriptDelta) bool {
+	var start []*Conn
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.writeAfter = &start
+	ok := t.applyDeltaLocked(d)
+	t.writeAfter = nil
+	t.mu.Unlock()
+	for _, c := range start {
+		c.writeNow()
+	}
+	return ok
+}
+
+func (t *topic) applyDeltaLocked(d *host.TranscriptDelta) bool {
 	sv := &t.sv
 	switch {
 	case !t.loaded:

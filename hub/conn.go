@@ -467,17 +467,32 @@ func (c *Conn) SendJSON(v any) bool {
 	return c.Send(b)
 }
 
-func (c *Conn) enqueueEvent(ev *event) { c.enqueue(&outFrame{data: ev.data, ev: ev, key: ev.key}) }
+// enqueueEvent queues an event. It reports true when the caller must
+// start the writer (writeNow or a flush job): no writer owns the socket.
+func (c *Conn) enqueueEvent(ev *event) bool {
+	start, _ := c.push(&outFrame{data: ev.data, ev: ev, key: ev.key})
+	return start
+}
 
 // enqueue never blocks: it is called under topic locks. Keyed responses
 // are always latest-wins. Once a watcher lags (its queue holds more than
 // an eighth of the cap), snapshot event kinds become latest-wins too. A
 // queue still over its byte cap closes the connection as a slow consumer.
 func (c *Conn) enqueue(f *outFrame) bool {
+	start, ok := c.push(f)
+	if start {
+		c.h.spawn(c.flush)
+	}
+	return ok
+}
+
+// push is enqueue without starting the writer: start reports that the
+// caller now owns the socket's write side and must start it.
+func (c *Conn) push(f *outFrame) (start, ok bool) {
 	c.qmu.Lock()
 	if c.closing {
 		c.qmu.Unlock()
-		return false
+		return false, false
 	}
 	if f.key != "" {
 		if old := c.latest[f.key]; old != nil && !old.superseded && (old.ev == nil || c.qbytes >= c.h.cfg.QueueBytes/8) {
@@ -500,19 +515,67 @@ func (c *Conn) enqueue(f *outFrame) bool {
 	c.qbytes += len(f.data)
 	c.h.stats.queued.Add(int64(len(f.data)))
 	over := c.qbytes > c.h.cfg.QueueBytes && len(c.queue)-c.qhead > 1
-	start := !c.writing && !over
+	start = !c.writing && !over
 	if start {
 		c.writing = true
 	}
 	c.qmu.Unlock()
 	if over {
 		c.slow("queue over its byte cap")
-		return false
+		return false, false
 	}
-	if start {
+	return start, true
+}
+
+// writeNow starts the writer of a connection whose write side the caller
+// owns (push reported start) on the caller's goroutine: what the socket
+// takes at once is written right here, with no job handed to a worker and
+// no wake-up between a commit and its watchers. Anything that would wait
+// (a control frame being written, a full socket, more queued meanwhile, a
+// close) goes to a worker, so the caller never waits on one peer.
+func (c *Conn) writeNow() {
+	w := c.opts.Wire
+	if w == nil || !w.TryBegin() {
 		c.h.spawn(c.flush)
+		return
 	}
-	return true
+	var arr [4][]byte
+	c.qmu.Lock()
+	batch := arr[:0]
+	if !c.closing {
+		batch = c.take(batch)
+	}
+	c.qmu.Unlock()
+	var err error
+	if len(batch) > 0 {
+		err = c.gather(batch) // gathered in memory: cannot block
+	}
+	pending, terr := w.TryEnd()
+	if err = errors.Join(err, terr); err != nil {
+		c.writeFailed(err, false)
+		return
+	}
+	if pending { // the socket is full: a worker waits for it under the deadline
+		c.h.spawn(func() {
+			if err := w.End(time.Now().Add(c.h.cfg.WriteTimeout)); err != nil {
+				c.writeFailed(err, false)
+				return
+			}
+			c.flush()
+		})
+		return
+	}
+	if len(batch) > 0 {
+		c.h.stats.inlineWrites.Add(1)
+	}
+	c.qmu.Lock()
+	if c.closing || c.qhead < len(c.queue) { // queued meanwhile, or closing: the worker finishes
+		c.qmu.Unlock()
+		c.h.spawn(c.flush)
+		return
+	}
+	c.writing = false
+	c.qmu.Unlock()
 }
 
 // slow closes a connection that fell too far behind with 4008 and counts it.
@@ -620,6 +683,20 @@ func timedOut(err error) bool {
 // frame (only clients that opted in get several). With a Wire it is one
 // system call under one deadline.
 func (c *Conn) writeBatch(batch [][]byte) error {
+	if w := c.opts.Wire; w != nil {
+		w.Begin()
+		err := c.gather(batch)
+		if eerr := w.End(time.Now().Add(c.h.cfg.WriteTimeout)); err == nil {
+			err = eerr
+		}
+		return err
+	}
+	return c.gather(batch)
+}
+
+// gather hands frames to the library as one message. With a Wire between
+// Begin and End it only gathers them in memory; without one it writes.
+func (c *Conn) gather(batch [][]byte) error {
 	c.h.stats.writes.Add(1)
 	c.h.stats.framesWritten.Add(int64(len(batch)))
 	data := batch[0]
@@ -641,13 +718,8 @@ func (c *Conn) writeBatch(batch [][]byte) error {
 }
 
 func (c *Conn) write(data []byte) error {
-	if w := c.opts.Wire; w != nil {
-		w.Begin()
-		err := c.ws.Write(context.Background(), websocket.MessageText, data) // gathered in memory: cannot block
-		if eerr := w.End(time.Now().Add(c.h.cfg.WriteTimeout)); err == nil {
-			err = eerr
-		}
-		return err
+	if c.opts.Wire != nil {
+		return c.ws.Write(context.Background(), websocket.MessageText, data) // gathered in memory: cannot block
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.h.cfg.WriteTimeout)
 	defer cancel()

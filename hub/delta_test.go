@@ -279,11 +279,17 @@ func encodeMessages(ms []protocol.Message) string {
 func watch(t testing.TB, h *Hub, ws, sid string, pos *protocol.Position) *wsClient {
 	t.Helper()
 	srv, cli := wsPair(t)
-	c, err := h.Attach(srv, host.RandomID("c"), nil, ConnOptions{})
+	return watchOn(t, h, srv, ConnOptions{}, cli, ws, sid, pos)
+}
+
+// watchOn is watch over a given connection pair.
+func watchOn(t testing.TB, h *Hub, srv *websocket.Conn, opts ConnOptions, cli *websocket.Conn, ws, sid string, pos *protocol.Position) *wsClient {
+	t.Helper()
+	c, err := h.Attach(srv, host.RandomID("c"), nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go c.Run(func([]byte) {})
+	c.Start(func([]byte) {}, nil)
 	cl := newWSClient(t, cli)
 	err = h.Subscribe(context.Background(), c, SubscribeRequest{Workspace: ws, Topic: TopicSession, SessionID: sid, Position: pos},
 		func(res protocol.SubscribeResult) { c.SendJSON(map[string]any{"type": "response", "result": res}) })

@@ -535,6 +535,9 @@ type Stats struct {
 	// happens under load (1 frame per write means one system call each).
 	Writes        int64
 	FramesWritten int64
+	// InlineWrites are the writes made on the goroutine that applied a
+	// delta, because the socket took them at once (no worker woken).
+	InlineWrites int64
 	// PooledWorkers are goroutines kept for short connection jobs (reads
 	// after a readiness event, flushes); bounded, whatever the connections.
 	PooledWorkers int64
@@ -543,7 +546,7 @@ type Stats struct {
 type stats struct {
 	conns, topics, rereads, events, fanned, slow, superseded, queued atomic.Int64
 	deltas, deltaDups, deltaGaps                                     atomic.Int64
-	writes, framesWritten                                            atomic.Int64
+	writes, framesWritten, inlineWrites                              atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -557,5 +560,6 @@ func (h *Hub) Stats() Stats {
 		Superseded:      h.stats.superseded.Load(), QueuedBytes: h.stats.queued.Load(),
 		PooledWorkers: int64(h.pooled.Load()),
 		Writes:        h.stats.writes.Load(), FramesWritten: h.stats.framesWritten.Load(),
+		InlineWrites: h.stats.inlineWrites.Load(),
 	}
 }

@@ -133,7 +133,9 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 	h.presenceWake()
 	reply(res)
 	for _, ev := range replay {
-		c.enqueueEvent(ev)
+		if c.enqueueEvent(ev) {
+			h.spawn(c.flush)
+		}
 	}
 	return nil
 }

@@ -60,6 +60,10 @@ type topic struct {
 	// streamEpoch names the session's message history (streamEpochOf),
 	// set at load.
 	streamEpoch string
+	// writeAfter, when set, collects the watchers whose writer an emission
+	// must start, for the emitter to write after it releases mu (writeNow)
+	// instead of handing each to a worker.
+	writeAfter *[]*Conn
 }
 
 // treeRoot is the root session of a session topic's tree, "" before load.
@@ -120,7 +124,14 @@ func (t *topic) emitAt(kind, key string, payload any, ver int64) {
 	}
 	t.ring.push(ev)
 	for c := range t.subs {
-		c.enqueueEvent(ev)
+		if !c.enqueueEvent(ev) {
+			continue
+		}
+		if t.writeAfter != nil {
+			*t.writeAfter = append(*t.writeAfter, c)
+		} else {
+			t.h.spawn(c.flush)
+		}
 	}
 	t.h.stats.events.Add(1)
 	t.h.stats.fanned.Add(int64(len(t.subs)))

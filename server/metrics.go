@@ -66,6 +66,8 @@ func newMetrics(reg *prometheus.Registry, own bool, h *hub.Hub) *metrics {
 			Help: "WebSocket frames the hub wrote to watchers (one write each)."}, func() float64 { return float64(stat().Writes) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_frames_written_total",
 			Help: "Queued frames those writes carried (several per write for ensemble.v2 clients)."}, func() float64 { return float64(stat().FramesWritten) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_inline_writes_total",
+			Help: "Of those writes, the ones made on the goroutine that applied a delta (the socket took them at once)."}, func() float64 { return float64(stat().InlineWrites) }),
 	)
 	if own {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
