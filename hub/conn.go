@@ -550,12 +550,24 @@ func (c *Conn) writeNow() {
 	if len(batch) > 0 {
 		err = c.gather(batch) // gathered in memory: cannot block
 	}
+	if c.endNow(err) && len(batch) > 0 {
+		c.h.stats.inlineWrites.Add(1)
+	}
+}
+
+// endNow ends a write the caller began with TryBegin while owning the
+// socket's write side. It reports whether the socket took everything.
+// What it did not take goes to a worker that waits for it under the
+// deadline; so do frames queued meanwhile and a close. Otherwise the
+// write side is released.
+func (c *Conn) endNow(err error) bool {
+	w := c.opts.Wire
 	pending, terr := w.TryEnd()
 	if err = errors.Join(err, terr); err != nil {
 		c.writeFailed(err, false)
-		return
+		return false
 	}
-	if pending { // the socket is full: a worker waits for it under the deadline
+	if pending {
 		c.h.spawn(func() {
 			if err := w.End(time.Now().Add(c.h.cfg.WriteTimeout)); err != nil {
 				c.writeFailed(err, false)
@@ -563,19 +575,17 @@ func (c *Conn) writeNow() {
 			}
 			c.flush()
 		})
-		return
-	}
-	if len(batch) > 0 {
-		c.h.stats.inlineWrites.Add(1)
+		return false
 	}
 	c.qmu.Lock()
-	if c.closing || c.qhead < len(c.queue) { // queued meanwhile, or closing: the worker finishes
+	if c.closing || c.qhead < len(c.queue) { // queued meanwhile (enqueue saw a writer), or closing
 		c.qmu.Unlock()
 		c.h.spawn(c.flush)
-		return
+		return true
 	}
 	c.writing = false
 	c.qmu.Unlock()
+	return true
 }
 
 // slow closes a connection that fell too far behind with 4008 and counts it.

@@ -155,6 +155,7 @@ type wsClient struct {
 	pos       int64
 	recovered bool
 	frames    chan []byte
+	server    *Conn // the hub's side, when watchOn attached it
 }
 
 type clientFrame struct {
@@ -291,6 +292,7 @@ func watchOn(t testing.TB, h *Hub, srv *websocket.Conn, opts ConnOptions, cli *w
 	}
 	c.Start(func([]byte) {}, nil)
 	cl := newWSClient(t, cli)
+	cl.server = c
 	err = h.Subscribe(context.Background(), c, SubscribeRequest{Workspace: ws, Topic: TopicSession, SessionID: sid, Position: pos},
 		func(res protocol.SubscribeResult) { c.SendJSON(map[string]any{"type": "response", "result": res}) })
 	if err != nil {

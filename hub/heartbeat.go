@@ -3,7 +3,6 @@ package hub
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"time"
 
 	"github.com/coder/websocket"
@@ -172,28 +171,5 @@ func (c *Conn) ping() {
 		c.h.spawn(c.flush)
 		return
 	}
-	err := c.ws.Write(context.Background(), websocket.MessageText, pingFrame) // gathered in memory: cannot block
-	pending, terr := w.TryEnd()
-	if err = errors.Join(err, terr); err != nil {
-		c.writeFailed(err, false)
-		return
-	}
-	if pending { // the socket is full: a worker waits for it under the deadline
-		c.h.spawn(func() {
-			if err := w.End(time.Now().Add(c.h.cfg.WriteTimeout)); err != nil {
-				c.writeFailed(err, false)
-				return
-			}
-			c.flush()
-		})
-		return
-	}
-	c.qmu.Lock()
-	if c.closing || c.qhead < len(c.queue) { // queued or closed meanwhile: enqueue saw a writer
-		c.qmu.Unlock()
-		c.h.spawn(c.flush)
-		return
-	}
-	c.writing = false
-	c.qmu.Unlock()
+	c.endNow(c.ws.Write(context.Background(), websocket.MessageText, pingFrame)) // gathered in memory: cannot block
 }

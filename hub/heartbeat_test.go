@@ -105,43 +105,58 @@ func fillSocket(t *testing.T, w *SocketWire) int {
 	}
 }
 
-// pingOnFullSocket starts a polled connection (pings by hand), fills its
-// socket with frames, and pings it; frames is how many came before the
-// ping.
-func pingOnFullSocket(t *testing.T, writeTimeout time.Duration) (h *Hub, c *Conn, cli *websocket.Conn, frames int) {
+// writeOnFullSocket starts a polled connection (pings by hand), fills its
+// socket with frames, and makes write; frames is how many came before it.
+func writeOnFullSocket(t *testing.T, writeTimeout time.Duration, write func(*Conn)) (h *Hub, c *Conn, cli *websocket.Conn, frames int) {
 	t.Helper()
 	h = pollingHub(t, Config{PingInterval: time.Hour, WriteTimeout: writeTimeout})
 	t.Cleanup(h.Close)
+	var opts ConnOptions
+	c, opts, cli = attachPolled(t, h)
+	frames = fillSocket(t, opts.Wire.(*SocketWire))
+	write(c)
+	return h, c, cli, frames
+}
+
+// attachPolled attaches and starts a polled connection.
+func attachPolled(t *testing.T, h *Hub) (*Conn, ConnOptions, *websocket.Conn) {
+	t.Helper()
 	srv, opts, cli := polledServer(t)()
 	c, err := h.Attach(srv, "c", nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Start(func([]byte) {}, nil)
-	frames = fillSocket(t, opts.Wire.(*SocketWire))
-	c.ping()
-	return h, c, cli, frames
+	return c, opts, cli
 }
 
-// The heartbeat writes a ping on its own goroutine only when the socket
-// takes it at once. On a full socket the rest goes to a worker that
-// waits under the write deadline: the ping arrives after everything
-// before it once the peer reads, and frames queued meanwhile after it.
-func TestPingOnAFullSocketWaitsForThePeer(t *testing.T) {
-	_, c, cli, frames := pingOnFullSocket(t, 20*time.Second)
-	c.Send([]byte(`"after"`))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for i := range frames {
-		_, b, err := cli.Read(ctx)
-		if err != nil || !bytes.Equal(b, fillPayload) {
-			t.Fatalf("frame %d of %d: %q, %v", i, frames, b, err)
-		}
-	}
-	for _, want := range []string{string(pingFrame), `"after"`} {
-		if _, b, err := cli.Read(ctx); err != nil || string(b) != want {
-			t.Fatalf("read %q, %v; want %s", b, err, want)
-		}
+// The heartbeat's ping and a delta's events are written on the caller's
+// goroutine only when the socket takes them at once. On a full socket
+// the rest goes to a worker that waits under the write deadline: the
+// frame arrives after everything before it once the peer reads, and
+// frames queued meanwhile after it.
+func TestWriteNowOnAFullSocketWaitsForThePeer(t *testing.T) {
+	for _, nw := range nowWrites(t) {
+		t.Run(nw.name, func(t *testing.T) {
+			h, c, cli, frames := writeOnFullSocket(t, 20*time.Second, nw.write)
+			c.Send([]byte(`"after"`))
+			if n := h.Stats().InlineWrites; n != 0 {
+				t.Fatalf("%d inline writes on a full socket, want 0", n)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for i := range frames {
+				_, b, err := cli.Read(ctx)
+				if err != nil || !bytes.Equal(b, fillPayload) {
+					t.Fatalf("frame %d of %d: %q, %v", i, frames, b, err)
+				}
+			}
+			for _, want := range []string{nw.frame, `"after"`} {
+				if _, b, err := cli.Read(ctx); err != nil || string(b) != want {
+					t.Fatalf("read %q, %v; want %s", b, err, want)
+				}
+			}
+		})
 	}
 }
 
@@ -149,7 +164,7 @@ func TestPingOnAFullSocketWaitsForThePeer(t *testing.T) {
 // ping: the write it could not take times out, and the connection is
 // closed as a slow consumer.
 func TestPingToAPeerThatNeverReadsIsASlowConsumer(t *testing.T) {
-	h, c, _, _ := pingOnFullSocket(t, 200*time.Millisecond)
+	h, c, _, _ := writeOnFullSocket(t, 200*time.Millisecond, (*Conn).ping)
 	select {
 	case <-c.Done():
 	case <-time.After(10 * time.Second):
@@ -301,30 +316,29 @@ func TestHeartbeatSkipsConnectionsThatSpokeWithinTheInterval(t *testing.T) {
 }
 
 // While a write holds the wire (the library's control frame to a peer that
-// does not read), the heartbeat does not wait for it: the ping goes to a
-// worker and arrives once the wire is free.
-func TestPingDoesNotWaitOnABusyWire(t *testing.T) {
-	h := pollingHub(t, Config{PingInterval: time.Hour})
-	defer h.Close()
-	srv, opts, cli := polledServer(t)()
-	c, err := h.Attach(srv, "c", nil, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Start(func([]byte) {}, nil)
-	w := opts.Wire.(*SocketWire)
-	w.mu.Lock() // as a blocked write holds it
-	returned := make(chan struct{})
-	go func() { c.ping(); close(returned) }()
-	select {
-	case <-returned:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the heartbeat waited on a busy wire")
-	}
-	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, b, err := cli.Read(ctx); err != nil || string(b) != string(pingFrame) {
-		t.Fatalf("read %q, %v; want the ping", b, err)
+// does not read), neither the heartbeat nor a delta's emitter waits for
+// it: the frame goes to a worker and arrives once the wire is free.
+func TestWriteNowDoesNotWaitOnABusyWire(t *testing.T) {
+	for _, nw := range nowWrites(t) {
+		t.Run(nw.name, func(t *testing.T) {
+			h := pollingHub(t, Config{PingInterval: time.Hour})
+			defer h.Close()
+			c, opts, cli := attachPolled(t, h)
+			w := opts.Wire.(*SocketWire)
+			w.mu.Lock() // as a blocked write holds it
+			returned := make(chan struct{})
+			go func() { nw.write(c); close(returned) }()
+			select {
+			case <-returned:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the writer waited on a busy wire")
+			}
+			w.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, b, err := cli.Read(ctx); err != nil || string(b) != nw.frame {
+				t.Fatalf("read %q, %v; want %s", b, err, nw.frame)
+			}
+		})
 	}
 }

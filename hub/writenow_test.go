@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -23,6 +22,14 @@ func TestDeltaIsWrittenOnTheApplyingGoroutine(t *testing.T) {
 	srv, opts, cli := polledServer(t)()
 	cl := watchOn(t, h, srv, opts, cli, w.ws, w.sid, nil)
 	for range 20 {
+		// A delta of several events leaves the rest to a worker (this
+		// client takes one event per frame): wait until it let go.
+		waitFor(t, "the writer let go of the socket", func() bool {
+			c := cl.server
+			c.qmu.Lock()
+			defer c.qmu.Unlock()
+			return !c.writing
+		})
 		before := h.Stats()
 		d := w.commit(t)
 		if err := bus.Publish(context.Background(), []host.Fact{{WorkspaceID: w.ws, Kind: host.FactTranscriptAppended,
@@ -52,68 +59,17 @@ func pushNow(t *testing.T, c *Conn, data []byte) {
 	}
 }
 
-// On a full socket the emitter does not wait: a worker writes the rest
-// under the deadline once the peer reads, in order, and what was queued
-// meanwhile after it.
-func TestWriteNowOnAFullSocketLeavesTheRestToAWorker(t *testing.T) {
-	h := pollingHub(t, Config{PingInterval: time.Hour, WriteTimeout: 20 * time.Second})
-	defer h.Close()
-	srv, opts, cli := polledServer(t)()
-	c, err := h.Attach(srv, "c", nil, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Start(func([]byte) {}, nil)
-	frames := fillSocket(t, opts.Wire.(*SocketWire))
-	returned := make(chan struct{})
-	go func() { pushNow(t, c, []byte(`"now"`)); close(returned) }()
-	select {
-	case <-returned:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the emitter waited on a full socket")
-	}
-	c.Send([]byte(`"after"`))
-	if n := h.Stats().InlineWrites; n != 0 {
-		t.Fatalf("%d inline writes on a full socket, want 0", n)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for i := range frames {
-		if _, b, err := cli.Read(ctx); err != nil || !bytes.Equal(b, fillPayload) {
-			t.Fatalf("frame %d of %d: %q, %v", i, frames, b, err)
-		}
-	}
-	for _, want := range []string{`"now"`, `"after"`} {
-		if _, b, err := cli.Read(ctx); err != nil || string(b) != want {
-			t.Fatalf("read %q, %v; want %s", b, err, want)
-		}
-	}
+// nowWrite is a write made on the caller's goroutine when the socket
+// takes it at once, and the frame it writes.
+type nowWrite struct {
+	name  string
+	write func(*Conn)
+	frame string
 }
 
-// While a write holds the wire (the library's control frame to a peer
-// that does not read), the emitter does not wait for it either.
-func TestWriteNowDoesNotWaitOnABusyWire(t *testing.T) {
-	h := pollingHub(t, Config{PingInterval: time.Hour})
-	defer h.Close()
-	srv, opts, cli := polledServer(t)()
-	c, err := h.Attach(srv, "c", nil, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Start(func([]byte) {}, nil)
-	w := opts.Wire.(*SocketWire)
-	w.mu.Lock() // as a blocked write holds it
-	returned := make(chan struct{})
-	go func() { pushNow(t, c, []byte(`"now"`)); close(returned) }()
-	select {
-	case <-returned:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the emitter waited on a busy wire")
-	}
-	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, b, err := cli.Read(ctx); err != nil || string(b) != `"now"` {
-		t.Fatalf("read %q, %v; want the frame", b, err)
+func nowWrites(t *testing.T) []nowWrite {
+	return []nowWrite{
+		{"ping", (*Conn).ping, string(pingFrame)},
+		{"event", func(c *Conn) { pushNow(t, c, []byte(`"now"`)) }, `"now"`},
 	}
 }

@@ -18,13 +18,17 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/ensemble-dev/ensemble/hub"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // The reference server is the bare minimum a broadcast over coder/websocket
-// needs, with the same hub rules as Ensemble's (encode once, one writer per
-// connection from a bounded queue, compression off): no auth, no store, no
-// protocol. Clients subscribe with GET /ws?topic=T and get
+// needs, with the same hub rules as Ensemble's (encode once, frames queued
+// per connection and written by whoever owns its socket, compression off):
+// no auth, no store, no protocol. Like the hub, a publisher writes a frame
+// itself when the connection is idle and its socket takes the frame at
+// once (hub.SocketWire), and hands the connection to its writer goroutine
+// otherwise. Clients subscribe with GET /ws?topic=T and get
 // {"type":"subscribed","seq":N}, then every frame published to T with a
 // gap-free seq. POST /publish starts in-server publishers (standing in for
 // the agent, which also runs inside the Ensemble server) that stamp every
@@ -37,14 +41,125 @@ type refTopic struct {
 	subs map[*refConn]struct{}
 }
 
+// refMaxQueued frames unsent make a connection a slow consumer.
+const refMaxQueued = 64
+
 type refConn struct {
-	q    chan []byte
-	ws   *websocket.Conn
-	gone chan struct{}
-	once sync.Once
+	ws    *websocket.Conn
+	wire  *hub.SocketWire
+	batch bool // the same multi-event frames as ensemble.v2
+
+	mu      sync.Mutex
+	queue   [][]byte
+	writing bool          // a publisher or the writer goroutine owns the socket
+	wake    chan struct{} // hands the socket to the writer goroutine
+	gone    chan struct{}
+	once    sync.Once
 }
 
 func (c *refConn) kill() { c.once.Do(func() { close(c.gone); c.ws.CloseNow() }) }
+
+// push queues b; start reports that the caller now owns the socket. A
+// connection that lets refMaxQueued frames pile up is closed.
+func (c *refConn) push(b []byte) (start, ok bool) {
+	c.mu.Lock()
+	if len(c.queue) >= refMaxQueued {
+		c.mu.Unlock()
+		c.kill()
+		return false, false
+	}
+	c.queue = append(c.queue, b)
+	start = !c.writing
+	c.writing = true
+	c.mu.Unlock()
+	return start, true
+}
+
+// take removes the next frame to write: one, or (batch) everything queued
+// up to 64 frames or 64 KiB, the hub's bounds, as one JSON array.
+func (c *refConn) take(buf []byte) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		c.writing = false
+		return nil
+	}
+	n := 1
+	if c.batch {
+		for size := len(c.queue[0]); n < len(c.queue) && n < 64 && size+len(c.queue[n]) < 64<<10; n++ {
+			size += len(c.queue[n])
+		}
+	}
+	if n == 1 {
+		buf = append(buf[:0], c.queue[0]...)
+	} else {
+		buf = append(buf[:0], '[')
+		for i, f := range c.queue[:n] {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, f...)
+		}
+		buf = append(buf, ']')
+	}
+	c.queue = append(c.queue[:0], c.queue[n:]...)
+	return buf
+}
+
+// writeNow writes what is queued on the caller's goroutine as far as the
+// socket takes it at once; anything that would wait goes to the writer.
+func (c *refConn) writeNow() {
+	if !c.wire.TryBegin() {
+		c.wake <- struct{}{}
+		return
+	}
+	var err error
+	if b := c.take(nil); b != nil {
+		err = c.ws.Write(context.Background(), websocket.MessageText, b) // gathered in memory
+	}
+	pending, terr := c.wire.TryEnd()
+	if err != nil || terr != nil {
+		c.kill()
+		return
+	}
+	c.mu.Lock()
+	more := len(c.queue) > 0
+	if !pending && !more {
+		c.writing = false
+	}
+	c.mu.Unlock()
+	if pending || more {
+		c.wake <- struct{}{}
+	}
+}
+
+// writer owns the socket when a publisher hands it over: it writes what
+// is left and queued, under a deadline, until the queue is empty.
+func (c *refConn) writer() {
+	var buf []byte
+	for {
+		select {
+		case <-c.wake:
+		case <-c.gone:
+			return
+		}
+		if err := c.wire.End(time.Now().Add(10 * time.Second)); err != nil {
+			c.kill()
+			return
+		}
+		for {
+			if buf = c.take(buf); buf == nil {
+				break
+			}
+			c.wire.Begin()
+			err := c.ws.Write(context.Background(), websocket.MessageText, buf)
+			if err = errors.Join(err, c.wire.End(time.Now().Add(10*time.Second))); err != nil {
+				c.kill()
+				return
+			}
+		}
+	}
+}
 
 type refServer struct {
 	mu     sync.Mutex
@@ -63,47 +178,46 @@ func (s *refServer) topic(name string) *refTopic {
 	return t
 }
 
+// refHijack puts a hub.SocketWire under the library's writer, as the
+// Ensemble server does.
+type refHijack struct {
+	http.ResponseWriter
+	wire *hub.SocketWire
+}
+
+func (w *refHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.wire = hub.NewSocketWire(nc)
+	return nc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(w.wire, 16)), nil
+}
+
 func (s *refServer) handleWS(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("topic")
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	hw := &refHijack{ResponseWriter: w}
+	ws, err := websocket.Accept(hw, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return
 	}
 	ws.SetReadLimit(4 << 10)
-	c := &refConn{q: make(chan []byte, 64), ws: ws, gone: make(chan struct{})}
+	c := &refConn{ws: ws, wire: hw.wire, batch: r.URL.Query().Get("batch") == "1", wake: make(chan struct{}, 1), gone: make(chan struct{})}
+	go c.writer()
 	t := s.topic(name)
 	t.mu.Lock()
 	hello, _ := json.Marshal(map[string]any{"type": "subscribed", "seq": t.seq})
-	c.q <- hello
+	start, _ := c.push(hello)
 	t.subs[c] = struct{}{}
 	t.mu.Unlock()
+	if start {
+		c.wake <- struct{}{}
+	}
 	defer func() {
 		t.mu.Lock()
 		delete(t.subs, c)
 		t.mu.Unlock()
 		c.kill()
-	}()
-	batch := r.URL.Query().Get("batch") == "1" // the same multi-event frames as ensemble.v2
-	go func() {                                // the one writer
-		var buf []byte
-		for {
-			select {
-			case b := <-c.q:
-				if batch {
-					buf = drainBatch(c.q, b, buf[:0])
-					b = buf
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := ws.Write(ctx, websocket.MessageText, b)
-				cancel()
-				if err != nil {
-					c.kill()
-					return
-				}
-			case <-c.gone:
-				return
-			}
-		}
 	}()
 	for { // the one reader: only notices the close
 		if _, _, err := ws.Read(context.Background()); err != nil {
@@ -112,48 +226,28 @@ func (s *refServer) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// drainBatch appends first and whatever else is queued (up to 64 frames
-// or 64 KiB, the hub's bounds) to buf: one frame alone, several as a JSON
-// array.
-func drainBatch(q chan []byte, first, buf []byte) []byte {
-	n := 1
-	buf = append(buf, first...)
-	for n < 64 && len(buf) < 64<<10 {
-		select {
-		case b := <-q:
-			if n == 1 {
-				buf = append(append(append(buf[:0], '['), first...), ',')
-			} else {
-				buf = append(buf, ',')
-			}
-			buf = append(buf, b...)
-			n++
-			continue
-		default:
-		}
-		break
-	}
-	if n > 1 {
-		buf = append(buf, ']')
-	}
-	return buf
-}
-
-// publish sends one stamped frame to every subscriber of the topic.
-func (s *refServer) publish(t *refTopic, topic string, word string) {
+// publish sends one stamped frame to every subscriber of the topic,
+// writing it itself to those whose sockets take it at once.
+func (s *refServer) publish(t *refTopic, topic string, word string, start []*refConn) []*refConn {
 	t.mu.Lock()
 	t.seq++
 	b := []byte(`{"type":"event","topic":` + strconv.Quote(topic) + `,"seq":` + strconv.FormatInt(t.seq, 10) +
 		`,"text":"` + word + "@" + strconv.FormatInt(time.Now().UnixNano(), 10) + `"}`)
+	start = start[:0]
 	for c := range t.subs {
-		select {
-		case c.q <- b:
+		own, ok := c.push(b)
+		if own {
+			start = append(start, c)
+		}
+		if ok {
 			s.sent.Add(1)
-		default:
-			c.kill() // slow consumer
 		}
 	}
 	t.mu.Unlock()
+	for _, c := range start {
+		c.writeNow()
+	}
+	return start
 }
 
 func (s *refServer) handlePublish(w http.ResponseWriter, r *http.Request) {
@@ -175,10 +269,11 @@ func (s *refServer) handlePublish(w http.ResponseWriter, r *http.Request) {
 				tick := time.NewTicker(rate)
 				defer tick.Stop()
 				end := time.After(dur)
+				var start []*refConn
 				for {
 					select {
 					case <-tick.C:
-						s.publish(t, name, "word")
+						start = s.publish(t, name, "word", start)
 					case <-end:
 						return
 					}

@@ -64,6 +64,11 @@ func TestClusterResumeOnAnotherReplicaMidAnswer(t *testing.T) {
 	if v := metric(t, b, "ensemble_hub_deltas_applied_total"); v < 10 {
 		t.Fatalf("B applied %v deltas", v)
 	}
+	// And wrote them to its watcher on the goroutine that applied them
+	// (the bus receiver), not through a worker each.
+	if v := metric(t, b, "ensemble_hub_inline_writes_total"); v < 10 {
+		t.Fatalf("B wrote %v deltas inline", v)
+	}
 	wa.mu.Lock()
 	defer wa.mu.Unlock()
 	for _, m := range changes {
