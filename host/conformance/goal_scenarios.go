@@ -152,6 +152,9 @@ var GoalArmContinueAchieved = Scenario{Name: "goals/set_arm_continue_achieved", 
 	if g.Revision != 1 {
 		t.Fatalf("the loop changed the revision: %d", g.Revision)
 	}
+	// Facts are published after their commit, on their own goroutine: the
+	// store can show the goal achieved before its fact reaches observers.
+	f.waitGoalFact(s.WorkspaceID, s.ID, "achieved", goalStatus(host.GoalAchieved))
 	facts := f.goalFacts(s.ID)
 	if len(facts) < 5 {
 		t.Fatalf("want a goal_state fact per projection change, got %d", len(facts))
