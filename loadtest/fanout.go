@@ -216,6 +216,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	frames.Restart()
 	var turns, submitErrors atomic.Int64
 	errCodes := newCodeCounter()
+	hub0 := r.hubCounters(ctx)
 	start := time.Now()
 	deadline := start.Add(c.Duration)
 	turnTimeout := time.Duration(c.Words)*c.Rate*4 + 30*time.Second
@@ -276,6 +277,18 @@ func (r *runner) fanout(ctx context.Context) *Result {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
+	if hub0 != nil {
+		if hub1 := r.hubCounters(ctx); hub1 != nil {
+			d := hub1.sub(*hub0)
+			res.count("server CPU seconds", fmt.Sprintf("%.2f", d.CPUSeconds))
+			res.count("hub deltas applied", int64(d.Deltas))
+			res.count("hub delta gaps", int64(d.DeltaGaps))
+			res.count("hub rereads", int64(d.Rereads))
+			res.count("hub writes", int64(d.Writes))
+			res.count("hub writes inline", int64(d.Inline))
+			res.count("hub frames written", int64(d.Frames))
+		}
+	}
 
 	res.Seconds = elapsed.Seconds()
 	ens := res.series("Ensemble chunk: agent emission → watcher", false, chunkLat.merged(), delivered, elapsed.Seconds(), "chunks")
@@ -378,4 +391,19 @@ func fanoutP99Limit(replicas int) float64 {
 		return 3
 	}
 	return 2
+}
+
+// hubCounters sums the hub's counters over the replicas (nil when one
+// cannot be read): over the measured phase they say how the chunks went
+// out — deltas applied or rereads, writes made inline or by workers.
+func (r *runner) hubCounters(ctx context.Context) *Metrics {
+	var sum Metrics
+	for _, a := range r.addrs {
+		m, err := scrapeRetry(ctx, a)
+		if err != nil {
+			return nil
+		}
+		sum = sum.add(m)
+	}
+	return &sum
 }

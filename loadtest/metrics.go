@@ -22,7 +22,25 @@ type Metrics struct {
 	Conns      float64 // ensemble_ws_connections
 	Writes     float64 // ensemble_hub_writes_total
 	Frames     float64 // ensemble_hub_frames_written_total
+	Inline     float64 // ensemble_hub_inline_writes_total
+	Deltas     float64 // ensemble_hub_deltas_applied_total
+	DeltaGaps  float64 // ensemble_hub_delta_gaps_total
+	Rereads    float64 // ensemble_hub_rereads_total
 	At         time.Time
+}
+
+// sub is m − o for the counters, as over a phase between two scrapes.
+func (m Metrics) sub(o Metrics) Metrics {
+	return Metrics{Writes: m.Writes - o.Writes, Frames: m.Frames - o.Frames, Inline: m.Inline - o.Inline,
+		Deltas: m.Deltas - o.Deltas, DeltaGaps: m.DeltaGaps - o.DeltaGaps, Rereads: m.Rereads - o.Rereads,
+		CPUSeconds: m.CPUSeconds - o.CPUSeconds}
+}
+
+// add sums the counters of two replicas.
+func (m Metrics) add(o Metrics) Metrics {
+	return Metrics{Writes: m.Writes + o.Writes, Frames: m.Frames + o.Frames, Inline: m.Inline + o.Inline,
+		Deltas: m.Deltas + o.Deltas, DeltaGaps: m.DeltaGaps + o.DeltaGaps, Rereads: m.Rereads + o.Rereads,
+		CPUSeconds: m.CPUSeconds + o.CPUSeconds}
 }
 
 // ScrapeMetrics reads the Prometheus text of http://addr/metrics.
@@ -52,6 +70,10 @@ func ScrapeMetrics(ctx context.Context, addr string) (Metrics, error) {
 		"ensemble_ws_connections":           &m.Conns,
 		"ensemble_hub_writes_total":         &m.Writes,
 		"ensemble_hub_frames_written_total": &m.Frames,
+		"ensemble_hub_inline_writes_total":  &m.Inline,
+		"ensemble_hub_deltas_applied_total": &m.Deltas,
+		"ensemble_hub_delta_gaps_total":     &m.DeltaGaps,
+		"ensemble_hub_rereads_total":        &m.Rereads,
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

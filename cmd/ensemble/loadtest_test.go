@@ -67,6 +67,11 @@ func TestLoadtestEndToEnd(t *testing.T) {
 			if !refSeries {
 				t.Error("fanout has no bare-broadcast reference series")
 			}
+			// The replicas' hub counters over the measured phase: the chunks
+			// went out as applied deltas, mostly written where they were applied.
+			if counts["hub deltas applied"] == 0 || counts["hub writes inline"] == 0 || counts["hub writes inline"] > counts["hub writes"] {
+				t.Errorf("fanout hub counters missing or inconsistent: %v", counts)
+			}
 			// The chunk latency split at the transcript write covers every
 			// delivered chunk, as the chunk series does.
 			n := map[string]int64{}
