@@ -2,10 +2,13 @@ package hub
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
+	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // A streamed chunk reaches a watcher whose socket has room on the
@@ -72,5 +75,57 @@ func nowWrites(t *testing.T) []nowWrite {
 	return []nowWrite{
 		{"ping", (*Conn).ping, string(pingFrame)},
 		{"event", func(c *Conn) { pushNow(t, c, []byte(`"now"`)) }, `"now"`},
+	}
+}
+
+// A reread's events are written on the worker that made the reread, as a
+// delta's are on its applier: a Turn that moved reaches a watcher whose
+// socket has room without a writer woken per watcher.
+func TestRereadIsWrittenOnTheRereadingGoroutine(t *testing.T) {
+	st := openSQLite(t)
+	w := newTranscriptWriter(t, st, 5)
+	bus := NewLocalBus()
+	reader := host.New(host.Config{Store: st})
+	h := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, PingInterval: time.Hour})
+	defer h.Close()
+	srv, opts, cli := polledServer(t)()
+	cl := watchOn(t, h, srv, opts, cli, w.ws, w.sid, nil)
+	ctx := context.Background()
+	for i := range 5 {
+		waitFor(t, "the writer let go of the socket", func() bool {
+			c := cl.server
+			c.qmu.Lock()
+			defer c.qmu.Unlock()
+			return !c.writing
+		})
+		reason := fmt.Sprintf("stop %d", i)
+		err := st.Update(ctx, func(tx host.Tx) error {
+			tr, err := tx.Turn(ctx, w.ws, w.sid, w.turn)
+			if err != nil {
+				return err
+			}
+			tr.StopReason, tr.UpdatedAt = reason, tr.UpdatedAt.Add(time.Millisecond)
+			return tx.UpdateTurn(ctx, tr)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := h.Stats()
+		if err := bus.Publish(ctx, []host.Fact{{WorkspaceID: w.ws, Kind: host.FactSessionChanged, SessionID: w.sid, TurnID: w.turn}}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			f, ok := cl.next(10 * time.Second)
+			if !ok {
+				t.Fatalf("no turn_update for %q", reason)
+			}
+			if f.Kind == protocol.KindTurnUpdate && strings.Contains(string(f.Payload), reason) {
+				break
+			}
+		}
+		// The counter moves just after the write the client already read.
+		waitFor(t, "the turn_update counted as an inline write", func() bool {
+			return h.Stats().InlineWrites-before.InlineWrites == 1
+		})
 	}
 }
