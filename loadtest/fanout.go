@@ -283,6 +283,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 			res.count("server CPU seconds", fmt.Sprintf("%.2f", d.CPUSeconds))
 			res.count("hub deltas applied", int64(d.Deltas))
 			res.count("hub delta gaps", int64(d.DeltaGaps))
+			res.count("hub delta duplicates (the change came first by a reread)", int64(d.DeltaDups))
 			res.count("hub rereads", int64(d.Rereads))
 			res.count("hub writes", int64(d.Writes))
 			res.count("hub writes inline", int64(d.Inline))

@@ -25,6 +25,7 @@ type Metrics struct {
 	Inline     float64 // ensemble_hub_inline_writes_total
 	Deltas     float64 // ensemble_hub_deltas_applied_total
 	DeltaGaps  float64 // ensemble_hub_delta_gaps_total
+	DeltaDups  float64 // ensemble_hub_delta_duplicates_total
 	Rereads    float64 // ensemble_hub_rereads_total
 	At         time.Time
 }
@@ -32,14 +33,14 @@ type Metrics struct {
 // sub is m − o for the counters, as over a phase between two scrapes.
 func (m Metrics) sub(o Metrics) Metrics {
 	return Metrics{Writes: m.Writes - o.Writes, Frames: m.Frames - o.Frames, Inline: m.Inline - o.Inline,
-		Deltas: m.Deltas - o.Deltas, DeltaGaps: m.DeltaGaps - o.DeltaGaps, Rereads: m.Rereads - o.Rereads,
+		Deltas: m.Deltas - o.Deltas, DeltaGaps: m.DeltaGaps - o.DeltaGaps, DeltaDups: m.DeltaDups - o.DeltaDups, Rereads: m.Rereads - o.Rereads,
 		CPUSeconds: m.CPUSeconds - o.CPUSeconds}
 }
 
 // add sums the counters of two replicas.
 func (m Metrics) add(o Metrics) Metrics {
 	return Metrics{Writes: m.Writes + o.Writes, Frames: m.Frames + o.Frames, Inline: m.Inline + o.Inline,
-		Deltas: m.Deltas + o.Deltas, DeltaGaps: m.DeltaGaps + o.DeltaGaps, Rereads: m.Rereads + o.Rereads,
+		Deltas: m.Deltas + o.Deltas, DeltaGaps: m.DeltaGaps + o.DeltaGaps, DeltaDups: m.DeltaDups + o.DeltaDups, Rereads: m.Rereads + o.Rereads,
 		CPUSeconds: m.CPUSeconds + o.CPUSeconds}
 }
 
@@ -62,18 +63,19 @@ func ScrapeMetrics(ctx context.Context, addr string) (Metrics, error) {
 	}
 	m := Metrics{At: time.Now()}
 	want := map[string]*float64{
-		"go_memstats_heap_inuse_bytes":      &m.HeapInuse,
-		"go_memstats_stack_inuse_bytes":     &m.StackInuse,
-		"process_resident_memory_bytes":     &m.RSS,
-		"process_cpu_seconds_total":         &m.CPUSeconds,
-		"go_goroutines":                     &m.Goroutines,
-		"ensemble_ws_connections":           &m.Conns,
-		"ensemble_hub_writes_total":         &m.Writes,
-		"ensemble_hub_frames_written_total": &m.Frames,
-		"ensemble_hub_inline_writes_total":  &m.Inline,
-		"ensemble_hub_deltas_applied_total": &m.Deltas,
-		"ensemble_hub_delta_gaps_total":     &m.DeltaGaps,
-		"ensemble_hub_rereads_total":        &m.Rereads,
+		"go_memstats_heap_inuse_bytes":        &m.HeapInuse,
+		"go_memstats_stack_inuse_bytes":       &m.StackInuse,
+		"process_resident_memory_bytes":       &m.RSS,
+		"process_cpu_seconds_total":           &m.CPUSeconds,
+		"go_goroutines":                       &m.Goroutines,
+		"ensemble_ws_connections":             &m.Conns,
+		"ensemble_hub_writes_total":           &m.Writes,
+		"ensemble_hub_frames_written_total":   &m.Frames,
+		"ensemble_hub_inline_writes_total":    &m.Inline,
+		"ensemble_hub_deltas_applied_total":   &m.Deltas,
+		"ensemble_hub_delta_gaps_total":       &m.DeltaGaps,
+		"ensemble_hub_delta_duplicates_total": &m.DeltaDups,
+		"ensemble_hub_rereads_total":          &m.Rereads,
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
