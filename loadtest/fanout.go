@@ -78,6 +78,9 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	phase.Store("connecting")
 	var connected atomic.Int64
 	chunkLat, commitLat := newShards(), newShards()
+	// The chunks that arrive in the event creating their message apart from
+	// the rest: the runtime holds them until the Turn's acceptance commits.
+	firstLat, laterLat := newShards(), newShards()
 	// A chunk's latency split at its transcript write (the delta's
 	// updatedAt): agent emission → write, write → watcher.
 	toWrite, fromWrite := newShards(), newShards()
@@ -126,12 +129,19 @@ func (r *runner) fanout(ctx context.Context) *Result {
 		cl := chunkLat.at(n)
 		ml := commitLat.at(n)
 		tw, fw := toWrite.at(n), fromWrite.at(n)
+		fl, ll := firstLat.at(n), laterLat.at(n)
 		on := func(ev *Event, at time.Time) {
 			frames.AddAt(at, 1)
 			var written time.Time
+			first := ev.Kind == "message_update"
 			stamp := func(ns int64) {
 				emitted := time.Unix(0, ns)
 				cl.Record(at.Sub(emitted))
+				if first {
+					fl.Record(at.Sub(emitted))
+				} else {
+					ll.Record(at.Sub(emitted))
+				}
 				tw.Record(written.Sub(emitted))
 				fw.Record(at.Sub(written))
 				st.chunks++
@@ -295,6 +305,8 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	ens := res.series("Ensemble chunk: agent emission → watcher", false, chunkLat.merged(), delivered, elapsed.Seconds(), "chunks")
 	res.series("Ensemble chunk: agent emission → transcript write (updatedAt, ms resolution)", false, toWrite.merged(), delivered, elapsed.Seconds(), "chunks")
 	res.series("Ensemble chunk: transcript write → watcher (updatedAt, ms resolution)", false, fromWrite.merged(), delivered, elapsed.Seconds(), "chunks")
+	res.series("Ensemble chunk, in the event that creates its message (message_update): agent emission → watcher", false, firstLat.merged(), nil, elapsed.Seconds(), "")
+	res.series("Ensemble chunk, appended (message_delta): agent emission → watcher", false, laterLat.merged(), nil, elapsed.Seconds(), "")
 	res.series("Ensemble commit → watcher (updatedAt, ms resolution)", false, commitLat.merged(), frames, elapsed.Seconds(), "frames")
 	var gaps, dups, epochs int64
 	for _, w := range watchers {

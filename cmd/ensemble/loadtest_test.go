@@ -85,6 +85,12 @@ func TestLoadtestEndToEnd(t *testing.T) {
 					t.Errorf("fanout series %q has %d observations, want the %d chunks", name, n[name], chunks)
 				}
 			}
+			// So does its split by the event that carried the chunk.
+			first := n["Ensemble chunk, in the event that creates its message (message_update): agent emission → watcher"]
+			later := n["Ensemble chunk, appended (message_delta): agent emission → watcher"]
+			if first == 0 || later == 0 || first+later != chunks {
+				t.Errorf("fanout chunk split: %d creating + %d appended, want both > 0 and %d in all", first, later, chunks)
+			}
 		case "idle":
 			if counts["connections open on the server"] != 40 {
 				t.Errorf("idle: %v", counts)
