@@ -351,6 +351,21 @@ func (r *runner) fanout(ctx context.Context) *Result {
 				Met:      ratio <= limit})
 		}
 	}
+	// One small durable PostgreSQL transaction per chunk at the same rate:
+	// the floor under any pipeline that commits each chunk before it shows
+	// it, which the bare broadcast server does not.
+	if r.ref != nil && !c.NoExternal && c.DatabaseURL != "" {
+		phase.Store("reference: pgbench")
+		clients := c.Workspaces * c.Sessions
+		tps := float64(clients) * float64(time.Second) / float64(c.Rate)
+		if lat, cmd, err := r.commitFloor(ctx, clients, tps, c.Duration); err != nil {
+			res.note("Durable commit floor not measured: %v.", err)
+		} else {
+			fl := res.series(fmt.Sprintf("durable commit floor: pgbench -N, %d clients at %.0f tx/s (the chunk commit rate)", clients, tps), true, lat, nil, c.Duration.Seconds(), "")
+			res.ratio("p99 chunk latency vs one durable commit", ens.Latency.P99, fl.Latency.P99, "ms", "pgbench -N p99 at the same commit rate")
+			res.note("Durable commit floor: `%s`; each transaction's latency includes its schedule lag, as a chunk's includes its queueing.", cmd)
+		}
+	}
 	if rb := r.refs["redis"]; rb != nil && rb.Value > 0 && len(r.addrs) > 1 {
 		res.ratio("chunk commits/s vs Redis PUBLISH/s", float64(canonical)/elapsed.Seconds(), rb.Value, "/s", "redis-benchmark PUBLISH (the bus's ceiling)")
 	}

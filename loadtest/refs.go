@@ -1,10 +1,15 @@
 package loadtest
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -82,19 +87,8 @@ func (r *runner) pgbench(ctx context.Context) *RefFig {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	// Create the database when missing (through the maintenance database).
-	if psql, err := exec.LookPath("psql"); err == nil {
-		db := strings.TrimPrefix(u.Path, "/")
-		admin := *u
-		admin.Path = "/postgres"
-		out, err := exec.CommandContext(ctx, psql, admin.String(), "-tAc",
-			"SELECT 1 FROM pg_database WHERE datname = '"+strings.ReplaceAll(db, "'", "''")+"'").CombinedOutput()
-		if err == nil && strings.TrimSpace(string(out)) != "1" {
-			_ = exec.CommandContext(ctx, psql, admin.String(), "-c", `CREATE DATABASE "`+strings.ReplaceAll(db, `"`, `""`)+`"`).Run()
-		}
-	}
-	if out, err := exec.CommandContext(ctx, bin, "-i", "-s", "1", "-q", r.cfg.PgbenchURL).CombinedOutput(); err != nil {
-		f.Skipped = "pgbench -i failed: " + firstLine(string(out), err)
+	if err := r.pgbenchInit(ctx, bin, u); err != nil {
+		f.Skipped = err.Error()
 		return f
 	}
 	secs := max(5, int(min(r.cfg.Duration, 30*time.Second)/time.Second))
@@ -107,6 +101,98 @@ func (r *runner) pgbench(ctx context.Context) *RefFig {
 	}
 	f.Skipped = "pgbench failed: " + firstLine(string(out), err)
 	return f
+}
+
+// pgbenchInit creates pgbench's database when missing (through the
+// maintenance database) and its tables.
+func (r *runner) pgbenchInit(ctx context.Context, bin string, u *url.URL) error {
+	if psql, err := exec.LookPath("psql"); err == nil {
+		db := strings.TrimPrefix(u.Path, "/")
+		admin := *u
+		admin.Path = "/postgres"
+		out, err := exec.CommandContext(ctx, psql, admin.String(), "-tAc",
+			"SELECT 1 FROM pg_database WHERE datname = '"+strings.ReplaceAll(db, "'", "''")+"'").CombinedOutput()
+		if err == nil && strings.TrimSpace(string(out)) != "1" {
+			_ = exec.CommandContext(ctx, psql, admin.String(), "-c", `CREATE DATABASE "`+strings.ReplaceAll(db, `"`, `""`)+`"`).Run()
+		}
+	}
+	if out, err := exec.CommandContext(ctx, bin, "-i", "-s", "1", "-q", r.cfg.PgbenchURL).CombinedOutput(); err != nil {
+		return errors.New("pgbench -i failed: " + firstLine(string(out), err))
+	}
+	return nil
+}
+
+// commitFloor runs pgbench -N at tps transactions per second over clients
+// connections for d and returns each transaction's latency, schedule lag
+// included (a transaction late for its slot counts as late, as a chunk
+// does): what one small durable PostgreSQL commit costs at that rate on
+// this machine. It returns the command it ran, or why it did not run.
+func (r *runner) commitFloor(ctx context.Context, clients int, tps float64, d time.Duration) (*Latency, string, error) {
+	bin, err := exec.LookPath("pgbench")
+	if err != nil {
+		return nil, "", errors.New("pgbench is not installed (Debian: postgresql-contrib / postgresql-client)")
+	}
+	u, err := url.Parse(r.cfg.PgbenchURL)
+	if err != nil {
+		return nil, "", errors.New("bad pgbench URL")
+	}
+	ctx, cancel := context.WithTimeout(ctx, d+2*time.Minute)
+	defer cancel()
+	if err := r.pgbenchInit(ctx, bin, u); err != nil {
+		return nil, "", err
+	}
+	dir, err := os.MkdirTemp("", "ensemble-pgbench-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(dir)
+	args := []string{"-n", "-N", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)),
+		"-R", strconv.FormatFloat(tps, 'f', 0, 64), "-T", strconv.Itoa(max(1, int(d/time.Second))),
+		"-l", "--log-prefix", filepath.Join(dir, "log"), r.cfg.PgbenchURL}
+	cmd := "pgbench " + strings.Join(args[:len(args)-3], " ") + " " + redactURL(r.cfg.PgbenchURL)
+	if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+		return nil, cmd, errors.New("pgbench failed: " + firstLine(string(out), err))
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "log.*"))
+	lat := NewLatency()
+	for _, name := range logs {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, cmd, err
+		}
+		err = readPgbenchLog(f, lat)
+		f.Close()
+		if err != nil {
+			return nil, cmd, err
+		}
+	}
+	if lat.Count() == 0 {
+		return nil, cmd, errors.New("pgbench logged no transaction")
+	}
+	return lat, cmd, nil
+}
+
+// readPgbenchLog records the latency of each transaction of a pgbench -l
+// log: "client_id transaction_no time script_no time_epoch time_us
+// [schedule_lag]", time in microseconds. Skipped transactions (time
+// "skipped", with --latency-limit) are not latencies.
+func readPgbenchLog(r io.Reader, lat *Latency) error {
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 {
+			return fmt.Errorf("pgbench log line %d: %d fields, want at least 6", n, len(f))
+		}
+		if f[2] == "skipped" || f[2] == "failed" {
+			continue
+		}
+		us, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			return fmt.Errorf("pgbench log line %d: time %q: %w", n, f[2], err)
+		}
+		lat.Record(time.Duration(us) * time.Microsecond)
+	}
+	return sc.Err()
 }
 
 func firstLine(s string, err error) string {
