@@ -150,6 +150,7 @@ func (d *driver) messages(ctx context.Context, ws, sid string) ([]wireMessage, e
 
 type wireMessage struct {
 	ID        string    `json:"id"`
+	SessionID string    `json:"sessionId"`
 	Role      string    `json:"role"`
 	TurnID    string    `json:"turnId"`
 	Version   int64     `json:"version"`

@@ -43,6 +43,7 @@ type watcherState struct {
 }
 
 type deltaPayload struct {
+	SessionID string `json:"sessionId"`
 	MessageID string `json:"messageId"`
 	Offset    int    `json:"offset"`
 	Text      string `json:"text"`
@@ -81,6 +82,9 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	// The chunks that arrive in the event creating their message apart from
 	// the rest: the runtime holds them until the Turn's acceptance commits.
 	firstLat, laterLat := newShards(), newShards()
+	// Across replicas: chunks a watcher got from the replica its session's
+	// driver uses apart from those that crossed the bus to the other one.
+	localLat, remoteLat := newShards(), newShards()
 	// A chunk's latency split at its transcript write (the delta's
 	// updatedAt): agent emission → write, write → watcher.
 	toWrite, fromWrite := newShards(), newShards()
@@ -95,6 +99,8 @@ func (r *runner) fanout(ctx context.Context) *Result {
 		ws, id string
 		d      *driver
 	}
+	// replicaOf: the replica whose address the session's driver uses.
+	replicaOf := map[string]int{}
 	var sessions []sess
 	var drivers []*driver
 	defer func() {
@@ -117,6 +123,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 				return res
 			}
 			sessions = append(sessions, sess{ws, sid, d})
+			replicaOf[sid] = (i*c.Sessions + k) % len(r.addrs)
 		}
 	}
 
@@ -130,9 +137,11 @@ func (r *runner) fanout(ctx context.Context) *Result {
 		ml := commitLat.at(n)
 		tw, fw := toWrite.at(n), fromWrite.at(n)
 		fl, ll := firstLat.at(n), laterLat.at(n)
+		lo, rm := localLat.at(n), remoteLat.at(n)
 		on := func(ev *Event, at time.Time) {
 			frames.AddAt(at, 1)
 			var written time.Time
+			var sid string
 			first := ev.Kind == "message_update"
 			stamp := func(ns int64) {
 				emitted := time.Unix(0, ns)
@@ -141,6 +150,13 @@ func (r *runner) fanout(ctx context.Context) *Result {
 					fl.Record(at.Sub(emitted))
 				} else {
 					ll.Record(at.Sub(emitted))
+				}
+				if len(r.addrs) > 1 {
+					if replicaOf[sid] == n%len(r.addrs) {
+						lo.Record(at.Sub(emitted))
+					} else {
+						rm.Record(at.Sub(emitted))
+					}
 				}
 				tw.Record(written.Sub(emitted))
 				fw.Record(at.Sub(written))
@@ -153,6 +169,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 				if json.Unmarshal(ev.Payload, &p) != nil {
 					return
 				}
+				sid = p.SessionID
 				seen := st.seen[p.MessageID]
 				end := p.Offset + len(p.Text)
 				switch {
@@ -170,6 +187,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 					return
 				}
 				ml.Record(at.Sub(p.Message.UpdatedAt))
+				sid = p.Message.SessionID
 				if p.Message.Role == "agent" {
 					t := p.Message.Content.Text
 					if seen := st.seen[p.Message.ID]; len(t) > seen {
@@ -307,6 +325,10 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	res.series("Ensemble chunk: transcript write → watcher (updatedAt, ms resolution)", false, fromWrite.merged(), delivered, elapsed.Seconds(), "chunks")
 	res.series("Ensemble chunk, in the event that creates its message (message_update): agent emission → watcher", false, firstLat.merged(), nil, elapsed.Seconds(), "")
 	res.series("Ensemble chunk, appended (message_delta): agent emission → watcher", false, laterLat.merged(), nil, elapsed.Seconds(), "")
+	if len(r.addrs) > 1 {
+		res.series("Ensemble chunk, watcher on the driver's replica: agent emission → watcher", false, localLat.merged(), nil, elapsed.Seconds(), "")
+		res.series("Ensemble chunk, watcher on another replica (through the bus): agent emission → watcher", false, remoteLat.merged(), nil, elapsed.Seconds(), "")
+	}
 	res.series("Ensemble commit → watcher (updatedAt, ms resolution)", false, commitLat.merged(), frames, elapsed.Seconds(), "frames")
 	var gaps, dups, epochs int64
 	for _, w := range watchers {
@@ -354,7 +376,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	// One small durable PostgreSQL transaction per chunk at the same rate:
 	// the floor under any pipeline that commits each chunk before it shows
 	// it, which the bare broadcast server does not.
-	if r.ref != nil && !c.NoExternal && c.DatabaseURL != "" {
+	if !c.NoReferences && c.DatabaseURL != "" {
 		phase.Store("reference: pgbench")
 		clients := c.Workspaces * c.Sessions
 		tps := float64(clients) * float64(time.Second) / float64(c.Rate)

@@ -65,8 +65,10 @@ type Config struct {
 	BackoffBase         time.Duration
 	BackoffCap          time.Duration
 
-	// NoReferences skips redis-benchmark, pgbench and the bare server;
-	// NoExternal only redis-benchmark and pgbench.
+	// NoReferences skips every reference; NoExternal only the throughput
+	// references run before the scenarios (redis-benchmark, pgbench -N),
+	// not the ones measured at a scenario's own shape (the bare server,
+	// the fanout's durable commit floor).
 	NoReferences, NoExternal bool
 	// RedisBenchURL is where redis-benchmark runs (default RedisURL or
 	// redis://127.0.0.1:6379). PgbenchURL is the database pgbench uses

@@ -62,7 +62,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	base := f.Duration("backoff-base", d.BackoffBase, "reconnect: full-jitter backoff base")
 	backoffCap := f.Duration("backoff-cap", d.BackoffCap, "reconnect: full-jitter backoff cap")
 	noRefs := f.Bool("no-references", false, "skip every reference measurement")
-	noExternal := f.Bool("no-external", false, "skip only redis-benchmark and pgbench (keep the bare broadcast server)")
+	noExternal := f.Bool("no-external", false, "skip only the redis-benchmark and pgbench throughput references (keep the bare broadcast server and the fanout's commit floor)")
 	pgbenchURL := f.String("pgbench-url", d.PgbenchURL, "database for the pgbench -N reference (created and initialised when missing)")
 	profiles := f.String("profile-dir", "", "with spawned replicas: save a CPU profile of replica 1 during fanout and a heap profile after idle (needs --pprof-addr support)")
 	out := f.String("out", "loadtest-report", "directory for report.json, report.md and report.svg")

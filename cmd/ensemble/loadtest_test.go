@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ensemble-dev/ensemble/internal/testenv"
 )
 
 // One short `ensemble loadtest` against replicas it spawns itself, with
@@ -119,6 +122,56 @@ func TestLoadtestEndToEnd(t *testing.T) {
 		if !got[name] {
 			t.Errorf("scenario %s missing from the report", name)
 		}
+	}
+}
+
+// The fanout across two replicas on PostgreSQL and Redis: every chunk
+// reaches every watcher once, the latency is split by whether the chunk
+// crossed the bus, and the durable commit floor is measured beside it.
+func TestLoadtestFanoutAcrossReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns servers")
+	}
+	if _, err := exec.LookPath("pgbench"); err != nil {
+		testenv.Missing(t, "pgbench", err)
+	}
+	pgbench, err := url.Parse(testenv.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgbench.Path = "/ensemble_pgbench_cluster_test" // not the loadtest package's: packages test in parallel
+	out := t.TempDir()
+	args := []string{"loadtest", "--quiet", "--no-external", "--out", out, "--scenarios", "fanout",
+		"--replicas", "2", "--database-url", clusterPostgres(t), "--redis-url", clusterRedis(t), "--pgbench-url", pgbench.String(),
+		"--duration", "2s", "--max-time", "3m",
+		"--workspaces", "2", "--watchers", "2", "--sessions", "1", "--words", "12", "--rate", "5ms"}
+	scenarios, stdout, stderr, err := runLoadtest(t, out, 4*time.Minute, args)
+	if err != nil {
+		t.Fatalf("ensemble loadtest: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	if len(scenarios) != 1 || scenarios[0].Name != "fanout" || scenarios[0].Skipped != "" {
+		t.Fatalf("want the fanout scenario run: %+v", scenarios)
+	}
+	s := scenarios[0]
+	counts := s.counts()
+	if counts["chunk deliveries"] == 0 || counts["chunk deliveries"] != counts["chunk deliveries expected"] ||
+		counts["gaps"] != 0 || counts["duplicates"] != 0 {
+		t.Errorf("fanout across replicas: %v", counts)
+	}
+	n := map[string]int64{}
+	for _, x := range s.Series {
+		n[x.Name] = x.Latency.Count
+	}
+	chunks := n["Ensemble chunk: agent emission → watcher"]
+	local := n["Ensemble chunk, watcher on the driver's replica: agent emission → watcher"]
+	remote := n["Ensemble chunk, watcher on another replica (through the bus): agent emission → watcher"]
+	// Each watcher watches one session on its replica and one on the other.
+	if local == 0 || remote == 0 || local+remote != chunks || local != remote {
+		t.Errorf("chunks split %d on the driver's replica + %d through the bus, want two equal halves of %d", local, remote, chunks)
+	}
+	floor := n["durable commit floor: pgbench -N, 2 clients at 400 tx/s (the chunk commit rate)"]
+	if floor < 400 {
+		t.Errorf("durable commit floor: %d transactions, want about 800 (2 s at 400/s): %v", floor, n)
 	}
 }
 
