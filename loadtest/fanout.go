@@ -145,17 +145,18 @@ func (r *runner) fanout(ctx context.Context) *Result {
 			first := ev.Kind == "message_update"
 			stamp := func(ns int64) {
 				emitted := time.Unix(0, ns)
-				cl.Record(at.Sub(emitted))
+				lat := at.Sub(emitted)
+				cl.Record(lat)
 				if first {
-					fl.Record(at.Sub(emitted))
+					fl.Record(lat)
 				} else {
-					ll.Record(at.Sub(emitted))
+					ll.Record(lat)
 				}
 				if len(r.addrs) > 1 {
 					if replicaOf[sid] == n%len(r.addrs) {
-						lo.Record(at.Sub(emitted))
+						lo.Record(lat)
 					} else {
-						rm.Record(at.Sub(emitted))
+						rm.Record(lat)
 					}
 				}
 				tw.Record(written.Sub(emitted))
