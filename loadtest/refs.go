@@ -67,6 +67,8 @@ func (r *runner) redisBenchmark(ctx context.Context) *RefFig {
 	return f
 }
 
+var errNoPgbench = errors.New("pgbench is not installed (Debian: postgresql-contrib / postgresql-client)")
+
 var tpsRe = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
 
 func (r *runner) pgbench(ctx context.Context) *RefFig {
@@ -77,7 +79,7 @@ func (r *runner) pgbench(ctx context.Context) *RefFig {
 	f := &RefFig{Name: fmt.Sprintf("pgbench -N (%d clients)", clients), Unit: "tx/s"}
 	bin, err := exec.LookPath("pgbench")
 	if err != nil {
-		f.Skipped = "pgbench is not installed (Debian: postgresql-contrib / postgresql-client)"
+		f.Skipped = errNoPgbench.Error()
 		return f
 	}
 	u, err := url.Parse(r.cfg.PgbenchURL)
@@ -130,7 +132,7 @@ func (r *runner) pgbenchInit(ctx context.Context, bin string, u *url.URL) error 
 func (r *runner) commitFloor(ctx context.Context, clients int, tps float64, d time.Duration) (*Latency, string, error) {
 	bin, err := exec.LookPath("pgbench")
 	if err != nil {
-		return nil, "", errors.New("pgbench is not installed (Debian: postgresql-contrib / postgresql-client)")
+		return nil, "", errNoPgbench
 	}
 	u, err := url.Parse(r.cfg.PgbenchURL)
 	if err != nil {
