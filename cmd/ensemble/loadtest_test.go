@@ -170,8 +170,9 @@ func TestLoadtestFanoutAcrossReplicas(t *testing.T) {
 		t.Errorf("chunks split %d on the driver's replica + %d through the bus, want two equal halves of %d", local, remote, chunks)
 	}
 	floor := n["durable commit floor: pgbench -N, 2 clients at 400 tx/s (the chunk commit rate)"]
-	if floor < 400 {
-		t.Errorf("durable commit floor: %d transactions, want about 800 (2 s at 400/s): %v", floor, n)
+	// 2 s at 400/s; a slow disk may fall behind the schedule, never ahead.
+	if floor < 100 || floor > 900 {
+		t.Errorf("durable commit floor: %d transactions, want up to about 800 (2 s at 400/s): %v", floor, n)
 	}
 }
 
