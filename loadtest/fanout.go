@@ -377,7 +377,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	// One small durable PostgreSQL transaction per chunk at the same rate:
 	// the floor under any pipeline that commits each chunk before it shows
 	// it, which the bare broadcast server does not.
-	if !c.NoReferences && c.DatabaseURL != "" {
+	if !c.NoReferences && !c.NoCommitFloor && c.DatabaseURL != "" {
 		phase.Store("reference: pgbench")
 		clients := c.Workspaces * c.Sessions
 		tps := float64(clients) * float64(time.Second) / float64(c.Rate)

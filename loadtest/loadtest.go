@@ -70,6 +70,10 @@ type Config struct {
 	// not the ones measured at a scenario's own shape (the bare server,
 	// the fanout's durable commit floor).
 	NoReferences, NoExternal bool
+	// NoCommitFloor skips the fanout's commit floor alone: pgbench loads
+	// the PostgreSQL the replicas use, which a caller measuring that
+	// server's CPU over the run must not count.
+	NoCommitFloor bool
 	// RedisBenchURL is where redis-benchmark runs (default RedisURL or
 	// redis://127.0.0.1:6379). PgbenchURL is the database pgbench uses
 	// (created and initialised when missing).

@@ -63,6 +63,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	backoffCap := f.Duration("backoff-cap", d.BackoffCap, "reconnect: full-jitter backoff cap")
 	noRefs := f.Bool("no-references", false, "skip every reference measurement")
 	noExternal := f.Bool("no-external", false, "skip only the redis-benchmark and pgbench throughput references (keep the bare broadcast server and the fanout's commit floor)")
+	noFloor := f.Bool("no-commit-floor", false, "fanout on PostgreSQL: skip the pgbench commit floor (it loads the same server; set it when measuring that server's CPU over the run)")
 	pgbenchURL := f.String("pgbench-url", d.PgbenchURL, "database for the pgbench -N reference (created and initialised when missing)")
 	profiles := f.String("profile-dir", "", "with spawned replicas: save a CPU profile of replica 1 during fanout and a heap profile after idle (needs --pprof-addr support)")
 	out := f.String("out", "loadtest-report", "directory for report.json, report.md and report.svg")
@@ -73,7 +74,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cfg := loadtest.Config{Spawn: *replicas, DatabaseURL: *dbURL, RedisURL: *redisURL, Duration: *duration, MaxTime: *maxTime,
 		Workspaces: *workspaces, Watchers: *watchers, Sessions: *sessions, Rate: *rate, Words: *words,
 		IdleConns: *idleConns, IdleWindow: *idleWindow, ReconnectClients: *rcClients, StormClients: *stormClients, StormSessions: *stormSessions, StormIdleSessions: *stormIdle, BackoffBase: *base, BackoffCap: *backoffCap,
-		NoReferences: *noRefs, NoExternal: *noExternal, PgbenchURL: *pgbenchURL, ProfileDir: *profiles,
+		NoReferences: *noRefs, NoExternal: *noExternal, NoCommitFloor: *noFloor, PgbenchURL: *pgbenchURL, ProfileDir: *profiles,
 		Command: "ensemble loadtest " + strings.Join(args, " ")}
 	if *stormShare <= 0 || *stormShare > 1 {
 		return fmt.Errorf("--storm-streaming-share %g: want a fraction in (0, 1]", *stormShare)

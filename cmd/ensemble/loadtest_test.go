@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,6 +174,21 @@ func TestLoadtestFanoutAcrossReplicas(t *testing.T) {
 	// 2 s at 400/s; a slow disk may fall behind the schedule, never ahead.
 	if floor < 100 || floor > 900 {
 		t.Errorf("durable commit floor: %d transactions, want up to about 800 (2 s at 400/s): %v", floor, n)
+	}
+
+	// --no-commit-floor leaves it out and keeps the bare server.
+	args[slices.Index(args, "2s")] = "1s"
+	scenarios, stdout, stderr, err = runLoadtest(t, out, 4*time.Minute, append(args, "--no-commit-floor"))
+	if err != nil {
+		t.Fatalf("ensemble loadtest --no-commit-floor: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	for _, x := range scenarios[0].Series {
+		if strings.HasPrefix(x.Name, "durable commit floor") {
+			t.Errorf("--no-commit-floor ran the floor: %q", x.Name)
+		}
+	}
+	if refs := scenarios[0].Series; len(refs) == 0 || !refs[len(refs)-1].Reference {
+		t.Errorf("--no-commit-floor: the bare server's series should be the last: %+v", refs)
 	}
 }
 
