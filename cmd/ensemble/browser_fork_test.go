@@ -46,7 +46,11 @@ func TestBrowserForkPinAndSettings(t *testing.T) {
 	waitJS(t, alice, "the second turn completes", completed+` === 2`)
 
 	// Pin: Alice pins, Bob and Carol see it live (bar and list).
-	do(t, alice, "Alice pins the session", chromedp.Click(chromedp.CSS(`#session-pin`)))
+	// Alice's own bar answers from her request, so a click the page did
+	// not take fails here, apart from a pin that did not reach the others.
+	do(t, alice, "Alice pins the session", chromedp.WaitEnabled(chromedp.CSS(`#session-pin`)),
+		chromedp.Click(chromedp.CSS(`#session-pin`)))
+	waitJS(t, alice, "Alice's own bar shows the pin", `document.querySelector('#session-pin').getAttribute('aria-pressed') === 'true'`)
 	pinned := `document.querySelector('#session-pin').getAttribute('aria-pressed') === 'true' &&
 		!document.querySelector('#session-list [data-session-id="` + sid + `"] .session-pin').hidden`
 	waitJS(t, bob, "Bob sees the pin", pinned)
