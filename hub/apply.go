@@ -16,29 +16,16 @@ import (
 // on the calling goroutine, after the topic lock is released: a streamed
 // chunk reaches its watchers without a hand-off to a writer each.
 func (t *topic) applyDelta(d *host.TranscriptDelta) bool {
-	t.lockToWrite()
-	defer t.unlockAndWrite()
-	return t.applyDeltaLocked(d)
-}
-
-// lockToWrite takes mu; until unlockAndWrite, emissions collect the
-// watchers whose writer must start instead of handing each to a worker.
-func (t *topic) lockToWrite() {
+	var start []*Conn
 	t.mu.Lock()
-	t.writeAfter = new([]*Conn)
-}
-
-// unlockAndWrite releases mu and writes to the collected watchers on this
-// goroutine: one goroutine writing a few dozen sockets in turn beats waking
-// a writer per socket on a busy machine, and a frame queued meanwhile
-// (another emitter found the write side taken) rides along in the batch.
-func (t *topic) unlockAndWrite() {
-	start := *t.writeAfter
+	t.writeAfter = &start
+	ok := t.applyDeltaLocked(d)
 	t.writeAfter = nil
 	t.mu.Unlock()
 	for _, c := range start {
 		c.writeNow()
 	}
+	return ok
 }
 
 func (t *topic) applyDeltaLocked(d *host.TranscriptDelta) bool {

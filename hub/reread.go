@@ -214,14 +214,14 @@ func (t *topic) refreshSession(ctx context.Context, d dirtySet) error {
 	// state, so a turn read as settled comes with its final messages.
 	// Messages are emitted first so watchers see the content before the
 	// status that ends it.
-	t.lockToWrite()
+	t.mu.Lock()
 	t.applyMessagesLocked(c.Messages, c.Session.MessageVersion, !c.MessagesHasMore)
 	if !noTurns {
 		t.applyTurnsLocked(host.TurnPage{Turns: c.Turns, HasMore: c.TurnsHasMore}, c.Extra)
 	}
 	t.applySessionLocked(c.Session)
 	t.trimLocked()
-	t.unlockAndWrite()
+	t.mu.Unlock()
 	if d.tree || d.all {
 		if err := t.refreshTree(ctx); err != nil {
 			return err
@@ -363,8 +363,8 @@ func (t *topic) refreshWorkspace(ctx context.Context, d dirtySet) error {
 			res = append(res, result{id: id, s: s})
 		}
 	}
-	t.lockToWrite()
-	defer t.unlockAndWrite()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, x := range res {
 		if x.gone {
 			if _, known := t.wv.sent[x.id]; known {

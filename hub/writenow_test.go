@@ -2,13 +2,10 @@ package hub
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
-	"github.com/ensemble-dev/ensemble/protocol"
 )
 
 // A streamed chunk reaches a watcher whose socket has room on the
@@ -89,47 +86,5 @@ func nowWrites(t *testing.T) []nowWrite {
 	return []nowWrite{
 		{"ping", (*Conn).ping, string(pingFrame)},
 		{"event", func(c *Conn) { pushNow(t, c, []byte(`"now"`)) }, `"now"`},
-	}
-}
-
-// A reread's events are written on the worker that made the reread, as a
-// delta's are on its applier: a Turn that moved reaches a watcher whose
-// socket has room without a writer woken per watcher.
-func TestRereadIsWrittenOnTheRereadingGoroutine(t *testing.T) {
-	st, w, bus, h := polledHub(t, 5)
-	srv, opts, cli := polledServer(t)()
-	cl := watchOn(t, h, srv, opts, cli, w.ws, w.sid, nil)
-	ctx := context.Background()
-	for i := range 5 {
-		waitIdleWriter(t, cl.server)
-		reason := fmt.Sprintf("stop %d", i)
-		err := st.Update(ctx, func(tx host.Tx) error {
-			tr, err := tx.Turn(ctx, w.ws, w.sid, w.turn)
-			if err != nil {
-				return err
-			}
-			tr.StopReason, tr.UpdatedAt = reason, tr.UpdatedAt.Add(time.Millisecond)
-			return tx.UpdateTurn(ctx, tr)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := h.Stats()
-		if err := bus.Publish(ctx, []host.Fact{{WorkspaceID: w.ws, Kind: host.FactSessionChanged, SessionID: w.sid, TurnID: w.turn}}); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			f, ok := cl.next(10 * time.Second)
-			if !ok {
-				t.Fatalf("no turn_update for %q", reason)
-			}
-			if f.Kind == protocol.KindTurnUpdate && strings.Contains(string(f.Payload), reason) {
-				break
-			}
-		}
-		// The counter moves just after the write the client already read.
-		waitFor(t, "the turn_update counted as an inline write", func() bool {
-			return h.Stats().InlineWrites-before.InlineWrites == 1
-		})
 	}
 }
