@@ -12,14 +12,24 @@ import (
 // goroutine that applies its delta: the write is made before Publish
 // returns, with no worker woken for it.
 func TestDeltaIsWrittenOnTheApplyingGoroutine(t *testing.T) {
-	st, w, bus, h := polledHub(t, 3)
+	st := openSQLite(t)
+	w := newTranscriptWriter(t, st, 3)
+	bus := NewLocalBus()
+	reader := host.New(host.Config{Store: st})
+	h := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, PingInterval: time.Hour})
+	defer h.Close()
 	w.commit(t)
 	srv, opts, cli := polledServer(t)()
 	cl := watchOn(t, h, srv, opts, cli, w.ws, w.sid, nil)
 	for range 20 {
 		// A delta of several events leaves the rest to a worker (this
-		// client takes one event per frame).
-		waitIdleWriter(t, cl.server)
+		// client takes one event per frame): wait until it let go.
+		waitFor(t, "the writer let go of the socket", func() bool {
+			c := cl.server
+			c.qmu.Lock()
+			defer c.qmu.Unlock()
+			return !c.writing
+		})
 		before := h.Stats()
 		d := w.commit(t)
 		if err := bus.Publish(context.Background(), []host.Fact{{WorkspaceID: w.ws, Kind: host.FactTranscriptAppended,
@@ -35,30 +45,6 @@ func TestDeltaIsWrittenOnTheApplyingGoroutine(t *testing.T) {
 	if got := cl.transcript(); got != want {
 		t.Fatalf("watcher transcript differs from a reread\n got %s\nwant %s", got, want)
 	}
-}
-
-// polledHub is a hub over a real SQLite store with one session
-// (transcript writer seeded with seed) and an in-process bus; it closes
-// with the test.
-func polledHub(t *testing.T, seed uint64) (host.Store, *transcriptWriter, *LocalBus, *Hub) {
-	st := openSQLite(t)
-	w := newTranscriptWriter(t, st, seed)
-	bus := NewLocalBus()
-	reader := host.New(host.Config{Store: st})
-	h := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, PingInterval: time.Hour})
-	t.Cleanup(h.Close)
-	return st, w, bus, h
-}
-
-// waitIdleWriter waits until nothing holds c's write side, so the next
-// emission finds it free.
-func waitIdleWriter(t *testing.T, c *Conn) {
-	t.Helper()
-	waitFor(t, "the writer let go of the socket", func() bool {
-		c.qmu.Lock()
-		defer c.qmu.Unlock()
-		return !c.writing
-	})
 }
 
 // pushNow queues a frame and writes it as a delta's emitter does.
