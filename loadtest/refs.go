@@ -77,19 +77,10 @@ func (r *runner) pgbench(ctx context.Context) *RefFig {
 		clients = max(clients, c)
 	}
 	f := &RefFig{Name: fmt.Sprintf("pgbench -N (%d clients)", clients), Unit: "tx/s"}
-	bin, err := exec.LookPath("pgbench")
-	if err != nil {
-		f.Skipped = errNoPgbench.Error()
-		return f
-	}
-	u, err := url.Parse(r.cfg.PgbenchURL)
-	if err != nil {
-		f.Skipped = "bad pgbench URL"
-		return f
-	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if err := r.pgbenchInit(ctx, bin, u); err != nil {
+	bin, err := r.pgbenchReady(ctx)
+	if err != nil {
 		f.Skipped = err.Error()
 		return f
 	}
@@ -105,9 +96,17 @@ func (r *runner) pgbench(ctx context.Context) *RefFig {
 	return f
 }
 
-// pgbenchInit creates pgbench's database when missing (through the
-// maintenance database) and its tables.
-func (r *runner) pgbenchInit(ctx context.Context, bin string, u *url.URL) error {
+// pgbenchReady finds pgbench, creates its database when missing (through
+// the maintenance database) and its tables, and returns pgbench's path.
+func (r *runner) pgbenchReady(ctx context.Context) (string, error) {
+	bin, err := exec.LookPath("pgbench")
+	if err != nil {
+		return "", errNoPgbench
+	}
+	u, err := url.Parse(r.cfg.PgbenchURL)
+	if err != nil {
+		return "", errors.New("bad pgbench URL")
+	}
 	if psql, err := exec.LookPath("psql"); err == nil {
 		db := strings.TrimPrefix(u.Path, "/")
 		admin := *u
@@ -119,9 +118,9 @@ func (r *runner) pgbenchInit(ctx context.Context, bin string, u *url.URL) error 
 		}
 	}
 	if out, err := exec.CommandContext(ctx, bin, "-i", "-s", "1", "-q", r.cfg.PgbenchURL).CombinedOutput(); err != nil {
-		return errors.New("pgbench -i failed: " + firstLine(string(out), err))
+		return "", errors.New("pgbench -i failed: " + firstLine(string(out), err))
 	}
-	return nil
+	return bin, nil
 }
 
 // commitFloor runs pgbench -N at tps transactions per second over clients
@@ -130,17 +129,10 @@ func (r *runner) pgbenchInit(ctx context.Context, bin string, u *url.URL) error 
 // does): what one small durable PostgreSQL commit costs at that rate on
 // this machine. It returns the command it ran, or why it did not run.
 func (r *runner) commitFloor(ctx context.Context, clients int, tps float64, d time.Duration) (*Latency, string, error) {
-	bin, err := exec.LookPath("pgbench")
-	if err != nil {
-		return nil, "", errNoPgbench
-	}
-	u, err := url.Parse(r.cfg.PgbenchURL)
-	if err != nil {
-		return nil, "", errors.New("bad pgbench URL")
-	}
 	ctx, cancel := context.WithTimeout(ctx, d+2*time.Minute)
 	defer cancel()
-	if err := r.pgbenchInit(ctx, bin, u); err != nil {
+	bin, err := r.pgbenchReady(ctx)
+	if err != nil {
 		return nil, "", err
 	}
 	dir, err := os.MkdirTemp("", "ensemble-pgbench-")
