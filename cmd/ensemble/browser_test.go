@@ -98,6 +98,23 @@ func latestTurn(t *testing.T, ctx context.Context) (id, phase, outcome string) {
 	return v[0], v[1], v[2]
 }
 
+// latestAnswer reads the latest turn's outcome and its answer text in one
+// evaluation, so the two belong to the same painted frame.
+func latestAnswer(t *testing.T, ctx context.Context) (id, outcome, text string) {
+	t.Helper()
+	v := get(t, ctx, "read the latest answer", chromedp.Evaluate[[]string](`(() => {
+		const all = document.querySelectorAll('#transcript [data-turn-id][data-phase]');
+		const e = all[all.length - 1];
+		if (!e) return ["", "", ""];
+		const id = e.dataset.turnId;
+		const text = Array.from(document.querySelectorAll(
+			'#transcript [data-role="agent"][data-kind="text"][data-turn-id="' + id + '"] .msg-body'))
+			.map(b => b.textContent).join("");
+		return [id, e.dataset.outcome || "", text];
+	})()`))
+	return v[0], v[1], v[2]
+}
+
 func waitOutcome(t *testing.T, ctx context.Context, tabName, outcome string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -134,6 +151,12 @@ func TestBrowserTwoTabsStreamAndCancel(t *testing.T) {
 	do(t, two, "open the same session in the second tab",
 		chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
 
+	// The second tab paints late, as a busy or background tab does: its
+	// animation frames come 250 ms apart. The status that ends a turn must
+	// still never show before the content it ends.
+	do(t, two, "slow the second tab's animation frames",
+		chromedp.Evaluate[chromedp.Void](`(() => { window.requestAnimationFrame = (cb) => setTimeout(() => cb(performance.now()), 250); })()`))
+
 	do(t, one, "send a prompt",
 		chromedp.SendKeys(chromedp.CSS(`#composer textarea`), "/sim words=80 rate=25ms"),
 		chromedp.Click(chromedp.CSS(`#send`)))
@@ -143,14 +166,17 @@ func TestBrowserTwoTabsStreamAndCancel(t *testing.T) {
 	var turnID string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		id, _, outcome := latestTurn(t, two)
+		id, outcome, text := latestAnswer(t, two)
 		if id != "" {
 			turnID = id
-			if n := len(agentTextIn(t, two, id)); n > 0 {
-				lengths[n] = true
+			if len(text) > 0 {
+				lengths[len(text)] = true
 			}
 		}
 		if outcome == "completed" {
+			if words := len(strings.Fields(text)); words < 80 {
+				t.Fatalf("the second tab shows the turn completed over a partial answer (%d words): %q", words, text)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

@@ -77,7 +77,8 @@ export async function copyText(text, button) {
 }
 
 // markdownView keeps one element in sync with streaming markdown. It
-// re-renders at most once per animation frame while text streams.
+// re-renders at most once per animation frame while text streams; set with
+// now paints at once (a finished message, shown with its final status).
 export function markdownView(cls = 'rich markdown') {
   const el = h('div', { class: cls });
   let last = null;
@@ -85,7 +86,8 @@ export function markdownView(cls = 'rich markdown') {
   function paint() {
     const t = queued;
     queued = null;
-    if (t === last) return;
+    // null: an immediate set already painted what this frame was for.
+    if (t === null || t === last) return;
     last = t;
     el.replaceChildren(markdownFragment(t));
   }

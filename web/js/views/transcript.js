@@ -307,7 +307,9 @@ function textView(side) {
       el.classList.toggle('other', m.role === 'user' && !who.you);
       el.classList.toggle('continued', !!ctx.continued);
       const text = messageText(m);
-      body.set(text);
+      // A finished message paints with the status that ends it, never a
+      // frame after (the status is set synchronously in this same pass).
+      body.set(text, { now: !m.streaming });
       caret.hidden = !(m.streaming && !text);
       el.classList.toggle('is-empty', !text && !!m.streaming);
     },
@@ -333,7 +335,7 @@ function thoughtView() {
       setText(label, m.streaming ? 'Thinking…' : 'Thought');
       const first = text.trim().split('\n')[0] || '';
       setText(preview, first.length > 90 ? first.slice(0, 90) + '…' : first);
-      body.set(text);
+      body.set(text, { now: !m.streaming });
     },
   };
 }
@@ -375,7 +377,7 @@ function toolView() {
       const body = messageText(m);
       const showBody = body && body !== (t.title || '');
       text.el.hidden = !showBody;
-      if (showBody) text.set(body);
+      if (showBody) text.set(body, { now: !m.streaming });
       const inputText = t.input == null ? '' : (typeof t.input === 'string' ? t.input : JSON.stringify(t.input, null, 2));
       setText(inPre, inputText);
       input.hidden = !inputText || inputText === '{}' || inputText === 'null';
