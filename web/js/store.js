@@ -126,8 +126,29 @@ export function upsertSession(state, s) {
 
 function isOlder(a, b) {
   // Snapshots are authoritative, but never let a stale summary move back.
-  if (a.updatedAt && b.updatedAt && a.updatedAt < b.updatedAt) return true;
-  return false;
+  return !!(a.updatedAt && b.updatedAt && compareInstants(a.updatedAt, b.updatedAt) < 0);
+}
+
+// compareInstants orders two RFC 3339 timestamps (-1, 0, 1). The server
+// trims trailing zeros of the fraction ("…:01.5Z" is 500 ms), so the
+// strings themselves do not sort: "…:01.512Z" < "…:01.5Z" as text. UTC
+// ("Z") stamps compare exactly with their fractions padded; anything else
+// by Date.parse (milliseconds).
+export function compareInstants(a, b) {
+  const ka = instantKey(a);
+  const kb = instantKey(b);
+  if (ka !== null && kb !== null) return ka === kb ? 0 : (ka < kb ? -1 : 1);
+  const ta = Date.parse(a);
+  const tb = Date.parse(b);
+  if (Number.isNaN(ta) || Number.isNaN(tb)) return a === b ? 0 : (a < b ? -1 : 1);
+  return ta === tb ? 0 : (ta < tb ? -1 : 1);
+}
+
+const UTC_INSTANT = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$/;
+
+function instantKey(s) {
+  const m = UTC_INSTANT.exec(s || '');
+  return m ? m[1] + '.' + (m[2] || '').padEnd(9, '0') : null;
 }
 
 function mergeSession(prev, next) {
@@ -140,9 +161,8 @@ function mergeSession(prev, next) {
 export function sortedSessions(state) {
   return [...state.sessions.values()].sort((a, b) => {
     if (!!b.pinned !== !!a.pinned) return b.pinned ? 1 : -1;
-    const ua = a.updatedAt || a.createdAt || '';
-    const ub = b.updatedAt || b.createdAt || '';
-    if (ua !== ub) return ua < ub ? 1 : -1;
+    const c = compareInstants(a.updatedAt || a.createdAt || '', b.updatedAt || b.createdAt || '');
+    if (c !== 0) return -c;
     return a.id < b.id ? 1 : -1;
   });
 }
@@ -212,9 +232,8 @@ export function turnInteractions(open, turnId) {
 }
 
 function byAsked(a, b) {
-  const ca = a.createdAt || '';
-  const cb = b.createdAt || '';
-  if (ca !== cb) return ca < cb ? -1 : 1;
+  const c = compareInstants(a.createdAt || '', b.createdAt || '');
+  if (c !== 0) return c;
   return (a.requestId || '') < (b.requestId || '') ? -1 : 1;
 }
 

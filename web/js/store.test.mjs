@@ -28,6 +28,26 @@ test('workspace snapshot and summaries', () => {
   assert.deepEqual([...st.sessions.keys()], ['a']);
 });
 
+// The server trims trailing zeros of a timestamp's fraction, so a newer
+// summary can sort below an older one as text ("…01.512Z" < "…01.5Z").
+test('summaries compare instants, not their text', () => {
+  const st = S.createState();
+  S.openSession(st, 'a');
+  S.applyWorkspaceSnapshot(st, { sessions: [{ id: 'a', pinned: false, updatedAt: '2026-12-04T13:40:01.5Z' }] });
+  S.applyWorkspaceEvent(st, 'session_summary', { session: { id: 'a', pinned: true, updatedAt: '2026-12-04T13:40:01.512Z' } });
+  assert.equal(st.sessions.get('a').pinned, true);
+  assert.equal(st.open.session.pinned, true);
+  S.applyWorkspaceEvent(st, 'session_summary', { session: { id: 'a', pinned: false, updatedAt: '2026-12-04T13:40:01Z' } });
+  assert.equal(st.sessions.get('a').pinned, true, 'an older summary (a whole second) must not win');
+  assert.equal(S.compareInstants('2026-12-04T13:40:01Z', '2026-12-04T13:40:01.000Z'), 0);
+  assert.equal(S.compareInstants('2026-12-04T13:40:01.9Z', '2026-12-04T13:40:02Z'), -1);
+  assert.equal(S.compareInstants('2026-12-04T14:40:01+01:00', '2026-12-04T13:40:01.5Z'), -1);
+  // Sessions and interactions sort by instant too.
+  S.applyWorkspaceSnapshot(st, { sessions: [
+    { id: 'x', updatedAt: '2026-12-04T13:40:01.5Z' }, { id: 'y', updatedAt: '2026-12-04T13:40:01.512Z' }] });
+  assert.deepEqual(S.sortedSessions(st).map((s) => s.id), ['y', 'x']);
+});
+
 test('deltas stream, then message_update replaces', () => {
   const st = openState();
   assert.equal(S.applyMessageDelta(st.open, { sessionId: 's1', turnId: 't1', messageId: 'm', offset: 0, text: 'Hel' }), 'applied');
