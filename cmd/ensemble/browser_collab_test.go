@@ -63,7 +63,34 @@ func person(t *testing.T, b context.Context, link string) context.Context {
 // waitJS waits until a JavaScript expression is truthy.
 func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	get(t, ctx, what, chromedp.Poll[chromedp.Void](expr))
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(wctx, chromedp.Poll[chromedp.Void](expr)); err != nil {
+		t.Fatalf("%s: %v\nthe page's client state: %s", what, err, clientState(ctx))
+	}
+}
+
+// clientState is what a failed wait needs to tell a lost event from a
+// late paint: the connection's subscriptions and the open session as the
+// client holds them (window.ensemble, app.js).
+func clientState(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+		const e = window.ensemble;
+		if (!e) return "no window.ensemble";
+		const subs = [...e.conn.subsByName.values()].map(s => ({name: s.name, epoch: s.epoch, seq: s.seq, syncing: !!s.syncing, buffered: (s.buffer || []).length}));
+		const o = e.state.open;
+		const open = o && {id: o.id, loaded: o.loaded, error: o.error && String(o.error.message || o.error),
+			session: o.session && {pinned: o.session.pinned, updatedAt: o.session.updatedAt, activeTurnId: o.session.activeTurnId},
+			queue: o.queue && {revision: o.queue.revision, entries: (o.queue.entries || []).map(q => q.state + ":" + ((q.content || {}).text || ""))},
+			turns: [...o.turns.values()].map(t => t.id + ":" + t.phase + ":" + (t.outcome || ""))};
+		return JSON.stringify({ready: e.conn.ready, subs, open, sessions: [...e.state.sessions.values()].map(s => s.id + (s.pinned ? ":pinned" : ""))});
+	})()`))
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return v
 }
 
 func js[T any](t *testing.T, ctx context.Context, what, expr string) T {
