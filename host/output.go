@@ -377,6 +377,24 @@ func (h *Host) appendTranscript(ctx context.Context, tx Tx, s *Session, t Turn, 
 	return transcriptFact(s.WorkspaceID, s.ID, d), nil
 }
 
+// putMessages writes whole new messages (a prompt, queued entries pulled
+// into a Turn, steering) at the next versions of s and returns the typed
+// transcript fact built from them, so hubs apply the prompt like any chunk
+// instead of rereading for it. The caller writes s.
+func putMessages(ctx context.Context, tx Tx, s *Session, now time.Time, msgs ...Message) (Fact, error) {
+	d := TranscriptDelta{FromVersion: s.MessageVersion, At: now, Messages: make([]MessageChange, 0, len(msgs))}
+	for _, m := range msgs {
+		s.MessageVersion++
+		m.Version, m.Ordinal = s.MessageVersion, s.MessageVersion
+		if err := tx.PutMessage(ctx, m); err != nil {
+			return Fact{}, err
+		}
+		d.Messages = append(d.Messages, MessageChange{Message: &m})
+	}
+	d.ToVersion = s.MessageVersion
+	return transcriptFact(s.WorkspaceID, s.ID, d), nil
+}
+
 // messageID is the canonical id of a Turn's message for an output key.
 func messageID(t Turn, key string) string { return t.ID + "." + key }
 

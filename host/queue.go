@@ -296,12 +296,11 @@ func queueConflict(e QueueEntry, reason, msg string) error {
 }
 
 // entryMessage is the transcript message of a queue entry that reached
-// turn turnID; s.MessageVersion is already the new version.
+// turn turnID; putMessages gives it its version.
 func entryMessage(s Session, turnID string, e QueueEntry, now time.Time) Message {
 	return Message{
 		WorkspaceID: s.WorkspaceID, SessionID: s.ID, ID: turnID + ".q." + e.ID, TurnID: turnID,
-		Role: RoleUser, Kind: KindText, Version: s.MessageVersion, Ordinal: s.MessageVersion,
-		Content: e.Content, Author: e.Author, AuthorName: e.AuthorName, CreatedAt: e.CreatedAt, UpdatedAt: now,
+		Role: RoleUser, Kind: KindText, Content: e.Content, Author: e.Author, AuthorName: e.AuthorName, CreatedAt: e.CreatedAt, UpdatedAt: now,
 	}
 }
 

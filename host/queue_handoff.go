@@ -125,18 +125,19 @@ func (h *Host) admitQueuedIn(ctx context.Context, tx Tx, emit func(...Fact), s *
 		return turn, err
 	}
 	s.TurnCount = turn.Seq
-	for _, e := range entries {
-		s.MessageVersion++
-		if err := tx.PutMessage(ctx, entryMessage(*s, turnID, e, now)); err != nil {
-			return turn, err
-		}
+	msgs := make([]Message, len(entries))
+	for i, e := range entries {
+		msgs[i] = entryMessage(*s, turnID, e, now)
+	}
+	prompt, err := putMessages(ctx, tx, s, now, msgs...)
+	if err != nil {
+		return turn, err
 	}
 	s.ActiveTurnID = turnID
 	s.UpdatedAt = now
 	h.work.adopt(turnID) // the reconciler dispatches it if nothing else does
 	emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID, TurnID: turnID},
-		Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion},
-		turnFact(turn))
+		prompt, turnFact(turn))
 	return turn, nil
 }
 

@@ -162,13 +162,12 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 		return s, turn, claim, err
 	}
 	s.TurnCount = turn.Seq
-	s.MessageVersion++
-	msg := Message{
+	prompt, err := putMessages(ctx, tx, &s, now, Message{
 		WorkspaceID: s.WorkspaceID, SessionID: s.ID, ID: turn.ID + ".prompt", TurnID: turn.ID,
-		Role: RoleUser, Kind: KindText, Version: s.MessageVersion, Ordinal: s.MessageVersion,
-		Content: content, Author: by, AuthorName: byName, CreatedAt: claim.CreatedAt, UpdatedAt: now,
-	}
-	if err := tx.PutMessage(ctx, msg); err != nil {
+		Role: RoleUser, Kind: KindText, Content: content, Author: by, AuthorName: byName,
+		CreatedAt: claim.CreatedAt, UpdatedAt: now,
+	})
+	if err != nil {
 		return s, turn, claim, err
 	}
 	s.ActiveTurnID = turn.ID
@@ -177,8 +176,7 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 	if err := tx.UpdateSession(ctx, s); err != nil {
 		return s, turn, claim, err
 	}
-	emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID, TurnID: turn.ID},
-		Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion})
+	emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID, TurnID: turn.ID}, prompt)
 	return s, turn, claim, emitTreeAt(ctx, tx, emit, s, turn)
 }
 

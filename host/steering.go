@@ -39,6 +39,7 @@ func (k *turnSink) PullSteering(ctx context.Context) ([]SteeringMessage, error) 
 		}
 		now := h.nowUTC()
 		rev := int64(0)
+		var msgs []Message
 		for _, e := range q.Entries {
 			if e.Disposition != DispositionSteering || e.TargetTurnID != t.ID {
 				continue
@@ -48,21 +49,21 @@ func (k *turnSink) PullSteering(ctx context.Context) ([]SteeringMessage, error) 
 				return err
 			}
 			rev = e.Revision
-			s.MessageVersion++
-			if err := tx.PutMessage(ctx, entryMessage(s, t.ID, e, now)); err != nil {
-				return err
-			}
+			msgs = append(msgs, entryMessage(s, t.ID, e, now))
 			pulled = append(pulled, e)
 		}
 		if len(pulled) == 0 {
 			return nil
 		}
+		steer, err := putMessages(ctx, tx, &s, now, msgs...)
+		if err != nil {
+			return err
+		}
 		s.UpdatedAt = now
 		if err := tx.UpdateSession(ctx, s); err != nil {
 			return err
 		}
-		emit(queueFact(s.WorkspaceID, s.ID, rev),
-			Fact{WorkspaceID: s.WorkspaceID, Kind: FactTranscriptAdvanced, SessionID: s.ID, Version: s.MessageVersion})
+		emit(queueFact(s.WorkspaceID, s.ID, rev), steer)
 		return nil
 	})
 	if err != nil {

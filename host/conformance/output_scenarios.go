@@ -406,18 +406,19 @@ func (o *recordingObserver) transcriptDeltas(sessionID string) []host.Transcript
 	return out
 }
 
-// checkDeltas applies deltas (duplicates dropped, contiguous from the first)
-// to an empty view and compares it with the canonical messages.
+// checkDeltas applies deltas (duplicates dropped, contiguous from version
+// 0: the prompt is a typed delta too) to an empty view and compares it with
+// the canonical messages, every role.
 func checkDeltas(t *testing.T, deltas []host.TranscriptDelta, msgs []host.Message) {
 	t.Helper()
 	sort.SliceStable(deltas, func(i, j int) bool { return deltas[i].FromVersion < deltas[j].FromVersion })
 	view := map[string]*host.Message{}
-	var at int64 = -1
+	var at int64
 	for _, d := range deltas {
-		if at >= 0 && d.ToVersion <= at {
+		if d.ToVersion <= at {
 			continue // duplicate
 		}
-		if at >= 0 && d.FromVersion != at {
+		if d.FromVersion != at {
 			t.Fatalf("delta gap: view at %d, next delta from %d", at, d.FromVersion)
 		}
 		for _, c := range d.Messages {
@@ -446,9 +447,6 @@ func checkDeltas(t *testing.T, deltas []host.TranscriptDelta, msgs []host.Messag
 	}
 	n := 0
 	for _, m := range msgs {
-		if m.Role != host.RoleAgent {
-			continue
-		}
 		n++
 		v := view[m.ID]
 		if v == nil {

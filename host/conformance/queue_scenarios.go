@@ -197,6 +197,10 @@ var QueueBusySubmitSteersOrFollows = Scenario{"queue/busy_submit_steers_or_follo
 	if n := f.runtime.dispatches.Load(); n != 2 {
 		t.Fatalf("dispatches = %d, want 2", n)
 	}
+	// Prompts, steering and the follow-up reach hubs as typed deltas like
+	// the agent's words: the deltas alone rebuild the whole transcript.
+	f.host.FlushPublish()
+	checkDeltas(t, f.obs.transcriptDeltas(s.ID), f.messages(s.ID, host.MessageQuery{Limit: 1000}))
 }}
 
 var QueueRetryAnswersFromTheStore = Scenario{"queue/same_id_retry_same_result_any_host_after_restart", func(t *testing.T, d Driver) {
