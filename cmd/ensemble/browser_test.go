@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,18 +82,27 @@ func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Actio
 	return v
 }
 
+// The transcript as the browser tests read it: a turn's answer text, and
+// the element of the latest turn (its status carries the phase and outcome).
+const (
+	answerTextJS = `(id) => Array.from(document.querySelectorAll(
+		'#transcript [data-role="agent"][data-kind="text"][data-turn-id="' + id + '"] .msg-body'))
+		.map(e => e.textContent).join("")`
+	latestTurnJS = `() => {
+		const all = document.querySelectorAll('#transcript [data-turn-id][data-phase]');
+		return all[all.length - 1];
+	}`
+)
+
 func agentTextIn(t *testing.T, ctx context.Context, turnID string) string {
 	t.Helper()
-	return get(t, ctx, "read the answer", chromedp.Evaluate[string](`Array.from(document.querySelectorAll(
-		'#transcript [data-role="agent"][data-kind="text"][data-turn-id="`+turnID+`"] .msg-body'))
-		.map(e => e.textContent).join("")`))
+	return get(t, ctx, "read the answer", chromedp.Evaluate[string](`(`+answerTextJS+`)(`+strconv.Quote(turnID)+`)`))
 }
 
 func latestTurn(t *testing.T, ctx context.Context) (id, phase, outcome string) {
 	t.Helper()
 	v := get(t, ctx, "read the latest turn", chromedp.Evaluate[[]string](`(() => {
-		const all = document.querySelectorAll('#transcript [data-turn-id][data-phase]');
-		const e = all[all.length - 1];
+		const e = (`+latestTurnJS+`)();
 		return e ? [e.dataset.turnId, e.dataset.phase, e.dataset.outcome || ""] : ["", "", ""];
 	})()`))
 	return v[0], v[1], v[2]
@@ -103,14 +113,8 @@ func latestTurn(t *testing.T, ctx context.Context) (id, phase, outcome string) {
 func latestAnswer(t *testing.T, ctx context.Context) (id, outcome, text string) {
 	t.Helper()
 	v := get(t, ctx, "read the latest answer", chromedp.Evaluate[[]string](`(() => {
-		const all = document.querySelectorAll('#transcript [data-turn-id][data-phase]');
-		const e = all[all.length - 1];
-		if (!e) return ["", "", ""];
-		const id = e.dataset.turnId;
-		const text = Array.from(document.querySelectorAll(
-			'#transcript [data-role="agent"][data-kind="text"][data-turn-id="' + id + '"] .msg-body'))
-			.map(b => b.textContent).join("");
-		return [id, e.dataset.outcome || "", text];
+		const e = (`+latestTurnJS+`)();
+		return e ? [e.dataset.turnId, e.dataset.outcome || "", (`+answerTextJS+`)(e.dataset.turnId)] : ["", "", ""];
 	})()`))
 	return v[0], v[1], v[2]
 }
