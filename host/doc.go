@@ -54,6 +54,7 @@
 //	forward.go            commands forwarded to the owner replica
 //	reconcile.go          the turn reconciler
 //	recover.go            startup recovery
+//	written.go            what a transaction wrote, attached to its turn facts
 //	publish.go            the post-commit publication fast path
 //	relay.go              the outbox relay
 //	relay_cluster.go      claimed relay reads across replicas

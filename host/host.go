@@ -230,13 +230,14 @@ func (h *Host) commit(ctx context.Context, fn func(tx Tx, emit func(...Fact)) er
 	var ids []int64
 	err := h.store.Update(ctx, func(tx Tx) error {
 		facts, ids = facts[:0], nil
-		if err := fn(tx, func(f ...Fact) { facts = append(facts, f...) }); err != nil {
+		w := &writtenTx{Tx: tx}
+		if err := fn(w, func(f ...Fact) { facts = append(facts, f...) }); err != nil {
 			return err
 		}
 		if len(facts) == 0 {
 			return nil
 		}
-		facts = dedupeFacts(facts)
+		facts = w.attach(dedupeFacts(facts))
 		var err error
 		ids, err = tx.AppendFacts(ctx, facts...)
 		return err

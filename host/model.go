@@ -274,8 +274,9 @@ type SubmitClaim struct {
 // Fact is a committed change published after its transaction. Untyped kinds
 // are wake-up hints (consumers reread canonical state); a
 // FactTranscriptAppended fact carries the committed TranscriptDelta itself
-// (delta.go). Version is the session message version at commit, so
-// duplicates and reorderings are harmless.
+// (delta.go), and a Turn's lifecycle fact the Turn as committed (written.go).
+// Version is the session message version at commit, so duplicates and
+// reorderings are harmless.
 type Fact struct {
 	WorkspaceID string           `json:"workspace"`
 	Kind        string           `json:"kind"`
@@ -287,6 +288,15 @@ type Fact struct {
 	Goal *GoalState `json:"goal,omitempty"`
 	// Trash is what a FactTrashChanged fact changed in the workspace's Trash.
 	Trash *TrashChange `json:"trash,omitempty"`
+	// Turn is the Turn TurnID as its transaction wrote it, on a
+	// FactSessionChanged fact the Turn's lifecycle emitted; Session is the
+	// session as the same transaction wrote it, nil when it did not. A
+	// consumer may apply them instead of rereading (written.go).
+	Turn    *Turn    `json:"turn,omitempty"`
+	Session *Session `json:"session,omitempty"`
+
+	// typed asks commit to attach Turn and Session (turnFact).
+	typed bool
 }
 
 // Fact kinds.

@@ -136,8 +136,7 @@ func (h *Host) admitQueuedIn(ctx context.Context, tx Tx, emit func(...Fact), s *
 	s.ActiveTurnID = turnID
 	s.UpdatedAt = now
 	h.work.adopt(turnID) // the reconciler dispatches it if nothing else does
-	emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID, TurnID: turnID},
-		prompt, turnFact(turn))
+	emit(prompt, turnFact(turn))
 	return turn, nil
 }
 

@@ -176,7 +176,8 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 	if err := tx.UpdateSession(ctx, s); err != nil {
 		return s, turn, claim, err
 	}
-	emit(Fact{WorkspaceID: s.WorkspaceID, Kind: FactSessionChanged, SessionID: s.ID, TurnID: turn.ID}, prompt)
+	// The prompt first: a watcher applying the typed Turn has its prompt.
+	emit(prompt, turnFact(turn))
 	return s, turn, claim, emitTreeAt(ctx, tx, emit, s, turn)
 }
 

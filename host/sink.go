@@ -154,7 +154,6 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 			}
 			turnDirty, sessDirty = true, s.Provisional
 			s.Provisional = false
-			emit(turnFact(t))
 		}
 		if len(a.Output) > 0 {
 			applied, err := k.applyOutput(ctx, tx, emit, &t, &s, a.Output)
@@ -162,6 +161,11 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 				return err
 			}
 			turnDirty, sessDirty = turnDirty || applied, sessDirty || applied
+		}
+		if !retry {
+			// After the held output's delta: a watcher applying the
+			// typed Turn has the messages its session carries.
+			emit(turnFact(t))
 		}
 		cancelAfter = t.CancelRequested
 		written = t

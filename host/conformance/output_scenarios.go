@@ -389,6 +389,7 @@ var OutputFaultSchedules = Scenario{"output/random_fault_schedules", func(t *tes
 				t.Fatalf("relay: %v", err)
 			}
 			checkDeltas(t, f.obs.transcriptDeltas(s.ID), msgs)
+			checkTypedTurns(t, f, s.ID)
 		})
 	}
 }}
@@ -401,6 +402,72 @@ func (o *recordingObserver) transcriptDeltas(sessionID string) []host.Transcript
 	for _, f := range o.facts {
 		if f.SessionID == sessionID && f.Kind == host.FactTranscriptAppended && f.Delta != nil {
 			out = append(out, *f.Delta)
+		}
+	}
+	return out
+}
+
+// checkTypedTurns: the newest Turn each Turn's typed facts carry, and the
+// newest session they carry, are what a reread gives once the session is
+// quiet, so a hub that applies them shows what it would have reread.
+// Faults may publish facts twice and out of order (the relay), so newest
+// is by UpdatedAt, later publication winning a tie.
+func checkTypedTurns(t *testing.T, f *fixture, sessionID string) {
+	t.Helper()
+	ctx := context.Background()
+	newest := map[string]host.Turn{}
+	var session *host.Session
+	for _, fa := range f.obs.sessionFacts(sessionID) {
+		if fa.Turn == nil {
+			if fa.Session != nil {
+				t.Fatalf("a fact carries a session without its Turn: %+v", fa)
+			}
+			continue
+		}
+		if fa.Kind != host.FactSessionChanged || fa.Turn.ID != fa.TurnID || fa.Turn.SessionID != sessionID {
+			t.Fatalf("typed turn fact %s/%s carries Turn %s of session %s", fa.Kind, fa.TurnID, fa.Turn.ID, fa.Turn.SessionID)
+		}
+		if old, ok := newest[fa.TurnID]; !ok || !fa.Turn.UpdatedAt.Before(old.UpdatedAt) {
+			newest[fa.TurnID] = *fa.Turn
+		}
+		if fa.Session != nil && (session == nil || !fa.Session.UpdatedAt.Before(session.UpdatedAt)) {
+			session = fa.Session
+		}
+	}
+	if len(newest) == 0 || session == nil {
+		t.Fatalf("no typed turn facts published (%d turns, session %v)", len(newest), session != nil)
+	}
+	for id, got := range newest {
+		want, err := f.host.GetTurn(ctx, got.WorkspaceID, sessionID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(want)
+		if string(a) != string(b) {
+			t.Fatalf("typed Turn differs from a reread\n fact %s\nstore %s", a, b)
+		}
+	}
+	want, err := f.host.GetSession(ctx, session.WorkspaceID, sessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Goal = nil // read with a session, never carried
+	a, _ := json.Marshal(session)
+	b, _ := json.Marshal(want)
+	if string(a) != string(b) {
+		t.Fatalf("typed session differs from a reread\n fact %s\nstore %s", a, b)
+	}
+}
+
+// sessionFacts returns the session's published facts in publication order.
+func (o *recordingObserver) sessionFacts(sessionID string) []host.Fact {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []host.Fact
+	for _, f := range o.facts {
+		if f.SessionID == sessionID {
+			out = append(out, f)
 		}
 	}
 	return out

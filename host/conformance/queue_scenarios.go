@@ -201,6 +201,7 @@ var QueueBusySubmitSteersOrFollows = Scenario{"queue/busy_submit_steers_or_follo
 	// the agent's words: the deltas alone rebuild the whole transcript.
 	f.host.FlushPublish()
 	checkDeltas(t, f.obs.transcriptDeltas(s.ID), f.messages(s.ID, host.MessageQuery{Limit: 1000}))
+	checkTypedTurns(t, f, s.ID)
 }}
 
 var QueueRetryAnswersFromTheStore = Scenario{"queue/same_id_retry_same_result_any_host_after_restart", func(t *testing.T, d Driver) {
