@@ -265,6 +265,10 @@ func (h *Hub) onFact(f host.Fact) {
 		h.onTrashFact(f) // trash.go
 		return
 	}
+	if f.Turn != nil && f.Kind == host.FactSessionChanged && f.SessionID != "" {
+		h.onTypedTurn(f) // typed.go
+		return
+	}
 	if t := h.markFact(f); t != nil && !t.applyDelta(f.Delta) {
 		h.stats.deltaGaps.Add(1)
 		h.markDirty(t, dirtyTranscript())
@@ -361,6 +365,7 @@ func (h *Hub) next() (*topic, dirtySet) {
 			}
 			t.queued, t.running, t.pending = false, true, false
 			d := t.dirty.take()
+			t.reading = d
 			h.dmu.Unlock()
 			return t, d
 		}
@@ -377,7 +382,7 @@ func (h *Hub) next() (*topic, dirtySet) {
 // the janitor rather than spinning on a store that is down.
 func (h *Hub) done(t *topic, owed *dirtySet) {
 	h.dmu.Lock()
-	t.running = false
+	t.running, t.reading = false, dirtySet{}
 	if owed != nil {
 		t.dirty.merge(*owed)
 		h.failed = append(h.failed, t)
@@ -526,6 +531,9 @@ type Stats struct {
 	DeltasApplied   int64
 	DeltaDuplicates int64
 	DeltaGapRereads int64
+	// TypedTurns are turn facts applied to a topic from the committed Turn
+	// they carry, without a reread (typed.go).
+	TypedTurns int64
 	// Superseded counts queued frames replaced by a newer one of the same
 	// key (latest wins); QueuedBytes is what all connections hold unsent.
 	Superseded  int64
@@ -545,7 +553,7 @@ type Stats struct {
 
 type stats struct {
 	conns, topics, rereads, events, fanned, slow, superseded, queued atomic.Int64
-	deltas, deltaDups, deltaGaps                                     atomic.Int64
+	deltas, deltaDups, deltaGaps, typedTurns                         atomic.Int64
 	writes, framesWritten, inlineWrites                              atomic.Int64
 }
 
@@ -556,8 +564,8 @@ func (h *Hub) Stats() Stats {
 		Rereads: h.stats.rereads.Load(), Events: h.stats.events.Load(),
 		FramesFanned: h.stats.fanned.Load(), SlowConsumers: h.stats.slow.Load(),
 		DeltasApplied: h.stats.deltas.Load(), DeltaDuplicates: h.stats.deltaDups.Load(),
-		DeltaGapRereads: h.stats.deltaGaps.Load(),
-		Superseded:      h.stats.superseded.Load(), QueuedBytes: h.stats.queued.Load(),
+		DeltaGapRereads: h.stats.deltaGaps.Load(), TypedTurns: h.stats.typedTurns.Load(),
+		Superseded: h.stats.superseded.Load(), QueuedBytes: h.stats.queued.Load(),
 		PooledWorkers: int64(h.pooled.Load()),
 		Writes:        h.stats.writes.Load(), FramesWritten: h.stats.framesWritten.Load(),
 		InlineWrites: h.stats.inlineWrites.Load(),

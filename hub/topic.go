@@ -37,6 +37,8 @@ type topic struct {
 	// guarded by h.dmu
 	queued, running, pending bool
 	dirty                    dirtySet
+	// reading is the dirty set of the reread running now.
+	reading dirtySet
 
 	// readMu serializes everything that reads canonical state for this
 	// topic (baseline load, reread, workspace snapshot), so state read

@@ -88,6 +88,8 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	// A chunk's latency split at its transcript write (the delta's
 	// updatedAt): agent emission → write, write → watcher.
 	toWrite, fromWrite := newShards(), newShards()
+	// The same split for the chunks that create their message.
+	firstToWrite, firstFromWrite := newShards(), newShards()
 	delivered, frames := NewTimeline(), NewTimeline()
 	r.progress.set(func() string {
 		s := chunkLat.at(0).Summary()
@@ -137,6 +139,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 		ml := commitLat.at(n)
 		tw, fw := toWrite.at(n), fromWrite.at(n)
 		fl, ll := firstLat.at(n), laterLat.at(n)
+		ftw, ffw := firstToWrite.at(n), firstFromWrite.at(n)
 		lo, rm := localLat.at(n), remoteLat.at(n)
 		on := func(ev *Event, at time.Time) {
 			frames.AddAt(at, 1)
@@ -149,6 +152,8 @@ func (r *runner) fanout(ctx context.Context) *Result {
 				cl.Record(lat)
 				if first {
 					fl.Record(lat)
+					ftw.Record(written.Sub(emitted))
+					ffw.Record(at.Sub(written))
 				} else {
 					ll.Record(lat)
 				}
@@ -314,6 +319,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 			res.count("hub delta gaps", int64(d.DeltaGaps))
 			res.count("hub delta duplicates (the change came first by a reread)", int64(d.DeltaDups))
 			res.count("hub rereads", int64(d.Rereads))
+			res.count("hub typed turn facts applied", int64(d.Typed))
 			res.count("hub writes", int64(d.Writes))
 			res.count("hub writes inline", int64(d.Inline))
 			res.count("hub frames written", int64(d.Frames))
@@ -325,6 +331,8 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	res.series("Ensemble chunk: agent emission → transcript write (updatedAt, ms resolution)", false, toWrite.merged(), delivered, elapsed.Seconds(), "chunks")
 	res.series("Ensemble chunk: transcript write → watcher (updatedAt, ms resolution)", false, fromWrite.merged(), delivered, elapsed.Seconds(), "chunks")
 	res.series("Ensemble chunk, in the event that creates its message (message_update): agent emission → watcher", false, firstLat.merged(), nil, elapsed.Seconds(), "")
+	res.series("Ensemble chunk, in the event that creates its message: agent emission → transcript write", false, firstToWrite.merged(), nil, elapsed.Seconds(), "")
+	res.series("Ensemble chunk, in the event that creates its message: transcript write → watcher", false, firstFromWrite.merged(), nil, elapsed.Seconds(), "")
 	res.series("Ensemble chunk, appended (message_delta): agent emission → watcher", false, laterLat.merged(), nil, elapsed.Seconds(), "")
 	if len(r.addrs) > 1 {
 		res.series("Ensemble chunk, watcher on the driver's replica: agent emission → watcher", false, localLat.merged(), nil, elapsed.Seconds(), "")

@@ -27,6 +27,7 @@ type Metrics struct {
 	DeltaGaps  float64 // ensemble_hub_delta_gaps_total
 	DeltaDups  float64 // ensemble_hub_delta_duplicates_total
 	Rereads    float64 // ensemble_hub_rereads_total
+	Typed      float64 // ensemble_hub_typed_turns_total
 	At         time.Time
 }
 
@@ -34,14 +35,14 @@ type Metrics struct {
 func (m Metrics) sub(o Metrics) Metrics {
 	return Metrics{Writes: m.Writes - o.Writes, Frames: m.Frames - o.Frames, Inline: m.Inline - o.Inline,
 		Deltas: m.Deltas - o.Deltas, DeltaGaps: m.DeltaGaps - o.DeltaGaps, DeltaDups: m.DeltaDups - o.DeltaDups, Rereads: m.Rereads - o.Rereads,
-		CPUSeconds: m.CPUSeconds - o.CPUSeconds}
+		Typed: m.Typed - o.Typed, CPUSeconds: m.CPUSeconds - o.CPUSeconds}
 }
 
 // add sums the counters of two replicas.
 func (m Metrics) add(o Metrics) Metrics {
 	return Metrics{Writes: m.Writes + o.Writes, Frames: m.Frames + o.Frames, Inline: m.Inline + o.Inline,
 		Deltas: m.Deltas + o.Deltas, DeltaGaps: m.DeltaGaps + o.DeltaGaps, DeltaDups: m.DeltaDups + o.DeltaDups, Rereads: m.Rereads + o.Rereads,
-		CPUSeconds: m.CPUSeconds + o.CPUSeconds}
+		Typed: m.Typed + o.Typed, CPUSeconds: m.CPUSeconds + o.CPUSeconds}
 }
 
 // ScrapeMetrics reads the Prometheus text of http://addr/metrics.
@@ -76,6 +77,7 @@ func ScrapeMetrics(ctx context.Context, addr string) (Metrics, error) {
 		"ensemble_hub_delta_gaps_total":       &m.DeltaGaps,
 		"ensemble_hub_delta_duplicates_total": &m.DeltaDups,
 		"ensemble_hub_rereads_total":          &m.Rereads,
+		"ensemble_hub_typed_turns_total":      &m.Typed,
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

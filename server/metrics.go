@@ -62,6 +62,8 @@ func newMetrics(reg *prometheus.Registry, own bool, h *hub.Hub) *metrics {
 			Help: "Deltas dropped because the topic already held them."}, func() float64 { return float64(stat().DeltaDuplicates) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_delta_gaps_total",
 			Help: "Deltas that did not follow the topic's version and caused a reread."}, func() float64 { return float64(stat().DeltaGapRereads) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_typed_turns_total",
+			Help: "Turn facts applied from the committed Turn they carry, without a store read."}, func() float64 { return float64(stat().TypedTurns) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_writes_total",
 			Help: "WebSocket frames the hub wrote to watchers (one write each)."}, func() float64 { return float64(stat().Writes) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ensemble_hub_frames_written_total",
