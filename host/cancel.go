@@ -43,7 +43,7 @@ func (h *Host) CancelTurn(ctx context.Context, in CancelInput) (CancelResult, er
 		t.CanceledBy, t.CanceledByName, t.CancelReason = in.By, in.ByName, in.Reason
 		// ACP: cancelling a prompt answers its pending permission requests
 		// "cancelled"; the canonical interactions say so at once.
-		if err := endInteractions(ctx, tx, t, InteractionCanceled, ResolutionTurnCanceled, t.UpdatedAt); err != nil {
+		if _, err := endInteractions(ctx, tx, t, InteractionCanceled, ResolutionTurnCanceled, t.UpdatedAt); err != nil {
 			return err
 		}
 		if err := emitTree(ctx, tx, emit, s); err != nil {

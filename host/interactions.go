@@ -294,23 +294,26 @@ func rootOf(s Session) string {
 }
 
 // endInteractions moves a settling or cancelled Turn's pending interactions
-// to their end state inside tx. Answered ones are left to their runtime
-// operation, whose authoritative result decides them.
-func endInteractions(ctx context.Context, tx Tx, t Turn, state InteractionState, resolution string, now time.Time) error {
+// to their end state inside tx and reports how many it moved. Answered
+// ones are left to their runtime operation, whose authoritative result
+// decides them.
+func endInteractions(ctx context.Context, tx Tx, t Turn, state InteractionState, resolution string, now time.Time) (int, error) {
 	its, err := tx.TurnInteractions(ctx, t.WorkspaceID, t.SessionID, t.ID)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	n := 0
 	for _, it := range its {
 		if it.State != InteractionPending {
 			continue
 		}
 		it.State, it.Resolution, it.UpdatedAt = state, resolution, now
 		if err := tx.UpdateInteraction(ctx, it, InteractionPending); err != nil {
-			return err
+			return n, err
 		}
+		n++
 	}
-	return nil
+	return n, nil
 }
 
 // respondTimeout bounds one delivery attempt.

@@ -137,7 +137,8 @@ func (h *Host) admitQueuedIn(ctx context.Context, tx Tx, emit func(...Fact), s *
 	s.UpdatedAt = now
 	h.work.adopt(turnID) // the reconciler dispatches it if nothing else does
 	emit(prompt, turnFact(turn))
-	return turn, nil
+	// The tree moves to the new latest Turn.
+	return turn, emitTreeAt(ctx, tx, emit, *s, turn)
 }
 
 // foldContent is the prompt of a Turn run from several entries: their

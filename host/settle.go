@@ -71,11 +71,15 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 	if term.Outcome == OutcomeCanceled {
 		ended, resolution = InteractionCanceled, ResolutionTurnCanceled
 	}
-	if err := endInteractions(ctx, tx, t, ended, resolution, now); err != nil {
+	// The tree shows the latest Turns' interactions, not their phases: a
+	// settlement that ended none left it as it was, and hubs need not
+	// reread it (a successor admitted here says so itself).
+	if n, err := endInteractions(ctx, tx, t, ended, resolution, now); err != nil {
 		return t, err
-	}
-	if err := emitTreeAt(ctx, tx, emit, s, t); err != nil {
-		return t, err
+	} else if n > 0 {
+		if err := emitTreeAt(ctx, tx, emit, s, t); err != nil {
+			return t, err
+		}
 	}
 	var closing []MessageAppend
 	for _, key := range slices.Compact(slices.Sorted(slices.Values(openKeys))) {

@@ -513,6 +513,43 @@ var InteractionOlderTurnNotActionable = Scenario{"interactions/older_turn_pendin
 	}
 }}
 
+// InteractionTreeFactsFollowTheTree: the tree shows the latest Turns'
+// interactions, so admitting a Turn dirties it and settling one that ended
+// no interaction does not (hubs would reread it for nothing).
+var InteractionTreeFactsFollowTheTree = Scenario{"interactions/tree_facts_only_when_the_tree_changes", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	tr := f.waitSettled(f.mustSend(s.ID, "t-1", "/sim words=3"))
+	if tree := f.treeFacts(tr.ID, host.PhaseQueued); len(tree) != 1 || tree[0].TurnID != tr.ID {
+		t.Fatalf("admission tree facts %+v, want one naming %s", tree, tr.ID)
+	}
+	if tree := f.treeFacts(tr.ID, host.PhaseSettled); len(tree) != 0 {
+		t.Fatalf("a settlement that ended no interaction published tree facts %+v", tree)
+	}
+}}
+
+// treeFacts returns the tree facts of the commit that published Turn turnID
+// in phase.
+func (f *fixture) treeFacts(turnID string, phase host.TurnPhase) []host.Fact {
+	f.t.Helper()
+	f.host.FlushPublish()
+	for _, b := range f.obs.batchesSince(0) {
+		var tree []host.Fact
+		found := false
+		for _, fa := range b {
+			found = found || fa.Turn != nil && fa.Turn.ID == turnID && fa.Turn.Phase == phase
+			if fa.Kind == host.FactInteractionTreeDirty {
+				tree = append(tree, fa)
+			}
+		}
+		if found {
+			return tree
+		}
+	}
+	f.t.Fatalf("no commit published Turn %s %s", turnID, phase)
+	return nil
+}
+
 var InteractionOneTreeFact = Scenario{"interactions/one_tree_fact_per_commit_names_root", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	s := f.createEmpty()

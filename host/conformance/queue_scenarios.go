@@ -202,6 +202,10 @@ var QueueBusySubmitSteersOrFollows = Scenario{"queue/busy_submit_steers_or_follo
 	f.host.FlushPublish()
 	checkDeltas(t, f.obs.transcriptDeltas(s.ID), f.messages(s.ID, host.MessageQuery{Limit: 1000}))
 	checkTypedTurns(t, f, s.ID)
+	// The follow-up was admitted by the settlement: the tree moved to it.
+	if tree := f.treeFacts(next.ID, host.PhaseQueued); len(tree) != 1 || tree[0].TurnID != next.ID {
+		t.Fatalf("follow-up admission tree facts %+v, want one naming %s", tree, next.ID)
+	}
 }}
 
 var QueueRetryAnswersFromTheStore = Scenario{"queue/same_id_retry_same_result_any_host_after_restart", func(t *testing.T, d Driver) {

@@ -39,6 +39,7 @@ func Scenarios() []Scenario {
 		InteractionTreeSnapshot,
 		InteractionOlderTurnNotActionable,
 		InteractionOneTreeFact,
+		InteractionTreeFactsFollowTheTree,
 		RecoverOperationsFirst,
 		RecoverDenialBeforeDelivery,
 		OutputAmbiguousCommit,
