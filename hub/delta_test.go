@@ -286,6 +286,13 @@ func watch(t testing.TB, h *Hub, ws, sid string, pos *protocol.Position) *wsClie
 // watchOn is watch over a given connection pair.
 func watchOn(t testing.TB, h *Hub, srv *websocket.Conn, opts ConnOptions, cli *websocket.Conn, ws, sid string, pos *protocol.Position) *wsClient {
 	t.Helper()
+	return subscribeOn(t, h, srv, opts, cli, SubscribeRequest{Workspace: ws, Topic: TopicSession, SessionID: sid, Position: pos})
+}
+
+// subscribeOn attaches the server side of a connection pair to h and
+// subscribes it with req.
+func subscribeOn(t testing.TB, h *Hub, srv *websocket.Conn, opts ConnOptions, cli *websocket.Conn, req SubscribeRequest) *wsClient {
+	t.Helper()
 	c, err := h.Attach(srv, host.RandomID("c"), nil, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +300,7 @@ func watchOn(t testing.TB, h *Hub, srv *websocket.Conn, opts ConnOptions, cli *w
 	c.Start(func([]byte) {}, nil)
 	cl := newWSClient(t, cli)
 	cl.server = c
-	err = h.Subscribe(context.Background(), c, SubscribeRequest{Workspace: ws, Topic: TopicSession, SessionID: sid, Position: pos},
+	err = h.Subscribe(context.Background(), c, req,
 		func(res protocol.SubscribeResult) { c.SendJSON(map[string]any{"type": "response", "result": res}) })
 	if err != nil {
 		t.Fatalf("subscribe: %v", err)

@@ -123,13 +123,16 @@ func TestInteractionTreeFact(t *testing.T) {
 	}
 }
 
-// waitQuiet waits until no topic is queued or being reread.
+// waitQuiet waits until no topic is queued, owed or being reread.
 func waitQuiet(t *testing.T, h *Hub) {
 	t.Helper()
 	waitUntil(t, func() bool {
 		h.mu.Lock()
 		var ts []*topic
 		for _, e := range h.workspaces {
+			if e.ws != nil {
+				ts = append(ts, e.ws)
+			}
 			for _, tp := range e.sessions {
 				ts = append(ts, tp)
 			}
@@ -138,7 +141,7 @@ func waitQuiet(t *testing.T, h *Hub) {
 		h.dmu.Lock()
 		defer h.dmu.Unlock()
 		for _, tp := range ts {
-			if tp.queued || tp.running {
+			if tp.queued || tp.running || tp.pending {
 				return false
 			}
 		}

@@ -55,87 +55,39 @@ func (d typedTurns) publish(f host.Fact) {
 	}
 }
 
-// nextTurnUpdate reads frames until a turn_update and returns its Turn.
-func nextTurnUpdate(t *testing.T, cl *wsClient) protocol.Turn {
+// nextEvent reads frames until an event of kind and returns its payload.
+func nextEvent[T any](t *testing.T, cl *wsClient, kind string) T {
 	t.Helper()
 	for {
 		f, ok := cl.next(10 * time.Second)
 		if !ok {
-			t.Fatal("no turn_update")
+			t.Fatalf("no %s", kind)
 		}
-		if f.Kind == protocol.KindTurnUpdate {
-			var u protocol.TurnUpdate
-			if err := json.Unmarshal(f.Payload, &u); err != nil {
+		if f.Kind == kind {
+			var v T
+			if err := json.Unmarshal(f.Payload, &v); err != nil {
 				t.Fatal(err)
 			}
-			return u.Turn
+			return v
 		}
 	}
+}
+
+func nextTurnUpdate(t *testing.T, cl *wsClient) protocol.Turn {
+	t.Helper()
+	return nextEvent[protocol.TurnUpdate](t, cl, protocol.KindTurnUpdate).Turn
+}
+
+func nextSummary(t *testing.T, cl *wsClient) protocol.Session {
+	t.Helper()
+	return nextEvent[protocol.SessionSummary](t, cl, protocol.KindSessionSummary).Session
 }
 
 // watchWorkspace subscribes a real WebSocket connection to ws's list.
 func watchWorkspace(t *testing.T, h *Hub, ws string) *wsClient {
 	t.Helper()
 	srv, cli := wsPair(t)
-	c, err := h.Attach(srv, host.RandomID("c"), nil, ConnOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Start(func([]byte) {}, nil)
-	cl := newWSClient(t, cli)
-	err = h.Subscribe(context.Background(), c, SubscribeRequest{Workspace: ws, Topic: TopicWorkspace},
-		func(res protocol.SubscribeResult) { c.SendJSON(map[string]any{"type": "response", "result": res}) })
-	if err != nil {
-		t.Fatalf("subscribe: %v", err)
-	}
-	if f, ok := cl.next(5 * time.Second); !ok || f.Result == nil {
-		t.Fatalf("no subscribe result: %+v %v", f, ok)
-	}
-	return cl
-}
-
-// nextSummary reads frames until a session_summary and returns it.
-func nextSummary(t *testing.T, cl *wsClient) protocol.Session {
-	t.Helper()
-	for {
-		f, ok := cl.next(10 * time.Second)
-		if !ok {
-			t.Fatal("no session_summary")
-		}
-		if f.Kind == protocol.KindSessionSummary {
-			var u protocol.SessionSummary
-			if err := json.Unmarshal(f.Payload, &u); err != nil {
-				t.Fatal(err)
-			}
-			return u.Session
-		}
-	}
-}
-
-// settle waits until no reread of any topic is queued or running.
-func settle(t *testing.T, h *Hub) {
-	t.Helper()
-	waitFor(t, "the hub's rereads to end", func() bool {
-		h.mu.Lock()
-		var ts []*topic
-		for _, e := range h.workspaces {
-			if e.ws != nil {
-				ts = append(ts, e.ws)
-			}
-			for _, st := range e.sessions {
-				ts = append(ts, st)
-			}
-		}
-		h.mu.Unlock()
-		h.dmu.Lock()
-		defer h.dmu.Unlock()
-		for _, st := range ts {
-			if st.queued || st.running || st.pending {
-				return false
-			}
-		}
-		return true
-	})
+	return subscribeOn(t, h, srv, ConnOptions{}, cli, SubscribeRequest{Workspace: ws, Topic: TopicWorkspace})
 }
 
 // A turn fact that carries its committed Turn and session is applied
@@ -153,7 +105,7 @@ func TestTypedTurnFactsApplyWithoutReread(t *testing.T) {
 	w.commit(t)
 	cl := watch(t, h, w.ws, w.sid, nil)
 	list := watchWorkspace(t, h, w.ws)
-	settle(t, h)
+	waitQuiet(t, h)
 	d := typedTurns{t: t, w: w, bus: bus}
 	ctx := context.Background()
 	first, err := reader.GetTurn(ctx, w.ws, w.sid, w.turn)
@@ -224,7 +176,7 @@ func TestTypedTurnFactsApplyWithoutReread(t *testing.T) {
 	if want := reread(t, st, w); cl.transcript() != want {
 		t.Fatalf("watcher transcript differs from a reread\n got %s\nwant %s", cl.transcript(), want)
 	}
-	settle(t, h)
+	waitQuiet(t, h)
 	if n := h.Stats().Rereads - rereads; n != 1 {
 		t.Fatalf("%d rereads, want 1 (the fact ahead of the transcript)", n)
 	}
