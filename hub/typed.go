@@ -56,6 +56,7 @@ func (t *topic) applyTypedTurnLocked(tr host.Turn, s *host.Session) bool {
 	if inWindow && tr.UpdatedAt.Before(old.UpdatedAt) {
 		return true
 	}
+	kept := true // the Turn is in the window after this
 	switch {
 	case inWindow:
 		for i := range sv.turns {
@@ -73,11 +74,13 @@ func (t *topic) applyTypedTurnLocked(tr host.Turn, s *host.Session) bool {
 		}
 	case !sv.turnsMore || tr.Seq >= sv.turns[len(sv.turns)-1].Seq:
 		return false // inside the window yet unknown: reread
+	default:
+		kept = false // older than the window: shown, not kept (as a reread does)
 	}
 	if !inWindow || !sameTurn(old, tr) {
 		t.emit(protocol.KindTurnUpdate, "turn:"+tr.ID, protocol.TurnUpdate{Turn: protocol.FromTurn(tr)})
 	}
-	if _, ok := sv.sentTurns[tr.ID]; ok || !inWindow && (len(sv.turns) > 0 && sv.turns[0].ID == tr.ID) {
+	if kept {
 		sv.sentTurns[tr.ID] = tr
 	}
 	if s != nil && !s.UpdatedAt.Before(sv.session.UpdatedAt) {

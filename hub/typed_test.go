@@ -160,6 +160,14 @@ func TestTypedTurnFactsApplyWithoutReread(t *testing.T) {
 	}
 	// The window is what a reread reads: the two newest Turns, more behind.
 	checkWindow(t, h, reader, w)
+	// A Turn older than the window is shown and not kept, as a reread does.
+	older := settled
+	older.StopReason, older.UpdatedAt = "end_turn", tick()
+	d.publish(d.write(older, false, func(s *host.Session) {}))
+	if got := nextTurnUpdate(t, cl); got.ID != first.ID || got.StopReason != "end_turn" {
+		t.Fatalf("turn_update %s %q, want %s end_turn", got.ID, got.StopReason, first.ID)
+	}
+	checkWindow(t, h, reader, w)
 
 	// Messages committed but not yet shown (their delta is late): the Turn
 	// waits for a reread that shows them first.
