@@ -36,9 +36,9 @@ type dirtySet struct {
 // treeOnly: nothing but the interaction tree changed.
 func (s *dirtySet) treeOnly() bool { return s.tree && !s.transcript && !s.rest && !s.all }
 
-// sideOnly: only the interaction tree or the queue changed, which a typed
-// Turn may overtake (typed.go).
-func (s *dirtySet) sideOnly() bool { return !s.transcript && !s.rest && !s.all }
+// main: messages, turns or the session must be reread (not only the
+// interaction tree or the queue, which are read under sideMu).
+func (s *dirtySet) main() bool { return s.transcript || s.rest || s.all }
 
 // messagesOnly: turns and the session's other fields did not change, so a
 // reread need not read turns.

@@ -39,7 +39,7 @@ func (t *topic) readQueue(ctx context.Context) (protocol.QueueState, bool, error
 }
 
 // refreshQueue rereads the queue and emits it when its revision moved.
-// Caller holds readMu.
+// Caller holds sideMu.
 func (t *topic) refreshQueue(ctx context.Context) error {
 	q, ok, err := t.readQueue(ctx)
 	if err != nil || !ok {

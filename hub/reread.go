@@ -21,15 +21,23 @@ const msgPage = 1000
 
 // refresh rereads canonical state and emits what changed.
 func (t *topic) refresh(ctx context.Context, d dirtySet) error {
+	if t.kind == kindSession && !d.main() && (d.tree || d.queue) {
+		t.sideMu.Lock()
+		defer t.sideMu.Unlock()
+		return t.refreshSession(ctx, d)
+	}
 	t.readMu.Lock()
 	defer t.readMu.Unlock()
+	t.sideMu.Lock()
+	defer t.sideMu.Unlock()
 	if t.kind == kindWorkspace {
 		return t.refreshWorkspace(ctx, d)
 	}
 	return t.refreshSession(ctx, d)
 }
 
-// loadLocked reads a session topic's baseline. Caller holds readMu.
+// loadLocked reads a session topic's baseline. Caller holds readMu and
+// sideMu.
 func (t *topic) loadLocked(ctx context.Context) error {
 	if t.kind != kindSession {
 		return nil
@@ -116,7 +124,7 @@ func (t *topic) readTree(ctx context.Context, root string) (protocol.Interaction
 }
 
 // refreshTree rereads the tree and emits one complete interaction_snapshot
-// when it changed. Caller holds readMu.
+// when it changed. Caller holds sideMu.
 func (t *topic) refreshTree(ctx context.Context) error {
 	root := t.treeRoot()
 	if root == "" {
@@ -140,7 +148,7 @@ func (t *topic) refreshTree(ctx context.Context) error {
 }
 
 // readHistory rereads the interaction history of the window's turns.
-// Caller holds readMu.
+// Caller holds sideMu.
 func (t *topic) readHistory(ctx context.Context) error {
 	t.mu.Lock()
 	from, to := host.SeqRange(t.sv.turns)

@@ -66,6 +66,8 @@ func (h *Hub) Subscribe(ctx context.Context, c *Conn, req SubscribeRequest, repl
 
 	t.readMu.Lock()
 	defer t.readMu.Unlock()
+	t.sideMu.Lock()
+	defer t.sideMu.Unlock()
 	if err := t.loadLocked(ctx); err != nil {
 		return err
 	}

@@ -42,8 +42,11 @@ type topic struct {
 
 	// readMu serializes everything that reads canonical state for this
 	// topic (baseline load, reread, workspace snapshot), so state read
-	// earlier is never applied after state read later.
-	readMu sync.Mutex
+	// earlier is never applied after state read later. sideMu does the
+	// same for the interaction tree and the queue (lock order: readMu,
+	// then sideMu); a reread of those alone holds only sideMu, so a typed
+	// Turn, which needs readMu, does not wait for it (typed.go).
+	readMu, sideMu sync.Mutex
 
 	// mu is the emission lock: view, seq, ring and subscribers change
 	// together, so a subscriber's snapshot and seq always line up.

@@ -115,13 +115,13 @@ func (t *topic) applyTypedSession(s host.Session) bool {
 	return true
 }
 
-// rereadOwed: a reread of t is queued or running that may read messages,
-// turns or the session. One of the interaction tree or the queue only is
+// rereadOwed: a reread of t that may read messages, turns or the session
+// is queued or running. One of the interaction tree or the queue alone is
 // no reason to wait: those are shown apart from the Turn.
 func (h *Hub) rereadOwed(t *topic) bool {
 	h.dmu.Lock()
 	defer h.dmu.Unlock()
-	return !t.dirty.sideOnly() || t.running && !t.reading.sideOnly()
+	return t.dirty.main() || t.running && t.reading.main()
 }
 
 // onTypedTurn applies a typed turn fact to the session's topic and, when

@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,4 +226,59 @@ func checkWindow(t *testing.T, h *Hub, reader *host.Host, w *transcriptWriter) {
 	if string(got) != string(want) {
 		t.Fatalf("hub view differs from a reread\n got %s\nwant %s", got, want)
 	}
+}
+
+// heldTree is a Reader whose interaction-tree reads wait, while hold is
+// set, until the test releases them.
+type heldTree struct {
+	*host.Host
+	hold    atomic.Bool
+	held    chan struct{} // a tree read is waiting
+	release chan struct{}
+}
+
+func (r *heldTree) GetSessionInteractionTreeSnapshot(ctx context.Context, ws, root string) (host.InteractionTree, error) {
+	if r.hold.Load() {
+		r.held <- struct{}{}
+		<-r.release
+	}
+	return r.Host.GetSessionInteractionTreeSnapshot(ctx, ws, root)
+}
+
+// A reread of the interaction tree alone (one per admission) does not hold
+// up a typed Turn: the Turn reaches the watcher while the tree read waits.
+func TestTypedTurnOvertakesATreeReread(t *testing.T) {
+	st := openSQLite(t)
+	w := newTranscriptWriter(t, st, 12)
+	bus := NewLocalBus()
+	hst := host.New(host.Config{Store: st})
+	reader := &heldTree{Host: hst, held: make(chan struct{}), release: make(chan struct{})}
+	h := New(Config{Reader: reader, Goals: hst, Queues: hst, Agent: hst, Bus: bus})
+	defer h.Close()
+	w.commit(t)
+	cl := watch(t, h, w.ws, w.sid, nil)
+	waitQuiet(t, h)
+
+	reader.hold.Store(true)
+	var once sync.Once
+	release := func() { once.Do(func() { reader.hold.Store(false); close(reader.release) }) }
+	defer release() // before h.Close, which waits for the held worker
+	d := typedTurns{t: t, w: w, bus: bus}
+	d.publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactInteractionTreeDirty, SessionID: w.sid, TurnID: w.turn})
+	<-reader.held // the tree reread is in flight
+	tr, err := hst.GetTurn(context.Background(), w.ws, w.sid, w.turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.clock = w.clock.Add(time.Millisecond)
+	tr.Phase, tr.Outcome, tr.UpdatedAt, tr.SettledAt = host.PhaseSettled, host.OutcomeCompleted, w.clock, &w.clock
+	d.publish(d.write(tr, false, func(s *host.Session) { s.UpdatedAt = w.clock }))
+	if got := nextTurnUpdate(t, cl); got.ID != tr.ID || got.Phase != host.PhaseSettled {
+		t.Fatalf("turn_update %s %s, want %s settled", got.ID, got.Phase, tr.ID)
+	}
+	if n := h.Stats().TypedTurns; n != 1 {
+		t.Fatalf("%d typed turn facts applied, want 1", n)
+	}
+	release()
+	waitQuiet(t, h)
 }
