@@ -189,7 +189,8 @@ func (h *Host) requeue(ctx context.Context, ref TurnRef) error {
 // turnFact says t changed. Its transaction's commit attaches the Turn (and
 // the session) as written, so hubs apply it without a reread (written.go):
 // the transactions that emit it write nothing else a watcher sees but
-// messages, which go as typed deltas.
+// messages (typed deltas), the interaction tree and the queue (their own
+// facts).
 func turnFact(t Turn) Fact {
 	return Fact{WorkspaceID: t.WorkspaceID, Kind: FactSessionChanged, SessionID: t.SessionID, TurnID: t.ID, typed: true}
 }

@@ -44,7 +44,7 @@ func (w *writtenTx) UpdateSession(ctx context.Context, s Session) error {
 	return nil
 }
 
-// putWritten replaces the value is matches, or appends v.
+// putWritten replaces the element is matches with v, or appends v.
 func putWritten[T any](vs []T, v T, is func(T) bool) []T {
 	for i := range vs {
 		if is(vs[i]) {
