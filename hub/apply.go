@@ -16,10 +16,17 @@ import (
 // on the calling goroutine, after the topic lock is released: a streamed
 // chunk reaches its watchers without a hand-off to a writer each.
 func (t *topic) applyDelta(d *host.TranscriptDelta) bool {
+	return t.applyWriting(func() bool { return t.applyDeltaLocked(d) })
+}
+
+// applyWriting runs apply under the emission lock and then writes what it
+// emitted to the watchers whose sockets take it at once, on this
+// goroutine.
+func (t *topic) applyWriting(apply func() bool) bool {
 	var start []*Conn
 	t.mu.Lock()
 	t.writeAfter = &start
-	ok := t.applyDeltaLocked(d)
+	ok := apply()
 	t.writeAfter = nil
 	t.mu.Unlock()
 	for _, c := range start {

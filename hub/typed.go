@@ -9,9 +9,9 @@ import (
 // when the same transaction wrote it) is applied to the topics without a
 // store read, the way a transcript delta is. The reread stays the answer
 // whenever the topic cannot be sure the fact is the next state to show: a
-// reread is queued or running (it may owe messages that must go before the
-// Turn's status), the view's transcript is behind the session the fact
-// carries, or the topic is not loaded. The caller then marks the topic
+// reread of messages, turns or the session is queued or running (it may owe
+// messages that must go before the Turn's status), the view's transcript is
+// behind the session the fact carries, or the topic is not loaded. The caller then marks the topic
 // dirty as for an untyped fact.
 
 // applyTypedTurn applies f to a session topic; false: reread instead.
@@ -26,15 +26,7 @@ func (t *topic) applyTypedTurn(f host.Fact) bool {
 	if t.h.rereadOwed(t) {
 		return false
 	}
-	var start []*Conn
-	t.mu.Lock()
-	t.writeAfter = &start
-	ok := t.applyTypedTurnLocked(*f.Turn, f.Session)
-	t.writeAfter = nil
-	t.mu.Unlock()
-	for _, c := range start {
-		c.writeNow()
-	}
+	ok := t.applyWriting(func() bool { return t.applyTypedTurnLocked(*f.Turn, f.Session) })
 	if ok {
 		t.h.stats.typedTurns.Add(1)
 	}
