@@ -272,10 +272,11 @@ func (k *turnSink) commitOutput(ctx context.Context, batch []OutputEvent) error 
 		if err != nil || !applied {
 			return err // nothing new: a retry after an ambiguous commit
 		}
-		if err := tx.UpdateTurn(ctx, t); err != nil {
+		// applyOutput moved only these columns of the two rows.
+		if err := tx.AdvanceTurn(ctx, t.WorkspaceID, t.SessionID, t.ID, t.AppliedSeq, t.UpdatedAt); err != nil {
 			return err
 		}
-		return tx.UpdateSession(ctx, s)
+		return tx.AdvanceSession(ctx, s.WorkspaceID, s.ID, s.MessageVersion, s.UpdatedAt)
 	})
 }
 

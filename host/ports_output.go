@@ -16,6 +16,19 @@ type OutputTx interface {
 	// a.Done, and sets its version and update time. It reports the UTF-16
 	// length before the append and whether the message was created.
 	AppendMessage(ctx context.Context, a MessageAppend) (AppendResult, error)
+	// AdvanceTurn records an output commit on its Turn: applied_seq moves
+	// forward to seq and updated_at becomes at; no other column is
+	// written. ErrNotFound if the Turn is absent.
+	AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq int64, at time.Time) error
+	// AdvanceSession sets a session's message_version and updated_at and
+	// no other column. ErrNotFound if the session is absent.
+	//
+	// Why not UpdateTurn and UpdateSession: they write every mutable
+	// column, and SQLite rewrites every index whose columns or partial-
+	// index condition an UPDATE names, so a chunk also rewrote an index
+	// page of sessions_visible, turns_unsettled and
+	// turns_provider_identity: 3 of an output commit's 13 WAL frames.
+	AdvanceSession(ctx context.Context, ws, id string, version int64, at time.Time) error
 }
 
 // MessageAppend is one message's share of an output batch.

@@ -208,6 +208,19 @@ const updateSessionSQL = `UPDATE sessions SET title = $1, title_explicit = $2,
 	updated_at = $12, deleted_at = $13, context_lost = $14
 	WHERE workspace_id = $15 AND id = $16`
 
+// AdvanceSession implements host.OutputTx: two columns (deferred like
+// UpdateSession when it may be).
+func (t *tx) AdvanceSession(ctx context.Context, ws, id string, version int64, at time.Time) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	return t.updateOne(ctx, rowKey{"sessions", ws, id}, "advance session "+id, advanceSessionSQL,
+		version, at, ws, id)
+}
+
+const advanceSessionSQL = `UPDATE sessions SET message_version = $1, updated_at = $2
+	WHERE workspace_id = $3 AND id = $4`
+
 // affectedOne turns "no row matched" into host.ErrNotFound.
 func (t *tx) affectedOne(op string, tag pgconn.CommandTag, err error) error {
 	if err != nil {

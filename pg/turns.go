@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
@@ -120,6 +121,19 @@ const updateTurnSQL = `UPDATE turns SET origin = $1, phase = $2, outcome = $3,
 	client_submit_id = $8, retracted = $9, cancel_requested = $10, submitted_by = $11,
 	updated_at = $12, settled_at = $13, applied_seq = GREATEST(applied_seq, $14), labels_json = $18
 	WHERE workspace_id = $15 AND session_id = $16 AND id = $17`
+
+// AdvanceTurn implements host.OutputTx: two columns (deferred like
+// UpdateTurn when it may be).
+func (t *tx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq int64, at time.Time) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	return t.updateOne(ctx, rowKey{"turns", ws, turnID}, "advance turn "+turnID, advanceTurnSQL,
+		seq, at, ws, sessionID, turnID)
+}
+
+const advanceTurnSQL = `UPDATE turns SET applied_seq = GREATEST(applied_seq, $1), updated_at = $2
+	WHERE workspace_id = $3 AND session_id = $4 AND id = $5`
 
 // ListTurns pages a session's turns newest first by seq.
 func (s *Store) ListTurns(ctx context.Context, ws, sessionID string, q host.TurnQuery) (host.TurnPage, error) {

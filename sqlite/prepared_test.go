@@ -27,11 +27,13 @@ func TestOutputStatementsArePrepared(t *testing.T) {
 		t.Fatal(err)
 	}
 	noRow := map[string]string{
-		getTurnSQL:       getTurnSQL + " AND 0",
-		getSessionSQL:    getSessionSQL + " AND 0",
-		updateTurnSQL:    updateTurnSQL + " AND 0",
-		updateSessionSQL: updateSessionSQL + " AND 0",
-		insertFactSQL:    `INSERT INTO outbox (workspace_id, fact_json, created_at) SELECT ?, ?, ? WHERE 0`,
+		getTurnSQL:        getTurnSQL + " AND 0",
+		getSessionSQL:     getSessionSQL + " AND 0",
+		advanceTurnSQL:    advanceTurnSQL + " AND 0",
+		advanceSessionSQL: advanceSessionSQL + " AND 0",
+		updateTurnSQL:     updateTurnSQL + " AND 0",
+		updateSessionSQL:  updateSessionSQL + " AND 0",
+		insertFactSQL:     `INSERT INTO outbox (workspace_id, fact_json, created_at) SELECT ?, ?, ? WHERE 0`,
 	}
 	if len(noRow) != len(hotSQL) {
 		t.Fatalf("hotSQL has %d statements, the test swaps %d", len(hotSQL), len(noRow))
@@ -54,6 +56,12 @@ func TestOutputStatementsArePrepared(t *testing.T) {
 		}
 		if _, err := tx.Session(ctx, "w", "s"); !errors.Is(err, host.ErrNotFound) {
 			t.Errorf("Session: %v, want not found from the swapped prepared statement", err)
+		}
+		if err := tx.AdvanceTurn(ctx, "w", "s", "t", 1, now); !errors.Is(err, host.ErrNotFound) {
+			t.Errorf("AdvanceTurn: %v, want not found from the swapped prepared statement", err)
+		}
+		if err := tx.AdvanceSession(ctx, "w", "s", 1, now); !errors.Is(err, host.ErrNotFound) {
+			t.Errorf("AdvanceSession: %v, want not found from the swapped prepared statement", err)
 		}
 		tu := host.Turn{WorkspaceID: "w", SessionID: "s", ID: "t", Seq: 1, Phase: host.PhaseDurablyAccepted, CreatedAt: now, UpdatedAt: now}
 		if err := tx.UpdateTurn(ctx, tu); !errors.Is(err, host.ErrNotFound) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
@@ -118,6 +119,15 @@ const updateSessionSQL = `UPDATE sessions SET title = ?, title_explicit = ?,
 		agent = ?, simulated = ?, settings_json = ?, pinned = ?, provider_session_id = ?,
 		message_version = ?, turn_count = ?, active_turn_id = ?, provisional = ?,
 		updated_at = ?, deleted_at = ?, context_lost = ?
+		WHERE workspace_id = ? AND id = ?`
+
+// AdvanceSession implements host.OutputTx: two columns, no index.
+func (t *tx) AdvanceSession(ctx context.Context, ws, id string, version int64, at time.Time) error {
+	res, err := t.tx.ExecContext(ctx, advanceSessionSQL, version, ms(at), ws, id)
+	return affectedOne("advance session "+id, res, err)
+}
+
+const advanceSessionSQL = `UPDATE sessions SET message_version = ?, updated_at = ?
 		WHERE workspace_id = ? AND id = ?`
 
 // affectedOne turns "no row matched" into host.ErrNotFound.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
@@ -167,6 +168,15 @@ const updateTurnSQL = `UPDATE turns SET origin = ?, phase = ?, outcome = ?,
 		failure_reason = ?, stop_reason = ?, provider_session_id = ?, provider_turn_id = ?,
 		client_submit_id = ?, retracted = ?, cancel_requested = ?, submitted_by = ?,
 		updated_at = ?, settled_at = ?, applied_seq = max(applied_seq, ?), labels_json = ?
+		WHERE workspace_id = ? AND session_id = ? AND id = ?`
+
+// AdvanceTurn implements host.OutputTx: two columns, no index.
+func (t *tx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq int64, at time.Time) error {
+	res, err := t.tx.ExecContext(ctx, advanceTurnSQL, seq, ms(at), ws, sessionID, turnID)
+	return affectedOne("advance turn "+turnID, res, err)
+}
+
+const advanceTurnSQL = `UPDATE turns SET applied_seq = max(applied_seq, ?), updated_at = ?
 		WHERE workspace_id = ? AND session_id = ? AND id = ?`
 
 // ListTurns pages a session's turns newest first by seq.

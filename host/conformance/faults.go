@@ -255,6 +255,16 @@ func (tx *faultTx) UpdateSession(ctx context.Context, s host.Session) error {
 	return tx.Tx.UpdateSession(ctx, s)
 }
 
+func (tx *faultTx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq int64, at time.Time) error {
+	tx.calls++
+	return tx.Tx.AdvanceTurn(ctx, ws, sessionID, turnID, seq, at)
+}
+
+func (tx *faultTx) AdvanceSession(ctx context.Context, ws, id string, version int64, at time.Time) error {
+	tx.calls++
+	return tx.Tx.AdvanceSession(ctx, ws, id, version, at)
+}
+
 func (tx *faultTx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
 	tx.calls++
 	tx.appends++

@@ -421,9 +421,18 @@ var GoalReplaceFencesLateResult = Scenario{Name: "goals/replace_fences_late_resu
 		(g.Observed != nil && g.Observed.Status == "achieved") {
 		t.Fatalf("the fenced generation's verdict landed: %+v observed %+v", g.Goal, g.Observed)
 	}
-	op, err := f.store.GetGoalOperation(ctx, ws, "g2")
-	if err != nil || op.State != host.GoalOpApplied {
-		t.Fatalf("replace operation after the fence = %+v, %v", op, err)
+	// The operation is marked applied in its own commit once its fence is
+	// done; the new generation's turn may start before that commit lands.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		op, err := f.store.GetGoalOperation(ctx, ws, "g2")
+		if err == nil && op.State == host.GoalOpApplied {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replace operation after the fence = %+v, %v", op, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	f.mustGoal(s.ID, "g3", host.GoalActionClear, nil, "bob")
 	f.expectTurnSettled(s.ID, next.ID)

@@ -92,7 +92,7 @@ type benchOutput struct {
 	done chan struct{}
 }
 
-func startBench(b *testing.B, inner host.Store) *benchOutput {
+func startBench(b testing.TB, inner host.Store) *benchOutput {
 	b.Helper()
 	st := &countingStore{Store: inner, committed: make(chan struct{}, 1)}
 	rt := NewSinkRuntime()
@@ -115,7 +115,7 @@ func startBench(b *testing.B, inner host.Store) *benchOutput {
 }
 
 // output reports chunk i; with wait, it returns once it is committed.
-func (bo *benchOutput) output(b *testing.B, i int, wait bool) {
+func (bo *benchOutput) output(b testing.TB, i int, wait bool) {
 	ev := host.OutputEvent{Seq: int64(i + 1), Key: "text-1", Kind: host.KindText, Text: "word "}
 	if err := bo.sink.Output(context.Background(), ev); err != nil {
 		b.Fatal(err)
@@ -125,10 +125,24 @@ func (bo *benchOutput) output(b *testing.B, i int, wait bool) {
 	}
 }
 
-func (bo *benchOutput) finish(b *testing.B) {
+func (bo *benchOutput) finish(b testing.TB) {
 	if err := bo.sink.Terminal(context.Background(), host.Terminal{Outcome: host.OutcomeCompleted}); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// StreamChunks feeds n one-word chunks to a Turn's sink through the real
+// Host, each committed alone (the next is reported once the previous
+// commit finished), calls after(i) once chunk i is committed, and then
+// completes the Turn. Store tests use it to look at what one output
+// commit wrote.
+func StreamChunks(t testing.TB, st host.Store, n int, after func(i int)) {
+	bo := startBench(t, st)
+	for i := range n {
+		bo.output(t, i, true)
+		after(i)
+	}
+	bo.finish(t)
 }
 
 // SinkRuntime accepts every dispatch and hands the Turn's sink to the
@@ -225,6 +239,16 @@ func (tx *countingTx) UpdateTurn(ctx context.Context, t host.Turn) error {
 func (tx *countingTx) UpdateSession(ctx context.Context, s host.Session) error {
 	tx.calls++
 	return tx.Tx.UpdateSession(ctx, s)
+}
+
+func (tx *countingTx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq int64, at time.Time) error {
+	tx.calls++
+	return tx.Tx.AdvanceTurn(ctx, ws, sessionID, turnID, seq, at)
+}
+
+func (tx *countingTx) AdvanceSession(ctx context.Context, ws, id string, version int64, at time.Time) error {
+	tx.calls++
+	return tx.Tx.AdvanceSession(ctx, ws, id, version, at)
 }
 
 func (tx *countingTx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {

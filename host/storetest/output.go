@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/ensemble-dev/ensemble/host"
@@ -93,6 +94,57 @@ func testAppliedSeq(t *testing.T, st host.Store) {
 		}
 		return nil
 	})
+}
+
+// testAdvanceOutput: AdvanceTurn moves only the applied sequence (forward)
+// and the update time; AdvanceSession only the message version and the
+// update time; both report a missing row as not found.
+func testAdvanceOutput(t *testing.T, st host.Store) {
+	ws := uid("ws")
+	s := session(ws, uid("s"), at(0))
+	s.Title, s.MessageVersion, s.TurnCount = "kept", 4, 1
+	tu := turn(ws, s.ID, uid("t"), 1, host.PhaseDurablyAccepted)
+	tu.ProviderSessionID, tu.ProviderTurnID, tu.AppliedSeq = "p-s", "p-t", 2
+	seed(t, st, []host.Session{s}, []host.Turn{tu}, nil, nil)
+
+	update(t, st, func(tx host.Tx) error {
+		if err := tx.AdvanceTurn(ctx(t), ws, s.ID, tu.ID, 9, at(9)); err != nil {
+			return err
+		}
+		return tx.AdvanceSession(ctx(t), ws, s.ID, 7, at(9))
+	})
+	wantTurn := tu
+	wantTurn.AppliedSeq, wantTurn.UpdatedAt = 9, at(9)
+	gotTurn, err := st.GetTurn(ctx(t), ws, s.ID, tu.ID)
+	noErr(t, "GetTurn", err)
+	same(t, "advanced turn", gotTurn, wantTurn, normTurn)
+	wantSession := s
+	wantSession.MessageVersion, wantSession.UpdatedAt = 7, at(9)
+	gotSession, err := st.GetSession(ctx(t), ws, s.ID)
+	noErr(t, "GetSession", err)
+	same(t, "advanced session", gotSession, wantSession, normSession)
+
+	// A stale advance (a retry that lost the race) never moves the applied
+	// sequence back.
+	update(t, st, func(tx host.Tx) error { return tx.AdvanceTurn(ctx(t), ws, s.ID, tu.ID, 5, at(10)) })
+	gotTurn, err = st.GetTurn(ctx(t), ws, s.ID, tu.ID)
+	noErr(t, "GetTurn", err)
+	if gotTurn.AppliedSeq != 9 {
+		t.Fatalf("applied seq after a stale advance = %d, want 9", gotTurn.AppliedSeq)
+	}
+
+	// Scoped by workspace, and a missing row is not found.
+	for name, fn := range map[string]func(tx host.Tx) error{
+		"turn in another workspace":    func(tx host.Tx) error { return tx.AdvanceTurn(ctx(t), uid("ws"), s.ID, tu.ID, 10, at(10)) },
+		"missing turn":                 func(tx host.Tx) error { return tx.AdvanceTurn(ctx(t), ws, s.ID, uid("t"), 10, at(10)) },
+		"session in another workspace": func(tx host.Tx) error { return tx.AdvanceSession(ctx(t), uid("ws"), s.ID, 8, at(10)) },
+		"missing session":              func(tx host.Tx) error { return tx.AdvanceSession(ctx(t), ws, uid("s"), 8, at(10)) },
+	} {
+		err := st.Update(ctx(t), fn)
+		if !errors.Is(err, host.ErrNotFound) {
+			t.Fatalf("advance of a %s: %v, want not found", name, err)
+		}
+	}
 }
 
 // testMessageParts: streaming appends are stored as pieces (insert-only) and

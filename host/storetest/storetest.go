@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"Changes", testChanges},
 		{"AppendMessage", testAppendMessage},
 		{"AppliedSeq", testAppliedSeq},
+		{"AdvanceOutput", testAdvanceOutput},
 		{"MessageParts", testMessageParts},
 		{"ForkOps", testForkOps},
 		{"Goals", testGoals},

@@ -1,0 +1,108 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/ensemble-dev/ensemble/host/storetest"
+)
+
+// TestOutputCommitLeavesTurnAndSessionIndexesAlone: a streamed chunk's
+// commit writes the Turn's applied sequence and the session's message
+// version without naming any other column, so SQLite rewrites no page of
+// the indexes on those rows (host.OutputTx.AdvanceTurn). It reads the
+// pages each output commit appended to the WAL and names their b-trees
+// with the dbstat table.
+func TestOutputCommitLeavesTurnAndSessionIndexesAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ensemble.db")
+	st, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	untouched := []string{"sessions_visible", "turns_unsettled", "turns_provider_identity"}
+	commits, frames := 0, 0
+	storetest.StreamChunks(t, st, 60, func(i int) {
+		if i < 10 {
+			return // the message and its first pieces
+		}
+		trees := lastCommitTrees(t, db, path+"-wal")
+		if !slices.Contains(trees, "messages") {
+			return // the WAL was checkpointed away, or another writer came last
+		}
+		commits++
+		frames += len(trees)
+		for _, name := range untouched {
+			if slices.Contains(trees, name) {
+				t.Fatalf("chunk %d: the output commit rewrote a page of %s; its pages: %v", i, name, trees)
+			}
+		}
+	})
+	if commits < 25 {
+		t.Fatalf("only %d of 50 output commits were found in the WAL", commits)
+	}
+	t.Logf("%.1f WAL frames per output commit over %d commits", float64(frames)/float64(commits), commits)
+}
+
+// lastCommitTrees returns, for each frame of the last transaction
+// committed to the WAL at walPath, the name of the table or index that
+// owns its page (sqlite.org/fileformat.html, "WAL File Format": a 32-byte
+// header, then frames of a 24-byte header and a page; a frame with a
+// non-zero database size ends a commit, and frames whose salts differ
+// from the header's are left from before the WAL was restarted).
+func lastCommitTrees(t *testing.T, db *sql.DB, walPath string) []string {
+	t.Helper()
+	b, err := os.ReadFile(walPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 32 {
+		return nil
+	}
+	be := binary.BigEndian
+	pageSize := int(be.Uint32(b[8:12]))
+	salt1, salt2 := be.Uint32(b[16:20]), be.Uint32(b[20:24])
+	var cur, last []uint32
+	for off := 32; off+24+pageSize <= len(b); off += 24 + pageSize {
+		h := b[off : off+24]
+		if be.Uint32(h[8:12]) != salt1 || be.Uint32(h[12:16]) != salt2 {
+			break
+		}
+		cur = append(cur, be.Uint32(h[0:4]))
+		if be.Uint32(h[4:8]) != 0 {
+			last, cur = cur, nil
+		}
+	}
+	owner := map[uint32]string{}
+	rows, err := db.Query(`SELECT name, pageno FROM dbstat`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var page uint32
+		if err := rows.Scan(&name, &page); err != nil {
+			t.Fatal(err)
+		}
+		owner[page] = name
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	trees := make([]string, len(last))
+	for i, p := range last {
+		trees[i] = owner[p]
+	}
+	return trees
+}
