@@ -37,8 +37,10 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 const insertFactSQL = `INSERT INTO outbox (workspace_id, fact_json, created_at) VALUES (?, ?, ?)`
 
 // PendingFacts returns undelivered facts created at or before before, oldest
-// first. A row whose JSON cannot be decoded is logged and skipped so it can
-// never stall the relay behind it.
+// first: in id order, which is commit order (one writer), so no index is
+// kept on the outbox beside its key (migration 00016; the table holds only
+// what is not delivered yet). A row whose JSON cannot be decoded is logged
+// and skipped so it can never stall the relay behind it.
 func (s *Store) PendingFacts(ctx context.Context, before time.Time, limit int) ([]host.OutboxRow, error) {
 	r, err := s.reader()
 	if err != nil {
@@ -47,7 +49,7 @@ func (s *Store) PendingFacts(ctx context.Context, before time.Time, limit int) (
 	limit = host.ClampLimit(limit, 100, 1000)
 	return queryRows(ctx, r, "pending facts", `SELECT id, fact_json, created_at FROM outbox
 		WHERE created_at <= ?
-		ORDER BY created_at, id`, []any{ms(before)}, sqlstore.Facts(limit, unixMS, func(id int64, err error) {
+		ORDER BY id`, []any{ms(before)}, sqlstore.Facts(limit, unixMS, func(id int64, err error) {
 		s.log.WarnContext(ctx, "sqlite: skipping undecodable outbox row", "id", id, "err", err)
 	}))
 }
