@@ -27,7 +27,8 @@ type OutputTx interface {
 	// column, and SQLite rewrites every index whose columns or partial-
 	// index condition an UPDATE names, so a chunk also rewrote an index
 	// page of sessions_visible, turns_unsettled and
-	// turns_provider_identity: 3 of an output commit's 13 WAL frames.
+	// turns_provider_identity: 3 of the 12.3 WAL pages an output commit
+	// wrote (sqlite.TestOutputCommitPages).
 	AdvanceSession(ctx context.Context, ws, id string, version int64, at time.Time) error
 }
 

@@ -37,6 +37,7 @@ func TestOutputCommitPages(t *testing.T) {
 		"outbox", "sqlite_sequence",
 		"sqlite_schema"} // page 1, the file header, when the file grows
 	commits, frames := 0, 0
+	perTree := map[string]int{}
 	storetest.StreamChunks(t, st, 60, func(i int) {
 		if i < 10 {
 			return // the message and its first pieces
@@ -48,6 +49,7 @@ func TestOutputCommitPages(t *testing.T) {
 		commits++
 		frames += len(trees)
 		for _, name := range trees {
+			perTree[name]++
 			if !slices.Contains(allowed, name) {
 				t.Fatalf("chunk %d: the output commit wrote a page of %q; its pages: %v", i, name, trees)
 			}
@@ -57,6 +59,9 @@ func TestOutputCommitPages(t *testing.T) {
 		t.Fatalf("only %d of 50 output commits were found in the WAL", commits)
 	}
 	t.Logf("%.1f WAL frames per output commit over %d commits", float64(frames)/float64(commits), commits)
+	for _, name := range allowed {
+		t.Logf("  %-16s %.2f", name, float64(perTree[name])/float64(commits))
+	}
 }
 
 // lastCommitTrees returns, for each frame of the last transaction
