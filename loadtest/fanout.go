@@ -323,6 +323,10 @@ func (r *runner) fanout(ctx context.Context) *Result {
 			res.count("hub writes", int64(d.Writes))
 			res.count("hub writes inline", int64(d.Inline))
 			res.count("hub frames written", int64(d.Frames))
+			if d.Commits > 0 {
+				res.count("SQLite commits", int64(d.Commits))
+				res.count("SQLite updates committed (÷ commits: mean group size)", int64(d.Updates))
+			}
 		}
 	}
 

@@ -28,6 +28,8 @@ type Metrics struct {
 	DeltaDups  float64 // ensemble_hub_delta_duplicates_total
 	Rereads    float64 // ensemble_hub_rereads_total
 	Typed      float64 // ensemble_hub_typed_turns_total
+	Commits    float64 // ensemble_sqlite_commits_total (embedded store only)
+	Updates    float64 // ensemble_sqlite_updates_committed_total
 	At         time.Time
 }
 
@@ -35,14 +37,16 @@ type Metrics struct {
 func (m Metrics) sub(o Metrics) Metrics {
 	return Metrics{Writes: m.Writes - o.Writes, Frames: m.Frames - o.Frames, Inline: m.Inline - o.Inline,
 		Deltas: m.Deltas - o.Deltas, DeltaGaps: m.DeltaGaps - o.DeltaGaps, DeltaDups: m.DeltaDups - o.DeltaDups, Rereads: m.Rereads - o.Rereads,
-		Typed: m.Typed - o.Typed, CPUSeconds: m.CPUSeconds - o.CPUSeconds}
+		Typed: m.Typed - o.Typed, Commits: m.Commits - o.Commits, Updates: m.Updates - o.Updates,
+		CPUSeconds: m.CPUSeconds - o.CPUSeconds}
 }
 
 // add sums the counters of two replicas.
 func (m Metrics) add(o Metrics) Metrics {
 	return Metrics{Writes: m.Writes + o.Writes, Frames: m.Frames + o.Frames, Inline: m.Inline + o.Inline,
 		Deltas: m.Deltas + o.Deltas, DeltaGaps: m.DeltaGaps + o.DeltaGaps, DeltaDups: m.DeltaDups + o.DeltaDups, Rereads: m.Rereads + o.Rereads,
-		Typed: m.Typed + o.Typed, CPUSeconds: m.CPUSeconds + o.CPUSeconds}
+		Typed: m.Typed + o.Typed, Commits: m.Commits + o.Commits, Updates: m.Updates + o.Updates,
+		CPUSeconds: m.CPUSeconds + o.CPUSeconds}
 }
 
 // ScrapeMetrics reads the Prometheus text of http://addr/metrics.
@@ -64,20 +68,22 @@ func ScrapeMetrics(ctx context.Context, addr string) (Metrics, error) {
 	}
 	m := Metrics{At: time.Now()}
 	want := map[string]*float64{
-		"go_memstats_heap_inuse_bytes":        &m.HeapInuse,
-		"go_memstats_stack_inuse_bytes":       &m.StackInuse,
-		"process_resident_memory_bytes":       &m.RSS,
-		"process_cpu_seconds_total":           &m.CPUSeconds,
-		"go_goroutines":                       &m.Goroutines,
-		"ensemble_ws_connections":             &m.Conns,
-		"ensemble_hub_writes_total":           &m.Writes,
-		"ensemble_hub_frames_written_total":   &m.Frames,
-		"ensemble_hub_inline_writes_total":    &m.Inline,
-		"ensemble_hub_deltas_applied_total":   &m.Deltas,
-		"ensemble_hub_delta_gaps_total":       &m.DeltaGaps,
-		"ensemble_hub_delta_duplicates_total": &m.DeltaDups,
-		"ensemble_hub_rereads_total":          &m.Rereads,
-		"ensemble_hub_typed_turns_total":      &m.Typed,
+		"go_memstats_heap_inuse_bytes":            &m.HeapInuse,
+		"go_memstats_stack_inuse_bytes":           &m.StackInuse,
+		"process_resident_memory_bytes":           &m.RSS,
+		"process_cpu_seconds_total":               &m.CPUSeconds,
+		"go_goroutines":                           &m.Goroutines,
+		"ensemble_ws_connections":                 &m.Conns,
+		"ensemble_hub_writes_total":               &m.Writes,
+		"ensemble_hub_frames_written_total":       &m.Frames,
+		"ensemble_hub_inline_writes_total":        &m.Inline,
+		"ensemble_hub_deltas_applied_total":       &m.Deltas,
+		"ensemble_hub_delta_gaps_total":           &m.DeltaGaps,
+		"ensemble_hub_delta_duplicates_total":     &m.DeltaDups,
+		"ensemble_hub_rereads_total":              &m.Rereads,
+		"ensemble_hub_typed_turns_total":          &m.Typed,
+		"ensemble_sqlite_commits_total":           &m.Commits,
+		"ensemble_sqlite_updates_committed_total": &m.Updates,
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -33,9 +33,9 @@ type groupCommit struct {
 	queue   []*call // arrival order
 	leading bool    // a leader is running; new calls wait their turn
 
-	// commits counts successful COMMITs, groups the transactions begun:
-	// the tests compare them with the number of Update calls.
-	commits, groups atomic.Int64
+	// commits counts successful COMMITs, groups the transactions begun,
+	// updates the Update calls those COMMITs made durable (GroupCommitStats).
+	commits, groups, updates atomic.Int64
 	// commit ends the transaction; nil is tx.Commit. Tests replace it to
 	// make a COMMIT fail.
 	commit func(*sql.Tx) error
@@ -64,6 +64,19 @@ type call struct {
 	err      error
 	panicked bool
 	panicVal any
+}
+
+// GroupCommitStats counts what group commit did since Open: Updates ÷
+// Commits is the mean group size (1 when writers never overlap).
+type GroupCommitStats struct {
+	Commits int64 // successful COMMITs
+	Updates int64 // Update calls they made durable
+}
+
+// GroupCommitStats reports the counters behind the server's
+// ensemble_sqlite_commits_total and ensemble_sqlite_updates_committed_total.
+func (s *Store) GroupCommitStats() GroupCommitStats {
+	return GroupCommitStats{Commits: s.gc.commits.Load(), Updates: s.gc.updates.Load()}
 }
 
 // Update runs fn in a write transaction, possibly shared with other
@@ -314,6 +327,7 @@ func (g *group) run() {
 		return
 	}
 	g.s.gc.commits.Add(1)
+	g.s.gc.updates.Add(int64(len(g.succeeded)))
 	if g.s.ckpt != nil {
 		g.s.ckpt.committed()
 	}

@@ -99,7 +99,7 @@ func enqueue(t *testing.T, st *Store, ctx context.Context, fn func(host.Tx) erro
 func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	st := openTemp(t)
 	const n = 40
-	before := st.gc.commits.Load()
+	before := st.GroupCommitStats()
 	release, leader := holdLeader(t, st, "lead")
 	var outs []<-chan outcome
 	for i := range n {
@@ -118,8 +118,12 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 		}
 	}
 	// The leader's own transaction, then one for the 40 that queued.
-	if got := st.gc.commits.Load() - before; got != 2 {
+	after := st.GroupCommitStats()
+	if got := after.Commits - before.Commits; got != 2 {
 		t.Fatalf("%d Update calls committed in %d transactions, want 2", n+1, got)
+	}
+	if got := after.Updates - before.Updates; got != n+1 {
+		t.Fatalf("GroupCommitStats counted %d updates committed, want %d", got, n+1)
 	}
 	for i := range n {
 		if !hasSession(t, st, fmt.Sprintf("s%02d", i)) {
@@ -136,7 +140,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 // exactly as if they had run one after another.
 func TestGroupCommitErrorIsPerCaller(t *testing.T) {
 	st := openTemp(t)
-	before := st.gc.commits.Load()
+	before, updatesBefore := st.gc.commits.Load(), st.gc.updates.Load()
 	release, leader := holdLeader(t, st, "lead")
 	ctx := context.Background()
 	want := &host.Error{Code: host.CodeSessionBusy, Message: "no"}
@@ -169,6 +173,9 @@ func TestGroupCommitErrorIsPerCaller(t *testing.T) {
 	}
 	if got := st.gc.commits.Load() - before; got != 2 {
 		t.Fatalf("the leader and the three queued calls took %d commits, want 2 (the leader's, one group)", got)
+	}
+	if got := st.gc.updates.Load() - updatesBefore; got != 3 {
+		t.Fatalf("%d updates counted committed, want 3: the leader's and the two that succeeded, not the failed one", got)
 	}
 	if !sawS1 || sawS2 {
 		t.Fatalf("third fn saw s1=%v s2=%v; want the first fn's write and not the failed one's", sawS1, sawS2)

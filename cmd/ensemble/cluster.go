@@ -7,9 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/hub"
 	"github.com/ensemble-dev/ensemble/redisbus"
@@ -105,36 +102,6 @@ func (cl *replicaCluster) hostConfig() (epoch string, cfg *host.ClusterConfig) {
 		return "", nil
 	}
 	return cl.epoch, cl.config
-}
-
-// metricsRegistry is the registry /metrics serves: the process's runtime
-// collectors, and in cluster mode the Redis bus's counters and the session
-// leases this replica holds (the server adds its own metrics to it).
-func metricsRegistry(rb *redisbus.Bus, h *host.Host) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if rb == nil {
-		return reg
-	}
-	counter := func(name, help string, v func(redisbus.Stats) int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(v(rb.Stats())) })
-	}
-	reg.MustRegister(
-		counter("ensemble_bus_published_total", "Fact messages published to Redis.",
-			func(s redisbus.Stats) int64 { return s.Published }),
-		counter("ensemble_bus_publish_failures_total", "Publishes that did not reach Redis (the outbox relay republishes them).",
-			func(s redisbus.Stats) int64 { return s.PublishFailures }),
-		counter("ensemble_bus_received_total", "Fact messages received from other replicas.",
-			func(s redisbus.Stats) int64 { return s.Received }),
-		counter("ensemble_bus_resyncs_total", "Workspace resyncs after a Redis (re)subscription.",
-			func(s redisbus.Stats) int64 { return s.Resyncs }),
-		counter("ensemble_bus_reconnects_total", "Redis subscription reconnects noticed.",
-			func(s redisbus.Stats) int64 { return s.Reconnects }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ensemble_session_leases_held",
-			Help: "Sessions whose runtime this replica owns."}, func() float64 { return float64(h.HeldLeases()) }),
-	)
-	return reg
 }
 
 // presenceStore is where the hub shares presence: the Redis bus's store

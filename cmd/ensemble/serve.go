@@ -176,7 +176,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	hb := hub.New(hub.Config{Reader: h, Goals: h, Queues: h, Agent: h, Bus: bus, Logger: log.With("component", "hub"),
 		Presence: presenceStore(rb), Replica: c.replicaID})
 	defer hb.Close()
-	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(rb, h), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server"),
+	srv := server.New(server.Config{Host: h, Hub: hb, Registry: metricsRegistry(rb, h, store), Verifier: verifier, Web: web.FS(), Logger: log.With("component", "server"),
 		OriginPatterns: c.security.origins, Limits: c.security.limits, TokenLeeway: c.security.leeway,
 		ReconnectJitter: c.reconnectJitter})
 
