@@ -1,6 +1,9 @@
 package host
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // writtenTx remembers the last Turn and Session values a transaction wrote,
 // so that commit can attach them to the transaction's turn facts: the
@@ -41,6 +44,33 @@ func (w *writtenTx) UpdateSession(ctx context.Context, s Session) error {
 		return err
 	}
 	w.sessions = putWritten(w.sessions, s, func(o Session) bool { return o.ID == s.ID && o.WorkspaceID == s.WorkspaceID })
+	return nil
+}
+
+// AdvanceTurn and AdvanceSession write two columns of a row; a copy of it
+// this transaction wrote before moves with them, so attach never carries
+// a Turn or session older than the one committed.
+func (w *writtenTx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq int64, at time.Time) error {
+	if err := w.Tx.AdvanceTurn(ctx, ws, sessionID, turnID, seq, at); err != nil {
+		return err
+	}
+	for i := range w.turns {
+		if t := &w.turns[i]; t.ID == turnID && t.SessionID == sessionID && t.WorkspaceID == ws {
+			t.AppliedSeq, t.UpdatedAt = max(t.AppliedSeq, seq), at
+		}
+	}
+	return nil
+}
+
+func (w *writtenTx) AdvanceSession(ctx context.Context, ws, id string, version int64, at time.Time) error {
+	if err := w.Tx.AdvanceSession(ctx, ws, id, version, at); err != nil {
+		return err
+	}
+	for i := range w.sessions {
+		if s := &w.sessions[i]; s.ID == id && s.WorkspaceID == ws {
+			s.MessageVersion, s.UpdatedAt = version, at
+		}
+	}
 	return nil
 }
 
