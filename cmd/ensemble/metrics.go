@@ -17,10 +17,7 @@ func metricsRegistry(rb *redisbus.Bus, h *host.Host, store host.Store) *promethe
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if st, ok := store.(*sqlite.Store); ok {
-		gc := func(name, help string, v func(sqlite.GroupCommitStats) int64) prometheus.Collector {
-			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-				func() float64 { return float64(v(st.GroupCommitStats())) })
-		}
+		gc := statsCounter(st.GroupCommitStats)
 		reg.MustRegister(
 			gc("ensemble_sqlite_commits_total", "SQLite write transactions committed (group commit: several updates may share one).",
 				func(s sqlite.GroupCommitStats) int64 { return s.Commits }),
@@ -31,10 +28,7 @@ func metricsRegistry(rb *redisbus.Bus, h *host.Host, store host.Store) *promethe
 	if rb == nil {
 		return reg
 	}
-	counter := func(name, help string, v func(redisbus.Stats) int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(v(rb.Stats())) })
-	}
+	counter := statsCounter(rb.Stats)
 	reg.MustRegister(
 		counter("ensemble_bus_published_total", "Fact messages published to Redis.",
 			func(s redisbus.Stats) int64 { return s.Published }),
@@ -50,4 +44,13 @@ func metricsRegistry(rb *redisbus.Bus, h *host.Host, store host.Store) *promethe
 			Help: "Sessions whose runtime this replica owns."}, func() float64 { return float64(h.HeldLeases()) }),
 	)
 	return reg
+}
+
+// statsCounter makes counters that read one field of a component's stats
+// snapshot at each scrape.
+func statsCounter[S any](stats func() S) func(name, help string, field func(S) int64) prometheus.Collector {
+	return func(name, help string, field func(S) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(field(stats())) })
+	}
 }
