@@ -11,8 +11,8 @@ import (
 // whenever the topic cannot be sure the fact is the next state to show: a
 // reread of messages, turns or the session is queued or running (it may owe
 // messages that must go before the Turn's status), the view's transcript is
-// behind the session the fact carries, or the topic is not loaded. The caller then marks the topic
-// dirty as for an untyped fact.
+// behind the session the fact carries, or the topic is not loaded. The
+// caller then marks the topic dirty as for an untyped fact.
 
 // applyTypedTurn applies f to a session topic; false: reread instead.
 func (t *topic) applyTypedTurn(f host.Fact) bool {
