@@ -35,18 +35,21 @@ type Metrics struct {
 
 // sub is m − o for the counters, as over a phase between two scrapes.
 func (m Metrics) sub(o Metrics) Metrics {
-	return Metrics{Writes: m.Writes - o.Writes, Frames: m.Frames - o.Frames, Inline: m.Inline - o.Inline,
-		Deltas: m.Deltas - o.Deltas, DeltaGaps: m.DeltaGaps - o.DeltaGaps, DeltaDups: m.DeltaDups - o.DeltaDups, Rereads: m.Rereads - o.Rereads,
-		Typed: m.Typed - o.Typed, Commits: m.Commits - o.Commits, Updates: m.Updates - o.Updates,
-		CPUSeconds: m.CPUSeconds - o.CPUSeconds}
+	return m.counters(o, func(a, b float64) float64 { return a - b })
 }
 
 // add sums the counters of two replicas.
 func (m Metrics) add(o Metrics) Metrics {
-	return Metrics{Writes: m.Writes + o.Writes, Frames: m.Frames + o.Frames, Inline: m.Inline + o.Inline,
-		Deltas: m.Deltas + o.Deltas, DeltaGaps: m.DeltaGaps + o.DeltaGaps, DeltaDups: m.DeltaDups + o.DeltaDups, Rereads: m.Rereads + o.Rereads,
-		Typed: m.Typed + o.Typed, Commits: m.Commits + o.Commits, Updates: m.Updates + o.Updates,
-		CPUSeconds: m.CPUSeconds + o.CPUSeconds}
+	return m.counters(o, func(a, b float64) float64 { return a + b })
+}
+
+// counters combines the counters of m and o field by field (the gauges are
+// left zero).
+func (m Metrics) counters(o Metrics, op func(a, b float64) float64) Metrics {
+	return Metrics{Writes: op(m.Writes, o.Writes), Frames: op(m.Frames, o.Frames), Inline: op(m.Inline, o.Inline),
+		Deltas: op(m.Deltas, o.Deltas), DeltaGaps: op(m.DeltaGaps, o.DeltaGaps), DeltaDups: op(m.DeltaDups, o.DeltaDups),
+		Rereads: op(m.Rereads, o.Rereads), Typed: op(m.Typed, o.Typed), Commits: op(m.Commits, o.Commits),
+		Updates: op(m.Updates, o.Updates), CPUSeconds: op(m.CPUSeconds, o.CPUSeconds)}
 }
 
 // ScrapeMetrics reads the Prometheus text of http://addr/metrics.
