@@ -33,37 +33,22 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 			h.work.release(ref.TurnID)
 		}
 	}()
-	if _, mine, err := h.ownSession(ctx, s.WorkspaceID, s.ID, t.ID); err != nil || !mine {
-		if err == nil {
-			err = &Error{Code: CodeUnavailable, Reason: "stale_owner", Message: "another replica owns this session; it sends the prompt"}
+	psid := s.ProviderSessionID
+	// A Turn admitted already dispatched (send.go) was admitted to the
+	// live provider session of this replica's lease, checked just before:
+	// no Start, no second guard commit. Every other Turn starts here.
+	if t.Phase != PhaseDispatched {
+		start, settled, done, err := h.startDispatch(ctx, ref, s, provisional)
+		if done {
+			return settled, err
 		}
-		// Not ours to roll back or requeue: the owner's reconciler drives it.
-		return Turn{}, err
-	}
-	if s.ContextLost {
-		return Turn{}, errContextLost
-	}
-
-	start, err := h.runtime.Start(ctx, StartRequest{
-		WorkspaceID: s.WorkspaceID, SessionID: s.ID,
-		ProviderSessionID: s.ProviderSessionID, Settings: s.Settings,
-	})
-	if errors.Is(err, ErrContextLost) && !provisional {
-		return Turn{}, h.markContextLost(ctx, ref, err)
-	}
-	if err != nil {
-		return h.failBeforeDispatch(ctx, ref, provisional, err, ReasonRuntimeUnavailable)
-	}
-	if err := h.markDispatched(ctx, ref, s, start); errors.Is(err, errSettledBeforeDispatch) {
-		return h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
-	} else if err != nil {
-		return h.failBeforeDispatch(ctx, ref, provisional, err, ReasonStoreUnavailable)
+		psid = start.ProviderSessionID
 	}
 
 	sink := newTurnSink(h, ref, false)
-	sink.phase = PhaseDispatched // written by markDispatched
-	err = h.runtime.Dispatch(ctx, DispatchRequest{
-		Ref: ref, ProviderSessionID: start.ProviderSessionID, ClientSubmitID: c.ClientSubmitID,
+	sink.phase = PhaseDispatched // written by the admission or markDispatched
+	err := h.runtime.Dispatch(ctx, DispatchRequest{
+		Ref: ref, ProviderSessionID: psid, ClientSubmitID: c.ClientSubmitID,
 		Content: c.Content, OccurredAt: c.CreatedAt,
 	}, sink)
 	var pe *ProviderError
@@ -102,6 +87,41 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 		return Turn{}, &Error{Code: CodeOutcomeUnknown, Reason: reason, Err: err,
 			Message: "the prompt may or may not have reached the agent; it will not be resent"}
 	}
+}
+
+// startDispatch checks the lease, starts the runtime and commits queued
+// → dispatched. done reports that the Turn will not be sent, with turn
+// as it stands (settled while queued) or err.
+func (h *Host) startDispatch(ctx context.Context, ref TurnRef, s Session, provisional bool) (start StartResult, turn Turn, done bool, err error) {
+	if _, mine, err := h.ownSession(ctx, s.WorkspaceID, s.ID, ref.TurnID); err != nil || !mine {
+		if err == nil {
+			err = &Error{Code: CodeUnavailable, Reason: "stale_owner", Message: "another replica owns this session; it sends the prompt"}
+		}
+		// Not ours to roll back or requeue: the owner's reconciler drives it.
+		return start, Turn{}, true, err
+	}
+	if s.ContextLost {
+		return start, Turn{}, true, errContextLost
+	}
+	start, err = h.runtime.Start(ctx, StartRequest{
+		WorkspaceID: s.WorkspaceID, SessionID: s.ID,
+		ProviderSessionID: s.ProviderSessionID, Settings: s.Settings,
+	})
+	if errors.Is(err, ErrContextLost) && !provisional {
+		return start, Turn{}, true, h.markContextLost(ctx, ref, err)
+	}
+	if err != nil {
+		turn, err = h.failBeforeDispatch(ctx, ref, provisional, err, ReasonRuntimeUnavailable)
+		return start, turn, true, err
+	}
+	if err := h.markDispatched(ctx, ref, s, start); errors.Is(err, errSettledBeforeDispatch) {
+		turn, err = h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
+		return start, turn, true, err
+	} else if err != nil {
+		turn, err = h.failBeforeDispatch(ctx, ref, provisional, err, ReasonStoreUnavailable)
+		return start, turn, true, err
+	}
+	return start, Turn{}, false, nil
 }
 
 var errSettledBeforeDispatch = errors.New("turn settled before dispatch")

@@ -226,7 +226,7 @@ func (h *Host) admitGoalTurn(ctx context.Context, read GoalState) error {
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		sess, turn, claim, err = h.admit(ctx, tx, emit, s, turnID, csid, content, content.Digest(), g.SetBy, g.SetByName)
+		sess, turn, claim, err = h.admit(ctx, tx, emit, s, turnID, csid, content, content.Digest(), g.SetBy, g.SetByName, PhaseQueued)
 		if err != nil {
 			return err
 		}

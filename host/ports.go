@@ -191,6 +191,12 @@ type Runtime interface {
 	Destroy(ctx context.Context, ws, sessionID string) error
 	// Describe names the agent for display; Simulated marks the sim agent.
 	Describe() AgentInfo
+	// Live reports the provider session this process holds live for the
+	// session, starting nothing. A submit to a session that is live with
+	// its recorded provider session admits and dispatches its Turn in one
+	// commit (send.go); a binding lost after the answer makes that
+	// dispatch fail locally, and the Turn goes back to queued.
+	Live(ws, sessionID string) (providerSessionID string, ok bool)
 
 	// The capabilities an agent may lack are part of the port, each with
 	// a query or a typed refusal, so a wrapper that embeds Runtime keeps

@@ -57,6 +57,9 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 		return h.forwardSend(ctx, owner, in)
 	}
 
+	// A session whose provider session is live here needs no Start: its
+	// Turn is admitted already dispatched, one commit instead of two.
+	livePSID, _ := h.runtime.Live(in.WorkspaceID, in.SessionID)
 	// The drive claim is taken before the admission commits, so the
 	// reconciler never dispatches a Turn this call is about to send.
 	turnID := h.newID("turn")
@@ -98,7 +101,11 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 			entry, err = h.enqueueIn(ctx, tx, emit, s, in, content)
 			return err
 		}
-		sess, turn, claim, err = h.admit(ctx, tx, emit, s, turnID, in.ClientSubmitID, content, content.Digest(), in.SubmittedBy, in.SubmittedByName)
+		phase := PhaseQueued
+		if livePSID != "" && livePSID == s.ProviderSessionID && !s.ContextLost {
+			phase = PhaseDispatched
+		}
+		sess, turn, claim, err = h.admit(ctx, tx, emit, s, turnID, in.ClientSubmitID, content, content.Digest(), in.SubmittedBy, in.SubmittedByName, phase)
 		return err
 	})
 	unlock()
@@ -138,15 +145,18 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 }
 
 // admit writes the durable admission of one submission inside tx: the
-// prepared claim, the queued Turn, the user message and the session's
-// active turn. The claim's creation time is the message's occurrence;
-// digest is what a retry of the same request must match.
-func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, turnID, clientSubmitID string, content MessageContent, digest, by, byName string) (Session, Turn, SubmitClaim, error) {
+// prepared claim, the Turn, the user message and the session's active
+// turn. The claim's creation time is the message's occurrence; digest is
+// what a retry of the same request must match. The Turn is born in phase:
+// queued, or dispatched when the caller sends it to a live provider
+// session without a Start (the admission is then also the dispatch
+// guard; dispatch.go).
+func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, turnID, clientSubmitID string, content MessageContent, digest, by, byName string, phase TurnPhase) (Session, Turn, SubmitClaim, error) {
 	now := h.nowUTC()
 	agent := h.runtime.Describe()
 	turn := Turn{
 		WorkspaceID: s.WorkspaceID, SessionID: s.ID, ID: turnID,
-		Seq: s.TurnCount + 1, Origin: "user", Phase: PhaseQueued,
+		Seq: s.TurnCount + 1, Origin: "user", Phase: phase,
 		ClientSubmitID: clientSubmitID, SubmittedBy: by, CreatedAt: now, UpdatedAt: now,
 		TurnLabels: TurnLabels{SubmittedByName: byName, Agent: &agent},
 	}

@@ -81,7 +81,7 @@ func (h *Host) CreateSession(ctx context.Context, in CreateSessionInput) (Create
 				State: ClaimAccepted, CreatedAt: now, UpdatedAt: now})
 		}
 		var err error
-		sess, turn, claim, err = h.admit(ctx, tx, emit, sess, turnID, in.ClientSubmitID, *content, digest, in.CreatedBy, in.CreatedByName)
+		sess, turn, claim, err = h.admit(ctx, tx, emit, sess, turnID, in.ClientSubmitID, *content, digest, in.CreatedBy, in.CreatedByName, PhaseQueued)
 		return err
 	})
 	if err != nil && content != nil && h.admitted(ctx, err, in.WorkspaceID, in.ClientSubmitID, turnID) {

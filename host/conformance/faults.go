@@ -377,6 +377,18 @@ func (r *probeRuntime) Start(ctx context.Context, req host.StartRequest) (host.S
 	return r.Runtime.Start(ctx, req)
 }
 
+// Live hides the inner runtime's live session while Start is set to
+// fail, so a submit goes through the failing Start.
+func (r *probeRuntime) Live(ws, sessionID string) (string, bool) {
+	r.mu.Lock()
+	failing := r.startErr != nil
+	r.mu.Unlock()
+	if failing {
+		return "", false
+	}
+	return r.Runtime.Live(ws, sessionID)
+}
+
 func (r *probeRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
 	r.mu.Lock()
 	before, wrap := r.beforeDispatch, r.wrapSink

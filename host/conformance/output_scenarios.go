@@ -110,6 +110,9 @@ func (r *scriptRuntime) Release(context.Context, string, string) error { return 
 func (r *scriptRuntime) Destroy(context.Context, string, string) error { return nil }
 func (r *scriptRuntime) Describe() host.AgentInfo                      { return host.AgentInfo{Name: "script"} }
 
+// Live reports no live session: every Turn goes through Start.
+func (r *scriptRuntime) Live(string, string) (string, bool) { return "", false }
+
 // retrySink repeats a sink call while the Host reports a transient failure.
 func retrySink(call func() error) error {
 	for attempt := 0; ; attempt++ {

@@ -13,6 +13,7 @@ func Scenarios() []Scenario {
 		SubmitIdempotent,
 		SubmitIdempotentConcurrent,
 		SubmitConflict,
+		SubmitWarmOneCommit,
 		ClaimTimeIsOccurrence,
 		SessionBusy,
 		InvalidInput,

@@ -131,3 +131,50 @@ var InvalidInput = Scenario{"submit/invalid_input_changes_nothing", func(t *test
 		t.Fatalf("bad input must change nothing: %d turns, %d dispatches", len(turns.Turns), f.runtime.dispatches.Load())
 	}
 }}
+
+// A submit to a session whose agent session is live on this replica is
+// admitted and dispatched in one commit: its Turn is born dispatched,
+// with no queued → dispatched update. A cold session's Turn goes through
+// Start and that update, and so does a warm Turn the runtime refuses
+// locally (it goes back to queued first).
+var SubmitWarmOneCommit = Scenario{"submit/warm_session_admits_and_dispatches_in_one_commit", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	var mu sync.Mutex
+	guards := map[string]int{} // Turn id → updates to dispatched
+	f.store.onTurnWrite(func(t host.Turn) error {
+		if t.Phase == host.PhaseDispatched {
+			mu.Lock()
+			guards[t.ID]++
+			mu.Unlock()
+		}
+		return nil
+	})
+	count := func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return guards[id]
+	}
+
+	cold := f.waitSettled(f.mustSend(s.ID, "w-1", "/sim words=3"))
+	warm := f.waitSettled(f.mustSend(s.ID, "w-2", "/sim words=3"))
+	for _, tr := range []host.Turn{cold, warm} {
+		f.expectTurn(s.ID, tr.ID, host.PhaseSettled, host.OutcomeCompleted, "")
+	}
+	if n := count(cold.ID); n != 1 {
+		t.Fatalf("the first Turn was marked dispatched %d times, want 1 (Start, then the guard commit)", n)
+	}
+	if n := count(warm.ID); n != 0 {
+		t.Fatalf("the warm Turn was marked dispatched in %d later commits, want 0 (born dispatched)", n)
+	}
+
+	refused := f.sendRefusedLocally(s.ID, "w-3")
+	done := f.waitSettled(refused)
+	f.expectTurn(s.ID, done.ID, host.PhaseSettled, host.OutcomeCompleted, "")
+	if n := count(refused.ID); n != 1 {
+		t.Fatalf("a warm Turn refused locally was marked dispatched %d times after going back to queued, want 1", n)
+	}
+	if n := f.runtime.dispatches.Load(); n != 3 {
+		t.Fatalf("the agent received %d prompts, want 3", n)
+	}
+}}

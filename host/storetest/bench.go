@@ -174,6 +174,9 @@ func (r *SinkRuntime) Release(context.Context, string, string) error { return ni
 func (r *SinkRuntime) Destroy(context.Context, string, string) error { return nil }
 func (r *SinkRuntime) Describe() host.AgentInfo                      { return host.AgentInfo{Name: "bench"} }
 
+// Live reports no live session: every Turn goes through Start.
+func (r *SinkRuntime) Live(string, string) (string, bool) { return "", false }
+
 // countingStore counts output transactions and their Tx calls, and
 // signals each committed one.
 type countingStore struct {

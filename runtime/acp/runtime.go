@@ -207,6 +207,16 @@ func (r *Runtime) Start(ctx context.Context, req host.StartRequest) (host.StartR
 	return host.StartResult{ProviderSessionID: psid, Created: true, Resumed: false}, nil
 }
 
+// Live reports the provider session bound to (workspace, session) on the
+// current agent connection, if any.
+func (r *Runtime) Live(ws, sessionID string) (string, bool) {
+	c := r.current()
+	if c == nil || c.isDead() {
+		return "", false
+	}
+	return c.sessionFor(sessionKey{ws: ws, id: sessionID})
+}
+
 // Cancel sends session/cancel when the Turn is in flight on the live
 // connection. ACP cancel is a notification: Confirmed means it was written.
 func (r *Runtime) Cancel(ctx context.Context, ref host.TurnRef) (host.CancelReport, error) {
