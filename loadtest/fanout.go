@@ -75,6 +75,9 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	res.param("sessions/workspace", c.Sessions)
 	res.param("chunk interval", c.Rate.String())
 	res.param("words/answer", c.Words)
+	if c.Stagger {
+		res.param("stagger", "first prompts spread over one answer")
+	}
 	var phase atomic.Value
 	phase.Store("connecting")
 	var connected atomic.Int64
@@ -268,6 +271,13 @@ func (r *runner) fanout(ctx context.Context) *Result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if c.Stagger {
+				select {
+				case <-time.After(staggerOffset(si, len(sessions), time.Duration(c.Words)*c.Rate)):
+				case <-ctx.Done():
+					return
+				}
+			}
 			for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
 				text := fmt.Sprintf("/sim words=%d rate=%s stamp\nfanout load %d", c.Words, c.Rate, n)
 				tctx, cancel := context.WithTimeout(ctx, turnTimeout)
@@ -449,6 +459,15 @@ func (r *runner) refFanout(ctx context.Context, connected *atomic.Int64, res *Re
 
 // fanoutP99Limit is issue 10's bound on the fan-out p99 as a multiple of
 // the bare server's: a second replica adds the bus hop.
+// staggerOffset is when session i of n sends its first prompt with
+// Config.Stagger: evenly spread over one answer's streaming time.
+func staggerOffset(i, n int, answer time.Duration) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return answer * time.Duration(i) / time.Duration(n)
+}
+
 func fanoutP99Limit(replicas int) float64 {
 	if replicas > 1 {
 		return 3

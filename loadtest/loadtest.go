@@ -43,6 +43,12 @@ type Config struct {
 	Sessions   int           // fanout: streaming sessions per workspace
 	Rate       time.Duration // fanout, reconnect: delay between streamed chunks
 	Words      int           // fanout, reconnect: words per answer
+	// Stagger (fanout) spreads the sessions' first prompts evenly over one
+	// answer's streaming time, so their turns start and end out of step;
+	// by default they all start together and, their answers being equally
+	// long, every session's Turn boundary falls in the same few
+	// milliseconds, ten times a run.
+	Stagger bool
 
 	IdleConns  int           // idle: connections
 	IdleWindow time.Duration // idle: CPU measuring window

@@ -5,6 +5,7 @@
 #
 #   scripts/bench-fanout.sh /tmp/ens-before /tmp/ens-after        # one replica, SQLite
 #   REPLICAS=2 RUNS=3 scripts/bench-fanout.sh /tmp/ens-before /tmp/ens-after
+#   LOADTEST_ARGS=--stagger scripts/bench-fanout.sh /tmp/ens   # more loadtest flags
 #
 # With REPLICAS>1 each run gets a fresh database on ENSEMBLE_TEST_DATABASE_URL's
 # server (dropped afterwards) and Redis at REDIS_URL. PostgreSQL's CPU is
@@ -42,7 +43,7 @@ run() {
 	local l0 c0 c1 l1
 	l0=$(cut -d' ' -f1 /proc/loadavg); c0=$(pgcpu)
 	# --no-commit-floor: its pgbench would count in PostgreSQL's CPU below.
-	"$bin" loadtest --scenarios fanout --no-external --no-commit-floor --duration "$duration" --quiet --out "$out" "${args[@]}" >"$out/stdout.txt" 2>&1
+	"$bin" loadtest --scenarios fanout --no-external --no-commit-floor --duration "$duration" --quiet --out "$out" "${args[@]}" ${LOADTEST_ARGS:-} >"$out/stdout.txt" 2>&1
 	c1=$(pgcpu); l1=$(cut -d' ' -f1 /proc/loadavg)
 	[ -n "${db:-}" ] && psql -X -q "$url" -c "DROP DATABASE IF EXISTS $db"
 	local chunks p50 p99

@@ -49,6 +49,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	sessions := f.Int("sessions", d.Sessions, "fanout: streaming sessions per workspace")
 	rate := f.Duration("rate", d.Rate, "fanout, reconnect: delay between streamed chunks")
 	words := f.Int("words", d.Words, "fanout: words per answer")
+	stagger := f.Bool("stagger", false, "fanout: start the sessions' first prompts spread over one answer's streaming time (words × rate) instead of together, so their turns end out of step")
 	idleConns := f.Int("idle-conns", d.IdleConns, "idle: connections")
 	idleWindow := f.Duration("idle-window", d.IdleWindow, "idle: how long to measure CPU while idle")
 	conc := f.String("submit-concurrency", joinInts(d.SubmitConcurrency), "submit: concurrency levels, comma-separated")
@@ -72,7 +73,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	cfg := loadtest.Config{Spawn: *replicas, DatabaseURL: *dbURL, RedisURL: *redisURL, Duration: *duration, MaxTime: *maxTime,
-		Workspaces: *workspaces, Watchers: *watchers, Sessions: *sessions, Rate: *rate, Words: *words,
+		Workspaces: *workspaces, Watchers: *watchers, Sessions: *sessions, Rate: *rate, Words: *words, Stagger: *stagger,
 		IdleConns: *idleConns, IdleWindow: *idleWindow, ReconnectClients: *rcClients, StormClients: *stormClients, StormSessions: *stormSessions, StormIdleSessions: *stormIdle, BackoffBase: *base, BackoffCap: *backoffCap,
 		NoReferences: *noRefs, NoExternal: *noExternal, NoCommitFloor: *noFloor, PgbenchURL: *pgbenchURL, ProfileDir: *profiles,
 		Command: "ensemble loadtest " + strings.Join(args, " ")}
