@@ -38,11 +38,11 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 	// live provider session of this replica's lease, checked just before:
 	// no Start, no second guard commit. Every other Turn starts here.
 	if t.Phase != PhaseDispatched {
-		start, settled, done, err := h.startDispatch(ctx, ref, s, provisional)
+		started, settled, done, err := h.startDispatch(ctx, ref, s, provisional)
 		if done {
 			return settled, err
 		}
-		psid = start.ProviderSessionID
+		psid = started
 	}
 
 	sink := newTurnSink(h, ref, false)
@@ -90,38 +90,39 @@ func (h *Host) dispatch(ctx context.Context, s Session, t Turn, c SubmitClaim, p
 }
 
 // startDispatch checks the lease, starts the runtime and commits queued
-// → dispatched. done reports that the Turn will not be sent, with turn
-// as it stands (settled while queued) or err.
-func (h *Host) startDispatch(ctx context.Context, ref TurnRef, s Session, provisional bool) (start StartResult, turn Turn, done bool, err error) {
+// → dispatched, returning the provider session to send to. done reports
+// that the Turn will not be sent, with turn as it stands (settled while
+// queued) or err.
+func (h *Host) startDispatch(ctx context.Context, ref TurnRef, s Session, provisional bool) (psid string, turn Turn, done bool, err error) {
 	if _, mine, err := h.ownSession(ctx, s.WorkspaceID, s.ID, ref.TurnID); err != nil || !mine {
 		if err == nil {
 			err = &Error{Code: CodeUnavailable, Reason: "stale_owner", Message: "another replica owns this session; it sends the prompt"}
 		}
 		// Not ours to roll back or requeue: the owner's reconciler drives it.
-		return start, Turn{}, true, err
+		return "", Turn{}, true, err
 	}
 	if s.ContextLost {
-		return start, Turn{}, true, errContextLost
+		return "", Turn{}, true, errContextLost
 	}
-	start, err = h.runtime.Start(ctx, StartRequest{
+	start, err := h.runtime.Start(ctx, StartRequest{
 		WorkspaceID: s.WorkspaceID, SessionID: s.ID,
 		ProviderSessionID: s.ProviderSessionID, Settings: s.Settings,
 	})
 	if errors.Is(err, ErrContextLost) && !provisional {
-		return start, Turn{}, true, h.markContextLost(ctx, ref, err)
+		return "", Turn{}, true, h.markContextLost(ctx, ref, err)
 	}
 	if err != nil {
 		turn, err = h.failBeforeDispatch(ctx, ref, provisional, err, ReasonRuntimeUnavailable)
-		return start, turn, true, err
+		return "", turn, true, err
 	}
 	if err := h.markDispatched(ctx, ref, s, start); errors.Is(err, errSettledBeforeDispatch) {
 		turn, err = h.store.GetTurn(ctx, ref.WorkspaceID, ref.SessionID, ref.TurnID)
-		return start, turn, true, err
+		return "", turn, true, err
 	} else if err != nil {
 		turn, err = h.failBeforeDispatch(ctx, ref, provisional, err, ReasonStoreUnavailable)
-		return start, turn, true, err
+		return "", turn, true, err
 	}
-	return start, Turn{}, false, nil
+	return start.ProviderSessionID, Turn{}, false, nil
 }
 
 var errSettledBeforeDispatch = errors.New("turn settled before dispatch")
