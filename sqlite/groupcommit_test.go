@@ -140,7 +140,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 // exactly as if they had run one after another.
 func TestGroupCommitErrorIsPerCaller(t *testing.T) {
 	st := openTemp(t)
-	before, updatesBefore := st.gc.commits.Load(), st.gc.updates.Load()
+	before := st.GroupCommitStats()
 	release, leader := holdLeader(t, st, "lead")
 	ctx := context.Background()
 	want := &host.Error{Code: host.CodeSessionBusy, Message: "no"}
@@ -171,10 +171,11 @@ func TestGroupCommitErrorIsPerCaller(t *testing.T) {
 	if r := <-third; r.err != nil {
 		t.Fatalf("third: %v", r.err)
 	}
-	if got := st.gc.commits.Load() - before; got != 2 {
+	after := st.GroupCommitStats()
+	if got := after.Commits - before.Commits; got != 2 {
 		t.Fatalf("the leader and the three queued calls took %d commits, want 2 (the leader's, one group)", got)
 	}
-	if got := st.gc.updates.Load() - updatesBefore; got != 3 {
+	if got := after.Updates - before.Updates; got != 3 {
 		t.Fatalf("%d updates counted committed, want 3: the leader's and the two that succeeded, not the failed one", got)
 	}
 	if !sawS1 || sawS2 {
