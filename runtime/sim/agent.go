@@ -294,7 +294,10 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	text := promptText(p.Prompt)
 	s.mu.Lock()
 	first := len(s.history) == 0
-	remembered := recallText(s.history)
+	// The history as it is now: later prompts only append to it. Only
+	// "/sim recall" renders it (rendering every prompt grew with the
+	// session's length).
+	history := s.history[:len(s.history):len(s.history)]
 	s.cancel = cancel
 	s.mu.Unlock()
 
@@ -308,7 +311,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		r.stamp = d.stamp
 		steps = d.script(rest, first)
 		if d.recall {
-			steps = []Step{{Text: remembered}}
+			steps = []Step{{Text: recallText(history)}}
 		}
 	} else if len(a.opts.Scenario) > 0 {
 		steps = a.opts.Scenario
