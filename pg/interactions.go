@@ -158,8 +158,15 @@ func (t *tx) TurnInteractions(ctx context.Context, ws, sessionID, turnID string)
 	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
 		return nil, err
 	}
+	// A settlement reads the Turn's queue entries and the session's queue
+	// next: they go in this round trip (settleahead.go).
+	ahead := t.readQueueAhead(ws, sessionID, turnID)
 	out, err := queryInteractions(ctx, t.tx, `SELECT `+interactionCols+` FROM interactions
 		WHERE workspace_id = $1 AND session_id = $2 AND turn_id = $3 ORDER BY request_id`, ws, sessionID, turnID)
+	if err == nil {
+		ahead.ops = t.tx.ops
+		t.queueAhead = ahead
+	}
 	return out, t.result(err)
 }
 

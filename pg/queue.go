@@ -115,6 +115,9 @@ func (t *tx) Queue(ctx context.Context, ws, sessionID string) (host.Queue, error
 	if t.failed != nil {
 		return host.Queue{}, t.failed
 	}
+	if a := t.queueAhead; a.current(t, ws, sessionID) {
+		return a.queue, nil
+	}
 	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
 		return host.Queue{}, err
 	}
@@ -142,6 +145,9 @@ func (t *tx) QueueEntryBySubmit(ctx context.Context, ws, clientSubmitID string) 
 }
 
 func (t *tx) TurnQueueEntries(ctx context.Context, ws, sessionID, turnID string) ([]host.QueueEntry, error) {
+	if a := t.queueAhead; a.current(t, ws, sessionID) && a.turn == turnID {
+		return a.consumed, nil
+	}
 	if err := t.lockSession(ctx, ws, sessionID, false); err != nil {
 		return nil, err
 	}

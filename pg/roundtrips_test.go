@@ -254,19 +254,20 @@ func (r *answerRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 // settlement. BEGIN goes with each first statement; deferred writes, the
 // outbox insert among them, go with the next statement or COMMIT; the
 // session row is read ahead with the lock of each sink write's fenced
-// load, the queue's head with its entries; and the Host reads no latest
-// Turn it holds (emitTreeAt). They cost 4 + 2 + 3 + 6 = 15 round trips,
-// against 9 + 6 + 9 + 14 = 38 one per statement. The claim and turn
+// load, the queue's head with its entries, and the settlement's queue
+// reads with the Turn's interactions (settleahead.go); and the Host reads
+// no latest Turn it holds (emitTreeAt). They cost 4 + 2 + 3 + 4 = 13
+// round trips, against 9 + 6 + 9 + 14 = 38 one per statement. The claim and turn
 // inserts of the admission stay round trips of their own: a duplicate is
 // reported by the call itself.
 func TestDurableSubmitRoundTrips(t *testing.T) {
-	testSubmitRoundTrips(t, false, []int{4, 2, 3, 6})
+	testSubmitRoundTrips(t, false, []int{4, 2, 3, 4})
 }
 
 // TestAnswerAtTheBarrierRoundTrips: an answer that is over before the
 // barrier commits with the acceptance: 3 transactions per submit.
 func TestAnswerAtTheBarrierRoundTrips(t *testing.T) {
-	testSubmitRoundTrips(t, true, []int{4, 2, 7})
+	testSubmitRoundTrips(t, true, []int{4, 2, 5})
 }
 
 func testSubmitRoundTrips(t *testing.T, atBarrier bool, want []int) {

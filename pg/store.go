@@ -226,6 +226,8 @@ type tx struct {
 	late error
 	// ahead is the session row read with its lock by the last Turn read.
 	ahead *sessionAhead
+	// queueAhead is the queue state read with the last Turn's interactions.
+	queueAhead *queueAhead
 }
 
 var _ host.Tx = (*tx)(nil)

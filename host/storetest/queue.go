@@ -91,6 +91,65 @@ func testQueueRoundTrip(t *testing.T, st host.Store) {
 	}
 }
 
+// testQueueReadsAfterInteractions: a settlement reads the Turn's
+// interactions, its queue entries and the session's queue in that order
+// (a store may read the latter two ahead, with the first); each read
+// returns the rows as the transaction's own writes left them.
+func testQueueReadsAfterInteractions(t *testing.T, st host.Store) {
+	ws := uid("ws")
+	s := session(ws, uid("s"), at(0))
+	seed(t, st, []host.Session{s}, nil, nil, nil)
+	pulled := insertEntry(t, st, queueEntry(ws, s.ID, "e1", "c1", host.DispositionSteering))
+	waiting := insertEntry(t, st, queueEntry(ws, s.ID, "e2", "c2", host.DispositionFollowup))
+	pulled.State, pulled.TurnID, pulled.UpdatedAt = host.QueuePulled, "t-run", at(9)
+	update(t, st, func(tx host.Tx) (err error) {
+		pulled, err = tx.UpdateQueueEntry(ctx(t), pulled)
+		return err
+	})
+	ids := func(es []host.QueueEntry) []string {
+		out := []string{}
+		for _, e := range es {
+			out = append(out, e.ID+":"+string(e.State))
+		}
+		return out
+	}
+	update(t, st, func(tx host.Tx) error {
+		if _, err := tx.TurnInteractions(ctx(t), ws, s.ID, "t-run"); err != nil {
+			return err
+		}
+		es, err := tx.TurnQueueEntries(ctx(t), ws, s.ID, "t-run")
+		if err != nil || !reflect.DeepEqual(es, []host.QueueEntry{pulled}) {
+			return fmt.Errorf("TurnQueueEntries = %+v %v, want %+v", es, err, pulled)
+		}
+		q, err := tx.Queue(ctx(t), ws, s.ID)
+		if err != nil || q.Revision != pulled.Revision || !reflect.DeepEqual(q.Entries, []host.QueueEntry{waiting}) {
+			return fmt.Errorf("Queue = %+v %v, want revision %d and %+v", q, err, pulled.Revision, waiting)
+		}
+		// Writes after the first read: every later read sees them.
+		if _, err := tx.TurnInteractions(ctx(t), ws, s.ID, "t-run"); err != nil {
+			return err
+		}
+		pulled.State, pulled.UpdatedAt = host.QueueDone, at(10)
+		if pulled, err = tx.UpdateQueueEntry(ctx(t), pulled); err != nil {
+			return err
+		}
+		if es, err := tx.TurnQueueEntries(ctx(t), ws, s.ID, "t-run"); err != nil || !reflect.DeepEqual(ids(es), []string{"e1:done"}) {
+			return fmt.Errorf("TurnQueueEntries after an update = %v %v", ids(es), err)
+		}
+		if _, err := tx.TurnInteractions(ctx(t), ws, s.ID, "t-run"); err != nil {
+			return err
+		}
+		if _, err := tx.InsertQueueEntry(ctx(t), queueEntry(ws, s.ID, "e3", "c3", host.DispositionFollowup)); err != nil {
+			return err
+		}
+		q, err = tx.Queue(ctx(t), ws, s.ID)
+		if err != nil || !reflect.DeepEqual(ids(q.Entries), []string{"e2:queued", "e3:queued"}) || q.Revision != pulled.Revision+1 {
+			return fmt.Errorf("Queue after an insert = %v revision %d %v, want e2, e3 at revision %d", ids(q.Entries), q.Revision, err, pulled.Revision+1)
+		}
+		return nil
+	})
+}
+
 // testQueueRevisionRollsBack: a mutation whose transaction fails leaves
 // neither the entry nor the revision bump behind, and duplicate ids or
 // clientSubmitIds are ErrDuplicate.

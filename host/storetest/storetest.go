@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"GoalSummaries", testGoalSummaries},
 		{"QueueRoundTrip", testQueueRoundTrip},
 		{"QueueRevisionRollsBack", testQueueRevisionRollsBack},
+		{"QueueReadsAfterInteractions", testQueueReadsAfterInteractions},
 		{"QueueConcurrentInserts", testQueueConcurrentInserts},
 		{"Closed", testClosed},
 	}
