@@ -76,6 +76,10 @@ type Tx interface {
 	UpdateTurn(ctx context.Context, t Turn) error
 	InsertClaim(ctx context.Context, c SubmitClaim) error // ErrDuplicate on (workspace, clientSubmitId)
 	UpdateClaim(ctx context.Context, c SubmitClaim) error
+	// SetClaimState moves a claim to state without reading it first (an
+	// acceptance knows its Turn's claim is there); ErrNotFound if absent,
+	// reported by this call or by the transaction's next round trip.
+	SetClaimState(ctx context.Context, ws, clientSubmitID string, state ClaimState, at time.Time) error
 	// PutMessage inserts or replaces a message by (workspace, session, id).
 	PutMessage(ctx context.Context, m Message) error
 	// DeleteProvisionalSession hard-deletes a provisional session shell with

@@ -232,12 +232,7 @@ func (k *turnSink) bind(ctx context.Context, tx Tx, t *Turn, s *Session, a Accep
 	// version is known once it has introduced itself).
 	agent := k.h.runtime.Describe()
 	t.Agent = &agent
-	c, err := tx.Claim(ctx, t.WorkspaceID, t.ClientSubmitID)
-	if err != nil {
-		return err
-	}
-	c.State, c.UpdatedAt = ClaimAccepted, t.UpdatedAt
-	if err := tx.UpdateClaim(ctx, c); err != nil {
+	if err := tx.SetClaimState(ctx, t.WorkspaceID, t.ClientSubmitID, ClaimAccepted, t.UpdatedAt); err != nil {
 		return err
 	}
 	if s.Provisional {

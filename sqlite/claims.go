@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
@@ -69,4 +70,10 @@ func (t *tx) UpdateClaim(ctx context.Context, c host.SubmitClaim) error {
 		WHERE workspace_id = ? AND client_submit_id = ?`,
 		c.SessionID, c.TurnID, string(c.State), ms(c.UpdatedAt), c.WorkspaceID, c.ClientSubmitID)
 	return affectedOne("update claim "+c.ClientSubmitID, res, err)
+}
+
+func (t *tx) SetClaimState(ctx context.Context, ws, clientSubmitID string, state host.ClaimState, at time.Time) error {
+	res, err := t.tx.ExecContext(ctx, `UPDATE submit_claims SET state = ?, updated_at = ?
+		WHERE workspace_id = ? AND client_submit_id = ?`, string(state), ms(at), ws, clientSubmitID)
+	return affectedOne("set claim state "+clientSubmitID, res, err)
 }

@@ -440,6 +440,25 @@ func testClaimRoundTrip(t *testing.T, st host.Store) {
 	got, err = st.GetClaim(ctx(t), ws, c.ClientSubmitID)
 	noErr(t, "GetClaim after update", err)
 	same(t, "accepted claim", got, accepted, normClaim)
+
+	// SetClaimState moves the state and its time only, and the
+	// transaction's next read sees it.
+	settled := accepted
+	settled.State, settled.UpdatedAt = host.ClaimRejected, at(11)
+	update(t, st, func(tx host.Tx) error {
+		if err := tx.SetClaimState(ctx(t), ws, c.ClientSubmitID, settled.State, settled.UpdatedAt); err != nil {
+			return err
+		}
+		inTx, err := tx.Claim(ctx(t), ws, c.ClientSubmitID)
+		if err != nil {
+			return err
+		}
+		same(t, "claim in tx after SetClaimState", inTx, settled, normClaim)
+		return nil
+	})
+	got, err = st.GetClaim(ctx(t), ws, c.ClientSubmitID)
+	noErr(t, "GetClaim after SetClaimState", err)
+	same(t, "claim after SetClaimState", got, settled, normClaim)
 }
 
 // ---- transactions ----
@@ -550,6 +569,9 @@ func testNotFound(t *testing.T, st host.Store) {
 			return tx.UpdateTurn(ctx(t), turn(ws, s.ID, "missing", 1, host.PhaseQueued))
 		}},
 		{"UpdateClaim", func(tx host.Tx) error { return tx.UpdateClaim(ctx(t), claim(ws, "missing", s.ID)) }},
+		{"SetClaimState", func(tx host.Tx) error {
+			return tx.SetClaimState(ctx(t), ws, "missing", host.ClaimAccepted, at(1))
+		}},
 		{"DeleteProvisionalSession", func(tx host.Tx) error { return tx.DeleteProvisionalSession(ctx(t), ws, "missing") }},
 	}
 	for _, c := range checks {
