@@ -165,10 +165,12 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 		TurnID: turn.ID, Digest: digest, Content: content, State: ClaimPrepared,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if err := tx.InsertClaim(ctx, claim); err != nil {
+	// The Turn before its claim: a store may send the Turn's insert with
+	// the claim's, which reports a duplicate itself (pg: one round trip).
+	if err := tx.InsertTurn(ctx, turn); err != nil {
 		return s, turn, claim, err
 	}
-	if err := tx.InsertTurn(ctx, turn); err != nil {
+	if err := tx.InsertClaim(ctx, claim); err != nil {
 		return s, turn, claim, err
 	}
 	s.TurnCount = turn.Seq

@@ -256,12 +256,12 @@ func (r *answerRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 // session row is read ahead with the lock of each sink write's fenced
 // load, the queue's head with its entries, and the settlement's queue
 // reads with the Turn's interactions (settleahead.go); and the Host reads
-// no latest Turn it holds (emitTreeAt). They cost 4 + 2 + 3 + 4 = 13
-// round trips, against 9 + 6 + 9 + 14 = 38 one per statement. The claim and turn
-// inserts of the admission stay round trips of their own: a duplicate is
-// reported by the call itself.
+// no latest Turn it holds (emitTreeAt). They cost 3 + 2 + 3 + 4 = 12
+// round trips, against 9 + 6 + 9 + 14 = 38 one per statement. The
+// admission's claim insert stays a round trip of its own (a duplicate is
+// reported by the call itself); the Turn's insert goes with it.
 func TestDurableSubmitRoundTrips(t *testing.T) {
-	testSubmitRoundTrips(t, false, []int{4, 2, 3, 4})
+	testSubmitRoundTrips(t, false, []int{3, 2, 3, 4})
 }
 
 // TestAnswerAtTheBarrierRoundTrips: an answer that is over before the
@@ -269,7 +269,7 @@ func TestDurableSubmitRoundTrips(t *testing.T) {
 // claim's new state is not read first (Tx.SetClaimState): it goes with the
 // answer's append.
 func TestAnswerAtTheBarrierRoundTrips(t *testing.T) {
-	testSubmitRoundTrips(t, true, []int{4, 2, 4})
+	testSubmitRoundTrips(t, true, []int{3, 2, 4})
 }
 
 func testSubmitRoundTrips(t *testing.T, atBarrier bool, want []int) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
@@ -71,7 +73,11 @@ func (t *tx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn,
 	return tu, err
 }
 
-// InsertTurn reports a duplicate itself, like InsertClaim (not deferred).
+// InsertTurn goes with the next round trip as a fence: a duplicate (id,
+// seq or provider identity) refuses the transaction there, or before
+// COMMIT, and Update returns host.ErrDuplicate. No caller goes on in a
+// transaction whose Turn insert failed, so the call need not wait for it
+// (an admission inserts its Turn ahead of its claim, which does wait).
 func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
 	if t.failed != nil {
 		return t.failed
@@ -80,20 +86,24 @@ func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
 	if err != nil {
 		return fmt.Errorf("pg: insert turn %s: encode labels: %w", tu.ID, err)
 	}
-	tag, err := t.tx.Exec(ctx, `INSERT INTO turns (`+turnCols+`)
+	op := "insert turn " + tu.ID
+	t.tx.queue(deferred{op: op, fence: true,
+		sql: `INSERT INTO turns (` + turnCols + `)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 		ON CONFLICT DO NOTHING`,
-		tu.WorkspaceID, tu.SessionID, tu.ID, tu.Seq, tu.Origin, string(tu.Phase),
-		string(tu.Outcome), tu.FailureReason, tu.StopReason, tu.ProviderSessionID,
-		tu.ProviderTurnID, tu.ClientSubmitID, tu.IdentityAnchorTurnID, tu.Retracted,
-		tu.CancelRequested, tu.SubmittedBy, tu.CreatedAt, tu.UpdatedAt, tu.SettledAt,
-		tu.AppliedSeq, string(labels))
-	if err != nil {
-		return t.fail(classify("insert turn", err))
-	}
-	if tag.RowsAffected() == 0 {
-		return dialect.Duplicate("insert turn " + tu.ID)
-	}
+		args: []any{tu.WorkspaceID, tu.SessionID, tu.ID, tu.Seq, tu.Origin, string(tu.Phase),
+			string(tu.Outcome), tu.FailureReason, tu.StopReason, tu.ProviderSessionID,
+			tu.ProviderTurnID, tu.ClientSubmitID, tu.IdentityAnchorTurnID, tu.Retracted,
+			tu.CancelRequested, tu.SubmittedBy, tu.CreatedAt, tu.UpdatedAt, tu.SettledAt,
+			tu.AppliedSeq, string(labels)},
+		check: func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() == 0 {
+				return dialect.Duplicate(op)
+			}
+			return nil
+		}})
+	// A row this transaction inserts is as good as locked (see
+	// defersUpdate); if the insert fails, so does the transaction.
 	t.see("turns", tu.WorkspaceID, tu.ID, tu.SessionID)
 	return nil
 }

@@ -30,9 +30,9 @@ import (
 //     read-your-writes are kept.
 //   - Some reads go the same way when the Host's next call needs a row
 //     with them (scan): the session row with its lock, a queue's head, the
-//     outbox ids. A fence (the lease check) is one whose check may refuse
-//     the transaction; one still queued at commit is sent and read before
-//     COMMIT is.
+//     outbox ids. A fence (the lease check, a Turn's insert, a claim's
+//     new state) is one whose check may refuse the transaction; one still
+//     queued at commit is sent and read before COMMIT is.
 //
 // A failure of BEGIN or of a deferred statement is recorded on the tx (the
 // server aborted the transaction, so every later call fails with it) and is
