@@ -180,10 +180,12 @@ type envelope struct {
 	Facts []host.Fact `json:"facts"`
 }
 
-// Publish delivers facts to this replica's subscribers at once, then
-// publishes them to Redis for the other replicas, one message per
-// workspace, within PublishTimeout. A Redis failure is returned (the Host
-// logs it and the outbox relay republishes); it never blocks longer.
+// Publish sends facts to Redis for the other replicas, one message per
+// workspace, and delivers them to this replica's subscribers while Redis
+// answers: the round trip overlaps the local delivery (the hubs' socket
+// writes) instead of following it. It returns once both are done; a Redis
+// failure is returned (the Host logs it and the outbox relay republishes),
+// and it never waits longer than PublishTimeout.
 func (b *Bus) Publish(ctx context.Context, facts []host.Fact) error {
 	if len(facts) == 0 {
 		return nil
@@ -196,30 +198,46 @@ func (b *Bus) Publish(ctx context.Context, facts []host.Fact) error {
 		}
 		byWS[f.WorkspaceID] = append(byWS[f.WorkspaceID], f)
 	}
+	sent := b.send(ctx, order, byWS)
 	for _, ws := range order {
 		b.deliver(ws, byWS[ws])
 	}
+	return <-sent
+}
+
+// send publishes each workspace's facts to Redis on a goroutine of its own
+// and reports the outcome on the returned channel, which the caller always
+// reads (so the goroutine never outlives Publish).
+func (b *Bus) send(ctx context.Context, order []string, byWS map[string][]host.Fact) <-chan error {
+	res := make(chan error, 1)
 	if time.Now().UnixNano() < b.downUntil.Load() {
 		b.stats.publishFailures.Add(1)
-		return errors.New("redisbus: redis unavailable (backing off)")
+		res <- errors.New("redisbus: redis unavailable (backing off)")
+		return res
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.PublishTimeout)
-	defer cancel()
 	pipe := b.rdb.Pipeline()
 	for _, ws := range order {
 		data, err := json.Marshal(envelope{From: b.id, Facts: byWS[ws]})
 		if err != nil {
-			return fmt.Errorf("redisbus: encode facts: %w", err)
+			cancel()
+			res <- fmt.Errorf("redisbus: encode facts: %w", err)
+			return res
 		}
 		pipe.Publish(ctx, b.channel(ws), data)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		b.downUntil.Store(time.Now().Add(b.opts.PublishBackoff).UnixNano())
-		b.stats.publishFailures.Add(1)
-		return fmt.Errorf("redisbus: publish: %w", err)
-	}
-	b.stats.published.Add(int64(len(order)))
-	return nil
+	go func() {
+		defer cancel()
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.downUntil.Store(time.Now().Add(b.opts.PublishBackoff).UnixNano())
+			b.stats.publishFailures.Add(1)
+			res <- fmt.Errorf("redisbus: publish: %w", err)
+			return
+		}
+		b.stats.published.Add(int64(len(order)))
+		res <- nil
+	}()
+	return res
 }
 
 // Subscribe registers fn for one workspace's facts until unsubscribe is

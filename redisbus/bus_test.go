@@ -169,6 +169,47 @@ func TestFanOutAcrossBuses(t *testing.T) {
 }
 
 // numsub is how many Redis clients subscribe to channel.
+// TestPublishOverlapsLocalDelivery: the other replicas' copy is on its
+// way before this replica's subscribers run. A local subscriber that waits
+// until the other bus has the fact would wait forever if Publish sent to
+// Redis only after delivering locally.
+func TestPublishOverlapsLocalDelivery(t *testing.T) {
+	url := redisURL(t)
+	p := prefix()
+	a, b := newBus(t, url, p, "overlap-a"), newBus(t, url, p, "overlap-b")
+	rb := newRecorder()
+	defer b.Subscribe("w1", rb.fn)()
+	ra := newRecorder()
+	arrived := make(chan struct{})
+	var once sync.Once
+	defer a.Subscribe("w1", func(f host.Fact) {
+		ra.fn(f)
+		if f.SessionID != "s1" {
+			return
+		}
+		// Runs inside a.Publish: b's copy must already be travelling.
+		go func() {
+			for rb.count(isSession("s1")) == 0 {
+				<-rb.wake
+			}
+			once.Do(func() { close(arrived) })
+		}()
+		select {
+		case <-arrived:
+		case <-time.After(patience):
+			t.Error("b did not receive the fact while a's subscriber ran")
+		}
+	})()
+	ra.waitFor(t, "a's first resync", 1, isResync)
+	rb.waitFor(t, "b's first resync", 1, isResync)
+	if err := a.Publish(context.Background(), []host.Fact{{WorkspaceID: "w1", Kind: host.FactSessionChanged, SessionID: "s1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := ra.count(isSession("s1")); n != 1 {
+		t.Fatalf("a's subscriber saw the fact %d times, want 1", n)
+	}
+}
+
 func numsub(t *testing.T, c *redis.Client, channel string) int64 {
 	t.Helper()
 	m, err := c.PubSubNumSub(context.Background(), channel).Result()
