@@ -261,10 +261,25 @@ func (k *turnSink) flushFirst(ctx context.Context) error {
 
 // commitOutput makes one batch canonical in one fenced transaction: one
 // append per message touched, the Turn (applied sequence), the session
-// (message version) and one outbox row carrying the typed delta.
+// (message version) and one outbox row carrying the typed delta. After
+// this sink's first output commit the Turn and session are checked to be
+// as it left them instead of read (fenceOutput); when something else moved
+// them, the commit is made again with them read.
 func (k *turnSink) commitOutput(ctx context.Context, batch []OutputEvent) error {
-	return k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
-		t, s, err := k.load(ctx, tx, fenceAccepted)
+	err := k.commitOutputFenced(ctx, batch, fenceOutput)
+	if errors.Is(err, ErrNotFound) {
+		k.forgetWrote()
+		err = k.commitOutputFenced(ctx, batch, fenceAccepted)
+	}
+	return err
+}
+
+func (k *turnSink) commitOutputFenced(ctx context.Context, batch []OutputEvent, f fence) error {
+	var t Turn
+	var s Session
+	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		var err error
+		t, s, err = k.load(ctx, tx, f)
 		if err != nil {
 			return err
 		}
@@ -278,6 +293,21 @@ func (k *turnSink) commitOutput(ctx context.Context, batch []OutputEvent) error 
 		}
 		return tx.AdvanceSession(ctx, s.WorkspaceID, s.ID, s.MessageVersion, s.UpdatedAt)
 	})
+	if err != nil {
+		k.forgetWrote() // an ambiguous commit may have landed: read next time
+		return err
+	}
+	k.mu.Lock()
+	k.wrote.valid, k.wrote.t, k.wrote.s = true, t, s
+	k.mu.Unlock()
+	return nil
+}
+
+// forgetWrote makes the next output commit read its Turn and session.
+func (k *turnSink) forgetWrote() {
+	k.mu.Lock()
+	k.wrote.valid = false
+	k.mu.Unlock()
 }
 
 // applyOutput appends the events of batch that t has not applied yet to

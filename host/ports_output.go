@@ -10,6 +10,14 @@ import (
 // store, never read back and re-encoded, so a chunk costs the same at any
 // answer length.
 type OutputTx interface {
+	// ExpectOutput checks, and on PostgreSQL locks, what an output commit
+	// last left: the session at messageVersion and its Turn durably
+	// accepted at appliedSeq. ErrNotFound when either moved or is absent.
+	// A store may report it with the transaction's next round trip
+	// instead of this call (the check then fails the transaction before
+	// COMMIT): the Host calls it in place of reading the Turn and the
+	// session it wrote last, so the append that follows goes with it.
+	ExpectOutput(ctx context.Context, ws, sessionID, turnID string, appliedSeq, messageVersion int64) error
 	// AppendMessage creates the message (a.Version becomes its ordinal) or
 	// appends a.Text to the existing one, adds a.TextLen to its UTF-16
 	// length, replaces the tool state when a.Tool is set, closes it when

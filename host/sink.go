@@ -31,6 +31,14 @@ type turnSink struct {
 	// phase is the latest pre-acceptance phase reported; set once
 	// dispatched is durable (see Observed).
 	phase TurnPhase
+	// wrote is the Turn and session as this sink's last output commit
+	// left them (valid set): the next output commit checks them instead
+	// of reading them (load, fenceOutput).
+	wrote struct {
+		valid bool
+		t     Turn
+		s     Session
+	}
 
 	out outputQueue
 }
@@ -46,6 +54,11 @@ const (
 	fenceUnsettled fence = iota // any phase before settled
 	fenceAccepted               // durably accepted and not settled
 	fenceBound                  // provider identity bound, settled or not
+	// fenceOutput is fenceAccepted for an output commit: after one output
+	// commit of this sink, the rows are checked to be as it left them
+	// (Tx.ExpectOutput) rather than read, which saves a round trip on
+	// PostgreSQL; the caller falls back to fenceAccepted on ErrNotFound.
+	fenceOutput
 )
 
 // load is the one fenced read every sink write starts with, inside tx:
@@ -55,6 +68,18 @@ const (
 // errTurnSettled, so settle can answer with it) and its session, locked on
 // PostgreSQL.
 func (k *turnSink) load(ctx context.Context, tx Tx, f fence) (Turn, Session, error) {
+	if f == fenceOutput {
+		k.mu.Lock()
+		w := k.wrote
+		k.mu.Unlock()
+		if w.valid {
+			if err := k.h.checkOwner(ctx, tx, k.ref.WorkspaceID, k.ref.SessionID); err != nil {
+				return Turn{}, Session{}, err
+			}
+			return w.t, w.s, tx.ExpectOutput(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID, w.t.AppliedSeq, w.s.MessageVersion)
+		}
+		f = fenceAccepted
+	}
 	t, err := k.h.fencedTurn(ctx, tx, k.ref)
 	if err != nil {
 		return Turn{}, Session{}, err

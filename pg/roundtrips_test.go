@@ -163,13 +163,15 @@ func (s *signalStore) Update(ctx context.Context, fn func(host.Tx) error) error 
 	return err
 }
 
-// TestOutputCommitRoundTrips: committing one streamed chunk is 3 round
-// trips: BEGIN with the session lock (which reads the session row ahead)
-// and the turn read; the append (the Host builds the delta from its
-// result); the turn and session updates and the outbox insert with COMMIT
-// (the outbox ids are filled from the COMMIT's batch). One per statement
-// it was 9; with the outbox ids returned inside the transaction and the
-// session read on its own, 5.
+// TestOutputCommitRoundTrips: committing one streamed chunk after the
+// Turn's first output commit is 2 round trips: BEGIN with the check that
+// the session and Turn are as that commit left them (Tx.ExpectOutput,
+// which locks the session) and the append (the Host builds the delta from
+// its result); the turn and session updates and the outbox insert with
+// COMMIT (the outbox ids are filled from the COMMIT's batch). One per
+// statement it was 9; with the outbox ids returned inside the transaction
+// and the session read on its own, 5; with the Turn and session read
+// instead of checked, 3.
 func TestOutputCommitRoundTrips(t *testing.T) {
 	url, _ := testSchema(t)
 	tr := &rtTracer{}
@@ -204,7 +206,7 @@ func TestOutputCommitRoundTrips(t *testing.T) {
 	chunk(3)
 
 	txs := tr.transactions()
-	want := []int{3}
+	want := []int{2}
 	if got := roundTrips(txs); !slices.Equal(got, want) {
 		t.Fatalf("round trips per transaction = %v, want %v; trips:%v", got, want, txs)
 	}

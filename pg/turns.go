@@ -142,6 +142,37 @@ func (t *tx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq 
 		seq, at, ws, sessionID, turnID)
 }
 
+// ExpectOutput implements host.OutputTx: one statement, a fence sent
+// with the next round trip (the append), that locks the session row as
+// Tx.Turn's lock does and finds both rows as the last output commit left
+// them.
+func (t *tx) ExpectOutput(ctx context.Context, ws, sessionID, turnID string, appliedSeq, messageVersion int64) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	op := "expect output state of turn " + turnID
+	k := sessionKey{ws, sessionID}
+	t.tx.queue(deferred{op: op, fence: true, sql: expectOutputSQL,
+		args: []any{ws, sessionID, turnID, messageVersion, appliedSeq, string(host.PhaseDurablyAccepted)},
+		check: func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() == 0 {
+				return dialect.NotFound(op)
+			}
+			t.locked[k] = true
+			return nil
+		}})
+	// Seen under the session lock once the fence passed; if it fails, so
+	// does the transaction.
+	t.see("turns", ws, turnID, sessionID)
+	return nil
+}
+
+const expectOutputSQL = `SELECT 1 FROM sessions s
+	JOIN turns t ON t.workspace_id = s.workspace_id AND t.session_id = s.id
+	WHERE s.workspace_id = $1 AND s.id = $2 AND t.id = $3
+	AND s.message_version = $4 AND t.applied_seq = $5 AND t.phase = $6
+	FOR UPDATE OF s`
+
 const advanceTurnSQL = `UPDATE turns SET applied_seq = GREATEST(applied_seq, $1), updated_at = $2
 	WHERE workspace_id = $3 AND session_id = $4 AND id = $5`
 

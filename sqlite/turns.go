@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -174,6 +176,21 @@ const updateTurnSQL = `UPDATE turns SET origin = ?, phase = ?, outcome = ?,
 func (t *tx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq int64, at time.Time) error {
 	res, err := t.tx.ExecContext(ctx, advanceTurnSQL, seq, ms(at), ws, sessionID, turnID)
 	return affectedOne("advance turn "+turnID, res, err)
+}
+
+// ExpectOutput implements host.OutputTx. The writer connection is the
+// lock: the check holds until COMMIT.
+func (t *tx) ExpectOutput(ctx context.Context, ws, sessionID, turnID string, appliedSeq, messageVersion int64) error {
+	var one int
+	err := t.tx.QueryRowContext(ctx, `SELECT 1 FROM sessions s
+		JOIN turns t ON t.workspace_id = s.workspace_id AND t.session_id = s.id
+		WHERE s.workspace_id = ? AND s.id = ? AND t.id = ?
+		AND s.message_version = ? AND t.applied_seq = ? AND t.phase = ?`,
+		ws, sessionID, turnID, messageVersion, appliedSeq, string(host.PhaseDurablyAccepted)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return dialect.NotFound("expect output state of turn " + turnID)
+	}
+	return classify("expect output state of turn "+turnID, err)
 }
 
 const advanceTurnSQL = `UPDATE turns SET applied_seq = max(applied_seq, ?), updated_at = ?

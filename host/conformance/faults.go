@@ -255,6 +255,11 @@ func (tx *faultTx) UpdateSession(ctx context.Context, s host.Session) error {
 	return tx.Tx.UpdateSession(ctx, s)
 }
 
+func (tx *faultTx) ExpectOutput(ctx context.Context, ws, sessionID, turnID string, appliedSeq, messageVersion int64) error {
+	tx.calls++
+	return tx.Tx.ExpectOutput(ctx, ws, sessionID, turnID, appliedSeq, messageVersion)
+}
+
 func (tx *faultTx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq int64, at time.Time) error {
 	tx.calls++
 	return tx.Tx.AdvanceTurn(ctx, ws, sessionID, turnID, seq, at)

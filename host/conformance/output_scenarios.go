@@ -574,13 +574,80 @@ var OutputBurstBatches = Scenario{"output/burst_commits_in_two_transactions", fu
 	}
 	// One message touched each time: the same statements however many
 	// chunks the batch carries (fenced turn and session read, one append,
-	// turn, session, one outbox row).
-	for _, tx := range txs {
-		if tx.messages != 1 || tx.calls != 6 {
-			t.Fatalf("output transaction made %d store calls for %d messages, want 6 for 1: %+v", tx.calls, tx.messages, txs)
+	// turn, session, one outbox row); the second checks the turn and
+	// session the first left (Tx.ExpectOutput) instead of reading them.
+	for i, want := range []int{6, 5} {
+		if tx := txs[i]; tx.messages != 1 || tx.calls != want {
+			t.Fatalf("output transaction %d made %d store calls for %d messages, want %d for 1: %+v", i+1, tx.calls, tx.messages, want, txs)
 		}
 	}
 	checkTranscript(t, f.messages(s.ID, host.MessageQuery{TurnID: tr.ID}), tr.ID, evs, false)
+}}
+
+// OutputAfterAnotherWriter: an output commit checks that its Turn and
+// session are as its previous output commit left them (Tx.ExpectOutput)
+// instead of reading them; when another writer moved the session in
+// between (here a message put at the next version), the commit is made
+// again with them read, so the chunk gets the version after that message
+// and nothing is written twice.
+var OutputAfterAnotherWriter = Scenario{"output/commit_after_another_writer_rereads", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	evs := []host.OutputEvent{
+		{Seq: 1, Key: "text-1", Kind: host.KindText, Text: "one ", Inline: true},
+		{Seq: 2, Key: "text-1", Kind: host.KindText, Text: "two ", Inline: true},
+		{Seq: 3, Key: "text-1", Kind: host.KindText, Text: "three", Done: true, Inline: true},
+	}
+	var other host.Message
+	rt := &scriptRuntime{events: evs, sentAll: make(chan struct{})}
+	rt.afterOutput = func(ref host.TurnRef, sent []host.OutputEvent) {
+		if len(sent) != 2 {
+			return
+		}
+		// Output of an Inline event returns after its commit: the next
+		// output commit would start from what this one left.
+		err := f.store.Update(ctx, func(tx host.Tx) error {
+			s, err := tx.Session(ctx, ref.WorkspaceID, ref.SessionID)
+			if err != nil {
+				return err
+			}
+			now := time.Now().UTC()
+			other = host.Message{WorkspaceID: ref.WorkspaceID, SessionID: ref.SessionID, ID: "other-writer",
+				TurnID: ref.TurnID, Role: host.RoleSystem, Kind: host.KindText, Version: s.MessageVersion + 1,
+				Ordinal: s.MessageVersion + 1, Content: host.MessageContent{Text: "written by someone else"},
+				CreatedAt: now, UpdatedAt: now}
+			if err := tx.PutMessage(ctx, other); err != nil {
+				return err
+			}
+			return tx.AdvanceSession(ctx, ref.WorkspaceID, ref.SessionID, other.Version, now)
+		})
+		if err != nil {
+			t.Errorf("the other writer: %v", err)
+		}
+	}
+	f.useScript(rt)
+	s := f.createEmpty()
+	tr := f.waitSettled(f.mustSend(s.ID, "other-writer-1", "go"))
+	rt.wg.Wait()
+	msgs := f.messages(s.ID, host.MessageQuery{})
+	checkTranscript(t, msgs, tr.ID, evs, false)
+	versions := map[int64]string{}
+	var agent host.Message
+	for _, m := range msgs {
+		if prev, ok := versions[m.Version]; ok {
+			t.Fatalf("messages %s and %s share version %d", prev, m.ID, m.Version)
+		}
+		versions[m.Version] = m.ID
+		if m.Role == host.RoleAgent {
+			agent = m
+		}
+	}
+	if other.Version == 0 || agent.Version <= other.Version {
+		t.Fatalf("the agent message is at version %d, the other writer's at %d: the last chunk did not follow it", agent.Version, other.Version)
+	}
+	got, err := f.host.GetSession(ctx, ws, s.ID)
+	if err != nil || got.MessageVersion != agent.Version {
+		t.Fatalf("session message version %d (%v), want the agent message's %d", got.MessageVersion, err, agent.Version)
+	}
 }}
 
 // OutputInlineCommitsOnCaller: an Inline event (the runtime has nothing

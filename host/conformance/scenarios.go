@@ -46,6 +46,7 @@ func Scenarios() []Scenario {
 		OutputAmbiguousCommit,
 		OutputFaultSchedules,
 		OutputBurstBatches,
+		OutputAfterAnotherWriter,
 		OutputInlineCommitsOnCaller,
 		InlinePublishBeforeCommitReturns,
 		OutputFinalWithSettlement,

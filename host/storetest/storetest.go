@@ -569,6 +569,7 @@ func testNotFound(t *testing.T, st host.Store) {
 			return tx.UpdateTurn(ctx(t), turn(ws, s.ID, "missing", 1, host.PhaseQueued))
 		}},
 		{"UpdateClaim", func(tx host.Tx) error { return tx.UpdateClaim(ctx(t), claim(ws, "missing", s.ID)) }},
+		{"ExpectOutput", func(tx host.Tx) error { return tx.ExpectOutput(ctx(t), ws, s.ID, "missing", 0, 0) }},
 		{"SetClaimState", func(tx host.Tx) error {
 			return tx.SetClaimState(ctx(t), ws, "missing", host.ClaimAccepted, at(1))
 		}},
