@@ -31,9 +31,9 @@ type turnSink struct {
 	// phase is the latest pre-acceptance phase reported; set once
 	// dispatched is durable (see Observed).
 	phase TurnPhase
-	// wrote is the Turn and session as this sink's last output commit
-	// left them (valid set): the next output commit checks them instead
-	// of reading them (load, fenceOutput).
+	// wrote is the Turn and session as this sink's acceptance or last
+	// output commit left them (valid set): the next output commit checks
+	// them instead of reading them (load, fenceOutput).
 	wrote struct {
 		valid bool
 		t     Turn
@@ -157,7 +157,8 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	}
 	var (
 		cancelAfter bool
-		written     Turn // the Turn as this commit leaves it
+		written     Turn    // the Turn as this commit leaves it
+		wroteS      Session // and the session, when the Turn stays open
 	)
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, s, err := k.load(ctx, tx, fenceUnsettled)
@@ -198,6 +199,7 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 			written, err = k.h.settleIn(ctx, tx, emit, t, s, *term, "", k.openKeys(a.Output...))
 			return err
 		}
+		wroteS = s
 		if turnDirty {
 			if err := tx.UpdateTurn(ctx, t); err != nil {
 				return err
@@ -213,6 +215,9 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	k.accepted = err == nil
 	if err == nil {
 		k.acceptedAs = written
+		// The first output commit checks what this one left (load,
+		// fenceOutput) instead of reading it.
+		k.wrote.valid, k.wrote.t, k.wrote.s = term == nil, written, wroteS
 	}
 	k.mu.Unlock()
 	if err != nil {

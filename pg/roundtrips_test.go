@@ -163,9 +163,9 @@ func (s *signalStore) Update(ctx context.Context, fn func(host.Tx) error) error 
 	return err
 }
 
-// TestOutputCommitRoundTrips: committing one streamed chunk after the
-// Turn's first output commit is 2 round trips: BEGIN with the check that
-// the session and Turn are as that commit left them (Tx.ExpectOutput,
+// TestOutputCommitRoundTrips: committing one streamed chunk is 2 round
+// trips: BEGIN with the check that the session and Turn are as the
+// acceptance or the previous output commit left them (Tx.ExpectOutput,
 // which locks the session) and the append (the Host builds the delta from
 // its result); the turn and session updates and the outbox insert with
 // COMMIT (the outbox ids are filled from the COMMIT's batch). One per

@@ -573,23 +573,24 @@ var OutputBurstBatches = Scenario{"output/burst_commits_in_two_transactions", fu
 		t.Fatalf("99 chunks queued behind one commit took %d output transactions in all, want 2: %+v", len(txs), txs)
 	}
 	// One message touched each time: the same statements however many
-	// chunks the batch carries (fenced turn and session read, one append,
-	// turn, session, one outbox row); the second checks the turn and
-	// session the first left (Tx.ExpectOutput) instead of reading them.
-	for i, want := range []int{6, 5} {
-		if tx := txs[i]; tx.messages != 1 || tx.calls != want {
-			t.Fatalf("output transaction %d made %d store calls for %d messages, want %d for 1: %+v", i+1, tx.calls, tx.messages, want, txs)
+	// chunks the batch carries (the check that the turn and session are
+	// as the acceptance or the previous commit left them, one append,
+	// turn, session, one outbox row).
+	for i, tx := range txs {
+		if tx.messages != 1 || tx.calls != 5 {
+			t.Fatalf("output transaction %d made %d store calls for %d messages, want 5 for 1: %+v", i+1, tx.calls, tx.messages, txs)
 		}
 	}
 	checkTranscript(t, f.messages(s.ID, host.MessageQuery{TurnID: tr.ID}), tr.ID, evs, false)
 }}
 
 // OutputAfterAnotherWriter: an output commit checks that its Turn and
-// session are as its previous output commit left them (Tx.ExpectOutput)
-// instead of reading them; when another writer moved the session in
-// between (here a message put at the next version), the commit is made
-// again with them read, so the chunk gets the version after that message
-// and nothing is written twice.
+// session are as the acceptance or its previous output commit left them
+// (Tx.ExpectOutput) instead of reading them; when another writer moved the
+// session in between (here a message put at the next version, once after
+// the acceptance and once between two chunks), the commit is made again
+// with them read, so the chunk gets the version after that message and
+// nothing is written twice.
 var OutputAfterAnotherWriter = Scenario{"output/commit_after_another_writer_rereads", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	evs := []host.OutputEvent{
@@ -597,35 +598,39 @@ var OutputAfterAnotherWriter = Scenario{"output/commit_after_another_writer_rere
 		{Seq: 2, Key: "text-1", Kind: host.KindText, Text: "two ", Inline: true},
 		{Seq: 3, Key: "text-1", Kind: host.KindText, Text: "three", Done: true, Inline: true},
 	}
-	var other host.Message
-	rt := &scriptRuntime{events: evs, sentAll: make(chan struct{})}
-	rt.afterOutput = func(ref host.TurnRef, sent []host.OutputEvent) {
-		if len(sent) != 2 {
-			return
-		}
-		// Output of an Inline event returns after its commit: the next
-		// output commit would start from what this one left.
+	var others []host.Message
+	putOther := func(sessionID, turnID string) {
 		err := f.store.Update(ctx, func(tx host.Tx) error {
-			s, err := tx.Session(ctx, ref.WorkspaceID, ref.SessionID)
+			s, err := tx.Session(ctx, ws, sessionID)
 			if err != nil {
 				return err
 			}
 			now := time.Now().UTC()
-			other = host.Message{WorkspaceID: ref.WorkspaceID, SessionID: ref.SessionID, ID: "other-writer",
-				TurnID: ref.TurnID, Role: host.RoleSystem, Kind: host.KindText, Version: s.MessageVersion + 1,
+			m := host.Message{WorkspaceID: ws, SessionID: sessionID, ID: fmt.Sprintf("other-writer-%d", len(others)+1),
+				TurnID: turnID, Role: host.RoleSystem, Kind: host.KindText, Version: s.MessageVersion + 1,
 				Ordinal: s.MessageVersion + 1, Content: host.MessageContent{Text: "written by someone else"},
 				CreatedAt: now, UpdatedAt: now}
-			if err := tx.PutMessage(ctx, other); err != nil {
+			if err := tx.PutMessage(ctx, m); err != nil {
 				return err
 			}
-			return tx.AdvanceSession(ctx, ref.WorkspaceID, ref.SessionID, other.Version, now)
+			others = append(others, m)
+			return tx.AdvanceSession(ctx, ws, sessionID, m.Version, now)
 		})
 		if err != nil {
 			t.Errorf("the other writer: %v", err)
 		}
 	}
+	rt := &scriptRuntime{events: evs, sentAll: make(chan struct{})}
+	// Output of an Inline event returns after its commit: the next output
+	// commit would start from what this one left.
+	rt.afterOutput = func(ref host.TurnRef, sent []host.OutputEvent) {
+		if len(sent) == 2 {
+			putOther(ref.SessionID, ref.TurnID)
+		}
+	}
 	f.useScript(rt)
 	s := f.createEmpty()
+	rt.beforeOutput = func(host.TurnSink) { putOther(s.ID, "") }
 	tr := f.waitSettled(f.mustSend(s.ID, "other-writer-1", "go"))
 	rt.wg.Wait()
 	msgs := f.messages(s.ID, host.MessageQuery{})
@@ -641,8 +646,8 @@ var OutputAfterAnotherWriter = Scenario{"output/commit_after_another_writer_rere
 			agent = m
 		}
 	}
-	if other.Version == 0 || agent.Version <= other.Version {
-		t.Fatalf("the agent message is at version %d, the other writer's at %d: the last chunk did not follow it", agent.Version, other.Version)
+	if len(others) != 2 || agent.Version <= others[1].Version {
+		t.Fatalf("the agent message is at version %d after %d other writes (%+v): the last chunk did not follow them", agent.Version, len(others), others)
 	}
 	got, err := f.host.GetSession(ctx, ws, s.ID)
 	if err != nil || got.MessageVersion != agent.Version {
