@@ -262,9 +262,9 @@ func (k *turnSink) flushFirst(ctx context.Context) error {
 // commitOutput makes one batch canonical in one fenced transaction: one
 // append per message touched, the Turn (applied sequence), the session
 // (message version) and one outbox row carrying the typed delta. After
-// this sink's first output commit the Turn and session are checked to be
-// as it left them instead of read (fenceOutput); when something else moved
-// them, the commit is made again with them read.
+// this sink's acceptance the Turn and session are checked to be as its
+// last commit left them instead of read (fenceOutput); when something else
+// moved them, the commit is made again with them read.
 func (k *turnSink) commitOutput(ctx context.Context, batch []OutputEvent) error {
 	err := k.commitOutputFenced(ctx, batch, fenceOutput)
 	if errors.Is(err, ErrNotFound) {

@@ -10,9 +10,10 @@ import (
 // store, never read back and re-encoded, so a chunk costs the same at any
 // answer length.
 type OutputTx interface {
-	// ExpectOutput checks, and on PostgreSQL locks, what an output commit
-	// last left: the session at messageVersion and its Turn durably
-	// accepted at appliedSeq. ErrNotFound when either moved or is absent.
+	// ExpectOutput checks, and on PostgreSQL locks, what the Turn's
+	// acceptance or last output commit left: the session at
+	// messageVersion and the Turn durably accepted at appliedSeq.
+	// ErrNotFound when either moved or is absent.
 	// A store may report it with the transaction's next round trip
 	// instead of this call (the check then fails the transaction before
 	// COMMIT): the Host calls it in place of reading the Turn and the

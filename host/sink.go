@@ -54,10 +54,11 @@ const (
 	fenceUnsettled fence = iota // any phase before settled
 	fenceAccepted               // durably accepted and not settled
 	fenceBound                  // provider identity bound, settled or not
-	// fenceOutput is fenceAccepted for an output commit: after one output
-	// commit of this sink, the rows are checked to be as it left them
-	// (Tx.ExpectOutput) rather than read, which saves a round trip on
-	// PostgreSQL; the caller falls back to fenceAccepted on ErrNotFound.
+	// fenceOutput is fenceAccepted for an output commit: after this
+	// sink's acceptance, the rows are checked to be as its last commit
+	// left them (Tx.ExpectOutput) rather than read, which saves a round
+	// trip on PostgreSQL; the caller falls back to fenceAccepted on
+	// ErrNotFound.
 	fenceOutput
 )
 

@@ -144,8 +144,8 @@ func (t *tx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq 
 
 // ExpectOutput implements host.OutputTx: one statement, a fence sent
 // with the next round trip (the append), that locks the session row as
-// Tx.Turn's lock does and finds both rows as the last output commit left
-// them.
+// Tx.Turn's lock does and finds both rows as the Turn's acceptance or
+// last output commit left them.
 func (t *tx) ExpectOutput(ctx context.Context, ws, sessionID, turnID string, appliedSeq, messageVersion int64) error {
 	if t.failed != nil {
 		return t.failed
