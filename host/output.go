@@ -267,8 +267,7 @@ func (k *turnSink) flushFirst(ctx context.Context) error {
 // moved them, the commit is made again with them read.
 func (k *turnSink) commitOutput(ctx context.Context, batch []OutputEvent) error {
 	err := k.commitOutputFenced(ctx, batch, fenceOutput)
-	if errors.Is(err, ErrNotFound) {
-		k.forgetWrote()
+	if errors.Is(err, ErrNotFound) { // the failed commit forgot what it checked
 		err = k.commitOutputFenced(ctx, batch, fenceAccepted)
 	}
 	return err

@@ -52,8 +52,19 @@ func getQueueEntry(ctx context.Context, q querier, where string, args ...any) (h
 }
 
 func listQueueEntries(ctx context.Context, q querier, where string, args ...any) ([]host.QueueEntry, error) {
-	return queryRows(ctx, q, "list queue entries", `SELECT `+queueCols+` FROM queue_entries WHERE `+where+` ORDER BY position`, args, sqlstore.All(scanQueueEntry))
+	return queryRows(ctx, q, "list queue entries", selectQueueEntries(where), args, sqlstore.All(scanQueueEntry))
 }
+
+func selectQueueEntries(where string) string {
+	return `SELECT ` + queueCols + ` FROM queue_entries WHERE ` + where + ` ORDER BY position`
+}
+
+// The entries a Turn took up, and the entries still waiting, of a session
+// ($1, $2): by turn ($3) and by state ($3, host.QueueQueued).
+const (
+	turnEntriesWhere    = `workspace_id = $1 AND session_id = $2 AND turn_id = $3`
+	waitingEntriesWhere = `workspace_id = $1 AND session_id = $2 AND state = $3`
+)
 
 // selectQueueHead reads a session's queue revision and fence; no row is
 // revision 0 without a fence.
@@ -72,8 +83,7 @@ func getQueue(ctx context.Context, q querier, ws, sessionID string) (host.Queue,
 
 // listWaiting lists a session's queued entries in queue order.
 func listWaiting(ctx context.Context, q querier, ws, sessionID string) ([]host.QueueEntry, error) {
-	return listQueueEntries(ctx, q, `workspace_id = $1 AND session_id = $2 AND state = $3`,
-		ws, sessionID, string(host.QueueQueued))
+	return listQueueEntries(ctx, q, waitingEntriesWhere, ws, sessionID, string(host.QueueQueued))
 }
 
 // GetQueue reads the revision, fence and waiting entries in one read-only
@@ -152,7 +162,7 @@ func (t *tx) TurnQueueEntries(ctx context.Context, ws, sessionID, turnID string)
 		return nil, err
 	}
 	return txRead(t, func() ([]host.QueueEntry, error) {
-		return listQueueEntries(ctx, t.tx, `workspace_id = $1 AND session_id = $2 AND turn_id = $3`, ws, sessionID, turnID)
+		return listQueueEntries(ctx, t.tx, turnEntriesWhere, ws, sessionID, turnID)
 	})
 }
 

@@ -34,12 +34,12 @@ func (t *tx) readQueueAhead(ws, sessionID, turnID string) *queueAhead {
 		}
 	}
 	t.tx.queue(deferred{op: "list queue entries",
-		sql:  `SELECT ` + queueCols + ` FROM queue_entries WHERE workspace_id = $1 AND session_id = $2 AND turn_id = $3 ORDER BY position`,
+		sql:  selectQueueEntries(turnEntriesWhere),
 		args: []any{ws, sessionID, turnID}, scan: entries(&a.consumed)})
 	t.tx.queue(deferred{op: "get queue", sql: selectQueueHead, args: []any{ws, sessionID},
 		scan: func(rows pgx.Rows) error { return rows.Scan(&a.queue.Revision, &a.queue.FenceTurnID) }})
 	t.tx.queue(deferred{op: "list queue entries",
-		sql:  `SELECT ` + queueCols + ` FROM queue_entries WHERE workspace_id = $1 AND session_id = $2 AND state = $3 ORDER BY position`,
+		sql:  selectQueueEntries(waitingEntriesWhere),
 		args: []any{ws, sessionID, string(host.QueueQueued)}, scan: entries(&a.queue.Entries)})
 	return a
 }
