@@ -159,10 +159,21 @@ func (t *tx) TurnInteractions(ctx context.Context, ws, sessionID, turnID string)
 		return nil, err
 	}
 	// A settlement reads the Turn's queue entries and the session's queue
-	// next: they go in this round trip (settleahead.go).
-	ahead := t.readQueueAhead(ws, sessionID, turnID)
-	out, err := queryInteractions(ctx, t.tx, `SELECT `+interactionCols+` FROM interactions
-		WHERE workspace_id = $1 AND session_id = $2 AND turn_id = $3 ORDER BY request_id`, ws, sessionID, turnID)
+	// next: one statement tells which of the three has rows, and only
+	// those are read (settleahead.go).
+	p, err := t.probeSettle(ctx, ws, sessionID, turnID)
+	if err != nil {
+		return nil, t.result(err)
+	}
+	ahead := &queueAhead{ws: ws, session: sessionID, turn: turnID, queue: host.Queue{Revision: p.revision, FenceTurnID: p.fence}}
+	if p.queued {
+		ahead = t.readQueueAhead(ws, sessionID, turnID)
+	}
+	var out []host.Interaction
+	if p.queued || p.interactions {
+		out, err = queryInteractions(ctx, t.tx, `SELECT `+interactionCols+` FROM interactions
+			WHERE workspace_id = $1 AND session_id = $2 AND turn_id = $3 ORDER BY request_id`, ws, sessionID, turnID)
+	}
 	if err == nil {
 		ahead.ops = t.tx.ops
 		t.queueAhead = ahead

@@ -149,6 +149,18 @@ func roundTrips(txs []txTrace) []int {
 	return out
 }
 
+// statements counts the statements of txs, BEGIN and COMMIT included:
+// PostgreSQL's work per transaction grows with them, whatever the batches.
+func statements(txs []txTrace) int {
+	n := 0
+	for _, tt := range txs {
+		for _, trip := range tt.trips {
+			n += len(trip)
+		}
+	}
+	return n
+}
+
 // signalStore signals every Update that committed.
 type signalStore struct {
 	host.Store
@@ -261,9 +273,12 @@ func (r *answerRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 // no latest Turn it holds (emitTreeAt). They cost 3 + 2 + 3 + 4 = 12
 // round trips, against 9 + 6 + 9 + 14 = 38 one per statement. The
 // admission's claim insert stays a round trip of its own (a duplicate is
-// reported by the call itself); the Turn's insert goes with it.
+// reported by the call itself); the Turn's insert goes with it. The
+// settlement's reads of the Turn's interactions and the session's queue
+// are one statement while both are empty (settleahead.go): 30 statements,
+// BEGIN and COMMIT included.
 func TestDurableSubmitRoundTrips(t *testing.T) {
-	testSubmitRoundTrips(t, false, []int{3, 2, 3, 4})
+	testSubmitRoundTrips(t, false, []int{3, 2, 3, 4}, 30)
 }
 
 // TestAnswerAtTheBarrierRoundTrips: an answer that is over before the
@@ -271,10 +286,10 @@ func TestDurableSubmitRoundTrips(t *testing.T) {
 // claim's new state is not read first (Tx.SetClaimState): it goes with the
 // answer's append.
 func TestAnswerAtTheBarrierRoundTrips(t *testing.T) {
-	testSubmitRoundTrips(t, true, []int{3, 2, 4})
+	testSubmitRoundTrips(t, true, []int{3, 2, 4}, 24)
 }
 
-func testSubmitRoundTrips(t *testing.T, atBarrier bool, want []int) {
+func testSubmitRoundTrips(t *testing.T, atBarrier bool, want []int, wantStmts int) {
 	url, _ := testSchema(t)
 	tr := &rtTracer{}
 	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "1"}), Options{Tracer: tr, Logger: quietLogger()})
@@ -316,7 +331,10 @@ func testSubmitRoundTrips(t *testing.T, atBarrier bool, want []int) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("round trips per transaction = %v (total %d), want %v%s", got, total, want, trips.String())
 	}
-	t.Logf("durable submit: %d transactions, %d round trips inside them%s", len(txs), total, trips.String())
+	if n := statements(txs); n != wantStmts {
+		t.Fatalf("statements = %d, want %d%s", n, wantStmts, trips.String())
+	}
+	t.Logf("durable submit: %d transactions, %d round trips and %d statements inside them%s", len(txs), total, wantStmts, trips.String())
 	// Outside them: the claim lookup that answers a retried submit
 	// without a transaction. The Turn SendInput returns is the one the
 	// acceptance committed, not read again.

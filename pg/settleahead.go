@@ -1,6 +1,8 @@
 package pg
 
 import (
+	"context"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ensemble-dev/ensemble/host"
@@ -8,15 +10,43 @@ import (
 
 // queueAhead is what a Turn's settlement reads after the Turn's
 // interactions (host.settleIn: endInteractions, then the queue handoff),
-// read in the interactions' round trip: the Turn's queue entries and the
+// known when the interactions are read: the Turn's queue entries and the
 // session's queue. A settlement is 2 round trips shorter for it; ops is
 // txConn.ops after that round trip, and the rows are current while it has
-// not moved (nothing was queued or sent since).
+// not moved (nothing was queued or sent since). When the settlement probe
+// found no entry, the entries are known empty without reading them.
 type queueAhead struct {
 	ws, session, turn string
 	consumed          []host.QueueEntry
 	queue             host.Queue
 	ops               int
+}
+
+// settleReads is what one statement tells of the rows a settlement reads:
+// whether the Turn has interactions, whether the Turn took up queue
+// entries or any are waiting, and the session's queue head. A plain
+// prompt's settlement has none of them, and reads nothing more.
+type settleReads struct {
+	interactions, queued bool
+	revision             int64
+	fence                string
+}
+
+const probeSettleSQL = `SELECT
+	EXISTS (SELECT 1 FROM interactions WHERE workspace_id = $1 AND session_id = $2 AND turn_id = $3),
+	EXISTS (SELECT 1 FROM queue_entries WHERE workspace_id = $1 AND session_id = $2 AND turn_id = $3)
+		OR EXISTS (SELECT 1 FROM queue_entries WHERE workspace_id = $1 AND session_id = $2 AND state = $4),
+	COALESCE(q.revision, 0), COALESCE(q.fence_turn_id, '')
+	FROM (SELECT 1) one LEFT JOIN session_queues q ON q.workspace_id = $1 AND q.session_id = $2`
+
+func (t *tx) probeSettle(ctx context.Context, ws, sessionID, turnID string) (settleReads, error) {
+	var p settleReads
+	err := t.tx.QueryRow(ctx, probeSettleSQL, ws, sessionID, turnID, string(host.QueueQueued)).
+		Scan(&p.interactions, &p.queued, &p.revision, &p.fence)
+	if err != nil {
+		return p, classify("probe settlement reads", err)
+	}
+	return p, nil
 }
 
 // readQueueAhead queues the reads of queueAhead for the next round trip,

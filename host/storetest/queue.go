@@ -150,6 +150,57 @@ func testQueueReadsAfterInteractions(t *testing.T, st host.Store) {
 	})
 }
 
+// testSettlementReadsWithoutEntries: the settlement's reads when the
+// Turn took up no queue entry and none waits: the Turn's interactions are
+// listed whether or not it has some, the queue has no entries and keeps
+// the revision its last change gave it (0 before any). A store may tell
+// these apart from a queue with entries in one read (pg: settleahead.go).
+func testSettlementReadsWithoutEntries(t *testing.T, st host.Store) {
+	ws := uid("ws")
+	s := session(ws, uid("s"), at(0))
+	tu := turn(ws, s.ID, uid("t"), 1, host.PhaseDurablyAccepted)
+	seed(t, st, []host.Session{s}, []host.Turn{tu}, nil, nil)
+	reads := func(turnID string, wantInteractions []string, wantRevision int64) {
+		t.Helper()
+		update(t, st, func(tx host.Tx) error {
+			is, err := tx.TurnInteractions(ctx(t), ws, s.ID, turnID)
+			if err != nil {
+				return err
+			}
+			got := []string{}
+			for _, i := range is {
+				got = append(got, i.RequestID)
+			}
+			if !reflect.DeepEqual(got, wantInteractions) {
+				return fmt.Errorf("TurnInteractions(%s) = %v, want %v", turnID, got, wantInteractions)
+			}
+			if es, err := tx.TurnQueueEntries(ctx(t), ws, s.ID, turnID); err != nil || len(es) != 0 {
+				return fmt.Errorf("TurnQueueEntries(%s) = %+v %v, want none", turnID, es, err)
+			}
+			q, err := tx.Queue(ctx(t), ws, s.ID)
+			if err != nil || len(q.Entries) != 0 || q.Revision != wantRevision || q.FenceTurnID != "" {
+				return fmt.Errorf("Queue = %+v %v, want revision %d and no entries", q, err, wantRevision)
+			}
+			return nil
+		})
+	}
+	reads(tu.ID, []string{}, 0)
+
+	iupdate(t, st, func(ix host.InteractionTx) error {
+		return ix.InsertInteraction(ctx(t), interaction(ws, s.ID, tu.ID, "req-1", s.ID, 2))
+	})
+	// An entry that was queued and then retracted moved the revision and
+	// left nothing waiting.
+	e := insertEntry(t, st, queueEntry(ws, s.ID, uid("e"), uid("c"), host.DispositionFollowup))
+	e.State, e.UpdatedAt = host.QueueRetracted, at(9)
+	update(t, st, func(tx host.Tx) (err error) {
+		e, err = tx.UpdateQueueEntry(ctx(t), e)
+		return err
+	})
+	reads(tu.ID, []string{"req-1"}, e.Revision)
+	reads(uid("t"), []string{}, e.Revision)
+}
+
 // testQueueRevisionRollsBack: a mutation whose transaction fails leaves
 // neither the entry nor the revision bump behind, and duplicate ids or
 // clientSubmitIds are ErrDuplicate.

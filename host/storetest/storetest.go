@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"QueueRoundTrip", testQueueRoundTrip},
 		{"QueueRevisionRollsBack", testQueueRevisionRollsBack},
 		{"QueueReadsAfterInteractions", testQueueReadsAfterInteractions},
+		{"SettlementReadsWithoutEntries", testSettlementReadsWithoutEntries},
 		{"QueueConcurrentInserts", testQueueConcurrentInserts},
 		{"Closed", testClosed},
 	}
