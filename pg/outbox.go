@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,7 +22,9 @@ import (
 // go in one statement; identity values are drawn in row order, so the
 // sorted ids line up with facts. The statement is deferred: it goes with
 // COMMIT (or the next statement), and the returned slice is filled when
-// its rows come back, before Update returns (host.Tx.AppendFacts).
+// its rows come back, before Update returns (host.Tx.AppendFacts). The
+// row updates queued just before it (the Turn's, the session's) run as
+// parts of it: one statement for the server to execute instead of three.
 func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, error) {
 	if t.failed != nil {
 		return nil, t.failed
@@ -36,21 +41,31 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 		}
 		ws[i], payloads[i] = f.WorkspaceID, string(b)
 	}
+	parts := t.tx.takeUpdates()
+	sql, args := appendFactsSQL(parts, ws, payloads)
 	ids := make([]int64, len(facts))
 	var got []int64
-	t.tx.queue(deferred{op: "append facts", late: true,
-		sql: `INSERT INTO outbox (workspace_id, fact_json, created_at)
-			SELECT w, f, $3 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(w, f, n)
-			ORDER BY n
-			RETURNING id`,
-		args: []any{ws, payloads, time.Now()},
+	affected := make([]int64, len(parts))
+	dest := []any{new(int64)}
+	for i := range affected {
+		dest = append(dest, &affected[i])
+	}
+	op := "append facts"
+	for _, p := range parts {
+		op = p.op + " + " + op
+	}
+	t.tx.queue(deferred{op: op, late: true, sql: sql, args: args,
 		scan: func(rows pgx.Rows) error {
-			var id int64
-			err := rows.Scan(&id)
-			got = append(got, id)
+			err := rows.Scan(dest...)
+			got = append(got, *dest[0].(*int64))
 			return err
 		},
 		check: func(pgconn.CommandTag) error {
+			for i, p := range parts {
+				if err := p.check(pgconn.NewCommandTag(fmt.Sprintf("UPDATE %d", affected[i]))); err != nil {
+					return err
+				}
+			}
 			if len(got) != len(ids) {
 				return fmt.Errorf("pg: append facts: %d ids for %d facts", len(got), len(ids))
 			}
@@ -59,6 +74,47 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 			return nil
 		}})
 	return ids, nil
+}
+
+// appendFactsSQL is the outbox insert with parts, each an UPDATE of one row
+// run as a data-modifying WITH query of it; every row the insert returns
+// carries how many rows each part updated. Parts see the snapshot the
+// insert sees and touch other tables than it, so their order is moot.
+func appendFactsSQL(parts []deferred, ws, payloads []string) (string, []any) {
+	var b strings.Builder
+	var args []any
+	for i, p := range parts {
+		if i == 0 {
+			b.WriteString("WITH ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "u%d AS (%s RETURNING 1)", i, shiftParams(p.sql, len(args)))
+		args = append(args, p.args...)
+	}
+	n := len(args)
+	fmt.Fprintf(&b, ` INSERT INTO outbox (workspace_id, fact_json, created_at)
+		SELECT w, f, $%d FROM unnest($%d::text[], $%d::text[]) WITH ORDINALITY AS x(w, f, n)
+		ORDER BY n
+		RETURNING id`, n+3, n+1, n+2)
+	for i := range parts {
+		fmt.Fprintf(&b, ", (SELECT count(*) FROM u%d)", i)
+	}
+	return b.String(), append(args, ws, payloads, time.Now())
+}
+
+var param = regexp.MustCompile(`\$([0-9]+)`)
+
+// shiftParams renumbers sql's placeholders $1… to $(1+by)…; the store's
+// statements hold no other dollar sign.
+func shiftParams(sql string, by int) string {
+	if by == 0 {
+		return sql
+	}
+	return param.ReplaceAllStringFunc(sql, func(m string) string {
+		n, _ := strconv.Atoi(m[1:])
+		return "$" + strconv.Itoa(n+by)
+	})
 }
 
 // PendingFacts returns undelivered facts created at or before before, oldest

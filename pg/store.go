@@ -328,7 +328,7 @@ func (t *tx) see(table, ws, id, sessionID string) {
 // otherwise it runs now and "no row matched" is host.ErrNotFound.
 func (t *tx) updateOne(ctx context.Context, k rowKey, op, sql string, args ...any) error {
 	if t.defersUpdate(k) {
-		t.tx.queue(deferred{op: op, sql: sql, args: args, late: true,
+		t.tx.queue(deferred{op: op, sql: sql, args: args, late: true, row: &k,
 			check: func(tag pgconn.CommandTag) error { return t.affectedOne(op, tag, nil) }})
 		return nil
 	}

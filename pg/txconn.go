@@ -64,12 +64,32 @@ type deferred struct {
 	// fence: check may refuse the transaction, so the statement's result
 	// is read before COMMIT is sent, never in COMMIT's batch.
 	fence bool
+	// row: a plain UPDATE of this one row (tx.updateOne); such updates may
+	// run as parts of the outbox insert queued after them (takeUpdates).
+	row *rowKey
 }
 
 // queue defers a statement to the next round trip.
 func (c *txConn) queue(d deferred) {
 	c.ops++
 	c.queued = append(c.queued, d)
+}
+
+// takeUpdates removes and returns the single-row updates queued last, in
+// order, while each names another row: one statement may run them as its
+// parts (outbox.go), where two updates of one row would not both apply.
+func (c *txConn) takeUpdates() []deferred {
+	i := len(c.queued)
+	for i > 0 {
+		d := c.queued[i-1]
+		if d.row == nil || slices.ContainsFunc(c.queued[i:], func(o deferred) bool { return *o.row == *d.row }) {
+			break
+		}
+		i--
+	}
+	taken := slices.Clone(c.queued[i:])
+	c.queued = c.queued[:i]
+	return taken
 }
 
 // direct reports that a statement can go alone: the transaction is open
