@@ -171,6 +171,19 @@ type TurnLabels struct {
 // Settled reports whether the Turn reached a terminal state.
 func (t Turn) Settled() bool { return t.Phase == PhaseSettled }
 
+// Succeeds reports whether t may replace old, a state of the same Turn
+// published before it: not when t is older by the Host's millisecond clock,
+// and never an unsettled state over a settled one (settled is terminal).
+// Two commits within one millisecond tie on the clock, and the older can
+// be published last: the relay publishes what a crash between commit and
+// publish left unpublished.
+func (t Turn) Succeeds(old Turn) bool {
+	if t.UpdatedAt.Before(old.UpdatedAt) {
+		return false
+	}
+	return t.Settled() || !old.Settled()
+}
+
 // Accepted reports whether the provider identity is durably bound.
 func (t Turn) Accepted() bool {
 	return t.Phase == PhaseDurablyAccepted || (t.Phase == PhaseSettled && t.ProviderTurnID != "")

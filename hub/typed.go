@@ -43,9 +43,11 @@ func (t *topic) applyTypedTurnLocked(tr host.Turn, s *host.Session) bool {
 	}
 	old, inWindow := sv.sentTurns[tr.ID]
 	// A reread that ran between this commit and its publish may have shown
-	// a later state already. (UpdatedAt is the Host's millisecond clock;
-	// within one millisecond the later fact, right behind, corrects it.)
-	if inWindow && tr.UpdatedAt.Before(old.UpdatedAt) {
+	// a later state already, and the relay may publish an older fact after
+	// a newer one. (UpdatedAt is the Host's millisecond clock; within one
+	// millisecond the later fact, right behind, corrects it, and a settled
+	// Turn is never shown unsettled again: host.Turn.Succeeds.)
+	if inWindow && !tr.Succeeds(old) {
 		return true
 	}
 	kept := true // the Turn is in the window after this

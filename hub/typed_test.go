@@ -126,11 +126,17 @@ func TestTypedTurnFactsApplyWithoutReread(t *testing.T) {
 		t.Fatalf("turn_update %s %s, want %s settled", got.ID, got.Phase, first.ID)
 	}
 
-	// A stale copy (as a late relay republish) is dropped; the next Turn is
-	// admitted; the next event is that Turn.
+	// A stale copy (as a late relay republish) is dropped, and so is an
+	// unsettled copy from the settlement's own millisecond (two commits
+	// within one, the older published last): a settled Turn is never shown
+	// unsettled again. The next Turn is admitted; the next event is that
+	// Turn.
 	stale := first
 	stale.Phase, stale.UpdatedAt = host.PhaseDispatched, first.UpdatedAt
 	d.publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactSessionChanged, SessionID: w.sid, TurnID: first.ID, Turn: &stale})
+	sameMs := first
+	sameMs.Phase, sameMs.UpdatedAt = host.PhaseDurablyAccepted, settled.UpdatedAt
+	d.publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactSessionChanged, SessionID: w.sid, TurnID: first.ID, Turn: &sameMs})
 	turn := func(seq int64) host.Turn {
 		return host.Turn{WorkspaceID: w.ws, SessionID: w.sid, ID: host.RandomID("t"), Seq: seq, Origin: "user",
 			Phase: host.PhaseQueued, CreatedAt: tick(), UpdatedAt: w.clock}
@@ -155,10 +161,10 @@ func TestTypedTurnFactsApplyWithoutReread(t *testing.T) {
 	if n := h.Stats().Rereads - rereads; n != 0 {
 		t.Fatalf("%d rereads for typed turn facts, want 0", n)
 	}
-	// Four on the session's topic, three on the list (the stale copy
-	// carries no session).
-	if n := h.Stats().TypedTurns; n != 7 {
-		t.Fatalf("%d typed turn facts applied, want 7", n)
+	// Five on the session's topic, three on the list (the stale copies
+	// carry no session).
+	if n := h.Stats().TypedTurns; n != 8 {
+		t.Fatalf("%d typed turn facts applied, want 8", n)
 	}
 	// The window is what a reread reads: the two newest Turns, more behind.
 	checkWindow(t, h, reader, w)

@@ -413,8 +413,10 @@ func (o *recordingObserver) transcriptDeltas(sessionID string) []host.Transcript
 // checkTypedTurns: the newest Turn each Turn's typed facts carry, and the
 // newest session they carry, are what a reread gives once the session is
 // quiet, so a hub that applies them shows what it would have reread.
-// Faults may publish facts twice and out of order (the relay), so newest
-// is by UpdatedAt, later publication winning a tie.
+// Faults may publish facts twice and out of order (the relay), so a fact
+// counts as a hub applies it: when its Turn succeeds the newest one seen
+// (host.Turn.Succeeds: by UpdatedAt, later publication winning a tie,
+// never unsettled over settled), its session with it.
 func checkTypedTurns(t *testing.T, f *fixture, sessionID string) {
 	t.Helper()
 	ctx := context.Background()
@@ -430,9 +432,10 @@ func checkTypedTurns(t *testing.T, f *fixture, sessionID string) {
 		if fa.Kind != host.FactSessionChanged || fa.Turn.ID != fa.TurnID || fa.Turn.SessionID != sessionID {
 			t.Fatalf("typed turn fact %s/%s carries Turn %s of session %s", fa.Kind, fa.TurnID, fa.Turn.ID, fa.Turn.SessionID)
 		}
-		if old, ok := newest[fa.TurnID]; !ok || !fa.Turn.UpdatedAt.Before(old.UpdatedAt) {
-			newest[fa.TurnID] = *fa.Turn
+		if old, ok := newest[fa.TurnID]; ok && !fa.Turn.Succeeds(old) {
+			continue
 		}
+		newest[fa.TurnID] = *fa.Turn
 		if fa.Session != nil && (session == nil || !fa.Session.UpdatedAt.Before(session.UpdatedAt)) {
 			session = fa.Session
 		}
