@@ -50,11 +50,12 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 	for i := range affected {
 		dest = append(dest, &affected[i])
 	}
-	op := "append facts"
+	var op strings.Builder
 	for _, p := range parts {
-		op = p.op + " + " + op
+		op.WriteString(p.op + " + ")
 	}
-	t.tx.queue(deferred{op: op, late: true, sql: sql, args: args,
+	op.WriteString("append facts")
+	t.tx.queue(deferred{op: op.String(), late: true, sql: sql, args: args,
 		scan: func(rows pgx.Rows) error {
 			err := rows.Scan(dest...)
 			got = append(got, *dest[0].(*int64))
