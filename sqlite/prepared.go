@@ -7,14 +7,15 @@ import (
 )
 
 // hotSQL are the statements every output transaction runs besides the
-// append (the fenced Turn and session reads, the Turn and session
+// append (the check that the Turn and session are as the last commit left
+// them, or the fenced Turn and session reads, the Turn and session
 // advances, the outbox row), and the Turn and session updates of every
 // lifecycle transaction. They are prepared once on the writer's only
 // connection at Open: database/sql over modernc.org/sqlite otherwise
 // parses each one anew, which was a quarter of an output transaction's CPU
 // (pprof of the fan-out load test), time the one writer connection is held
 // while every other session's commit waits for it.
-var hotSQL = []string{getTurnSQL, getSessionSQL, advanceTurnSQL, advanceSessionSQL, updateTurnSQL, updateSessionSQL, insertFactSQL}
+var hotSQL = []string{expectOutputSQL, getTurnSQL, getSessionSQL, advanceTurnSQL, advanceSessionSQL, updateTurnSQL, updateSessionSQL, insertFactSQL}
 
 // appendSQL are the append statements, prepared the same way: they run
 // once per message per output batch.

@@ -27,6 +27,7 @@ func TestOutputStatementsArePrepared(t *testing.T) {
 		t.Fatal(err)
 	}
 	noRow := map[string]string{
+		expectOutputSQL:   expectOutputSQL + " AND 0",
 		getTurnSQL:        getTurnSQL + " AND 0",
 		getSessionSQL:     getSessionSQL + " AND 0",
 		advanceTurnSQL:    advanceTurnSQL + " AND 0",
@@ -51,6 +52,9 @@ func TestOutputStatementsArePrepared(t *testing.T) {
 		old.Close()
 	}
 	err := st.Update(ctx, func(tx host.Tx) error {
+		if err := tx.ExpectOutput(ctx, "w", "s", "t", 0, 0); !errors.Is(err, host.ErrNotFound) {
+			t.Errorf("ExpectOutput: %v, want not found from the swapped prepared statement", err)
+		}
 		if _, err := tx.Turn(ctx, "w", "s", "t"); !errors.Is(err, host.ErrNotFound) {
 			t.Errorf("Turn: %v, want not found from the swapped prepared statement", err)
 		}

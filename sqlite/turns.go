@@ -182,16 +182,18 @@ func (t *tx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string, seq 
 // lock: the check holds until COMMIT.
 func (t *tx) ExpectOutput(ctx context.Context, ws, sessionID, turnID string, appliedSeq, messageVersion int64) error {
 	var one int
-	err := t.tx.QueryRowContext(ctx, `SELECT 1 FROM sessions s
-		JOIN turns t ON t.workspace_id = s.workspace_id AND t.session_id = s.id
-		WHERE s.workspace_id = ? AND s.id = ? AND t.id = ?
-		AND s.message_version = ? AND t.applied_seq = ? AND t.phase = ?`,
+	err := t.tx.QueryRowContext(ctx, expectOutputSQL,
 		ws, sessionID, turnID, messageVersion, appliedSeq, string(host.PhaseDurablyAccepted)).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return dialect.NotFound("expect output state of turn " + turnID)
 	}
 	return classify("expect output state of turn "+turnID, err)
 }
+
+const expectOutputSQL = `SELECT 1 FROM sessions s
+		JOIN turns t ON t.workspace_id = s.workspace_id AND t.session_id = s.id
+		WHERE s.workspace_id = ? AND s.id = ? AND t.id = ?
+		AND s.message_version = ? AND t.applied_seq = ? AND t.phase = ?`
 
 const advanceTurnSQL = `UPDATE turns SET applied_seq = max(applied_seq, ?), updated_at = ?
 		WHERE workspace_id = ? AND session_id = ? AND id = ?`
