@@ -184,6 +184,19 @@ func (t Turn) Succeeds(old Turn) bool {
 	return t.Settled() || !old.Settled()
 }
 
+// Succeeds reports whether s may replace old, a state of the same session
+// published before it: not when s is older by the Host's millisecond
+// clock, nor, within the same millisecond, when its transcript or its Turn
+// count is behind old's (both only grow while the session lives), for the
+// reason Turn.Succeeds gives.
+func (s Session) Succeeds(old Session) bool {
+	if s.UpdatedAt.Before(old.UpdatedAt) {
+		return false
+	}
+	sameMoment := s.UpdatedAt.Equal(old.UpdatedAt) && s.CreatedAt.Equal(old.CreatedAt)
+	return !sameMoment || s.MessageVersion >= old.MessageVersion && s.TurnCount >= old.TurnCount
+}
+
 // Accepted reports whether the provider identity is durably bound.
 func (t Turn) Accepted() bool {
 	return t.Phase == PhaseDurablyAccepted || (t.Phase == PhaseSettled && t.ProviderTurnID != "")

@@ -400,6 +400,9 @@ func (t *topic) applyWorkspaceSessionLocked(s host.Session) {
 		t.wv.sent = map[string]host.Session{}
 	}
 	if old, ok := t.wv.sent[s.ID]; ok && sameSummary(old, s) {
+		// Nothing new to show; kept as the newest state a later fact is
+		// ordered against (host.Session.Succeeds).
+		t.wv.sent[s.ID] = s
 		return
 	}
 	if len(t.wv.sent) >= maxWorkspaceView {

@@ -77,7 +77,7 @@ func (t *topic) applyTypedTurnLocked(tr host.Turn, s *host.Session) bool {
 	if kept {
 		sv.sentTurns[tr.ID] = tr
 	}
-	if s != nil && !s.UpdatedAt.Before(sv.session.UpdatedAt) {
+	if s != nil && s.Succeeds(*sv.session) {
 		cur := *s
 		cur.Goal = sv.session.Goal // read with the session, never carried
 		t.applySessionLocked(cur)
@@ -101,7 +101,7 @@ func (t *topic) applyTypedSession(s host.Session) bool {
 	if !ok {
 		return false // not listed yet: the reread decides whether it shows
 	}
-	if !s.UpdatedAt.Before(old.UpdatedAt) {
+	if s.Succeeds(old) {
 		s.Goal = old.Goal
 		t.applyWorkspaceSessionLocked(s)
 	}

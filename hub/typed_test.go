@@ -121,7 +121,8 @@ func TestTypedTurnFactsApplyWithoutReread(t *testing.T) {
 	settled := first
 	settled.Phase, settled.Outcome, settled.UpdatedAt = host.PhaseSettled, host.OutcomeCompleted, tick()
 	settled.SettledAt = &settled.UpdatedAt
-	d.publish(d.write(settled, false, func(s *host.Session) { s.ActiveTurnID, s.UpdatedAt = "", w.clock }))
+	settledFact := d.write(settled, false, func(s *host.Session) { s.ActiveTurnID, s.UpdatedAt = "", w.clock })
+	d.publish(settledFact)
 	if got := nextTurnUpdate(t, cl); got.ID != first.ID || got.Phase != host.PhaseSettled {
 		t.Fatalf("turn_update %s %s, want %s settled", got.ID, got.Phase, first.ID)
 	}
@@ -136,7 +137,11 @@ func TestTypedTurnFactsApplyWithoutReread(t *testing.T) {
 	d.publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactSessionChanged, SessionID: w.sid, TurnID: first.ID, Turn: &stale})
 	sameMs := first
 	sameMs.Phase, sameMs.UpdatedAt = host.PhaseDurablyAccepted, settled.UpdatedAt
-	d.publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactSessionChanged, SessionID: w.sid, TurnID: first.ID, Turn: &sameMs})
+	// Its session, from the same millisecond, still has the Turn active and
+	// its transcript one version behind: the list must not show it either.
+	sameMsSession := *settledFact.Session
+	sameMsSession.ActiveTurnID, sameMsSession.MessageVersion = first.ID, sameMsSession.MessageVersion-1
+	d.publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactSessionChanged, SessionID: w.sid, TurnID: first.ID, Turn: &sameMs, Session: &sameMsSession})
 	turn := func(seq int64) host.Turn {
 		return host.Turn{WorkspaceID: w.ws, SessionID: w.sid, ID: host.RandomID("t"), Seq: seq, Origin: "user",
 			Phase: host.PhaseQueued, CreatedAt: tick(), UpdatedAt: w.clock}
@@ -161,10 +166,10 @@ func TestTypedTurnFactsApplyWithoutReread(t *testing.T) {
 	if n := h.Stats().Rereads - rereads; n != 0 {
 		t.Fatalf("%d rereads for typed turn facts, want 0", n)
 	}
-	// Five on the session's topic, three on the list (the stale copies
-	// carry no session).
-	if n := h.Stats().TypedTurns; n != 8 {
-		t.Fatalf("%d typed turn facts applied, want 8", n)
+	// Five on the session's topic, four on the list (the first stale copy
+	// carries no session).
+	if n := h.Stats().TypedTurns; n != 9 {
+		t.Fatalf("%d typed turn facts applied, want 9", n)
 	}
 	// The window is what a reread reads: the two newest Turns, more behind.
 	checkWindow(t, h, reader, w)

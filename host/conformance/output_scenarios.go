@@ -416,7 +416,8 @@ func (o *recordingObserver) transcriptDeltas(sessionID string) []host.Transcript
 // Faults may publish facts twice and out of order (the relay), so a fact
 // counts as a hub applies it: when its Turn succeeds the newest one seen
 // (host.Turn.Succeeds: by UpdatedAt, later publication winning a tie,
-// never unsettled over settled), its session with it.
+// never unsettled over settled), its session with it when that succeeds
+// the newest session seen (host.Session.Succeeds).
 func checkTypedTurns(t *testing.T, f *fixture, sessionID string) {
 	t.Helper()
 	ctx := context.Background()
@@ -436,7 +437,7 @@ func checkTypedTurns(t *testing.T, f *fixture, sessionID string) {
 			continue
 		}
 		newest[fa.TurnID] = *fa.Turn
-		if fa.Session != nil && (session == nil || !fa.Session.UpdatedAt.Before(session.UpdatedAt)) {
+		if fa.Session != nil && (session == nil || fa.Session.Succeeds(*session)) {
 			session = fa.Session
 		}
 	}
