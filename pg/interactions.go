@@ -167,7 +167,7 @@ func (t *tx) TurnInteractions(ctx context.Context, ws, sessionID, turnID string)
 	}
 	ahead := &queueAhead{ws: ws, session: sessionID, turn: turnID, queue: host.Queue{Revision: p.revision, FenceTurnID: p.fence}}
 	if p.queued {
-		ahead = t.readQueueAhead(ws, sessionID, turnID)
+		t.readEntriesAhead(ahead)
 	}
 	var out []host.Interaction
 	if p.queued || p.interactions {

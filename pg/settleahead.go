@@ -49,10 +49,10 @@ func (t *tx) probeSettle(ctx context.Context, ws, sessionID, turnID string) (set
 	return p, nil
 }
 
-// readQueueAhead queues the reads of queueAhead for the next round trip,
-// which the caller makes at once; the caller holds the session lock.
-func (t *tx) readQueueAhead(ws, sessionID, turnID string) *queueAhead {
-	a := &queueAhead{ws: ws, session: sessionID, turn: turnID}
+// readEntriesAhead queues the reads of a's queue entries for the next
+// round trip, which the caller makes at once; the caller holds the session
+// lock, and a's queue head is the probe's.
+func (t *tx) readEntriesAhead(a *queueAhead) {
 	entries := func(into *[]host.QueueEntry) func(pgx.Rows) error {
 		return func(rows pgx.Rows) error {
 			e, err := scanQueueEntry(rows)
@@ -65,13 +65,10 @@ func (t *tx) readQueueAhead(ws, sessionID, turnID string) *queueAhead {
 	}
 	t.tx.queue(deferred{op: "list queue entries",
 		sql:  selectQueueEntries(turnEntriesWhere),
-		args: []any{ws, sessionID, turnID}, scan: entries(&a.consumed)})
-	t.tx.queue(deferred{op: "get queue", sql: selectQueueHead, args: []any{ws, sessionID},
-		scan: func(rows pgx.Rows) error { return rows.Scan(&a.queue.Revision, &a.queue.FenceTurnID) }})
+		args: []any{a.ws, a.session, a.turn}, scan: entries(&a.consumed)})
 	t.tx.queue(deferred{op: "list queue entries",
 		sql:  selectQueueEntries(waitingEntriesWhere),
-		args: []any{ws, sessionID, string(host.QueueQueued)}, scan: entries(&a.queue.Entries)})
-	return a
+		args: []any{a.ws, a.session, string(host.QueueQueued)}, scan: entries(&a.queue.Entries)})
 }
 
 // current reports whether a still holds what a read of the session now

@@ -155,8 +155,8 @@ func (t *tx) ExpectOutput(ctx context.Context, ws, sessionID, turnID string, app
 	t.tx.queue(deferred{op: op, fence: true, sql: expectOutputSQL,
 		args: []any{ws, sessionID, turnID, messageVersion, appliedSeq, string(host.PhaseDurablyAccepted)},
 		check: func(tag pgconn.CommandTag) error {
-			if tag.RowsAffected() == 0 {
-				return dialect.NotFound(op)
+			if err := t.affectedOne(op, tag, nil); err != nil {
+				return err
 			}
 			t.locked[k] = true
 			return nil
