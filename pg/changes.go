@@ -31,10 +31,6 @@ type batcher interface {
 func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.ChangesQuery) (c host.Changes, err error) {
 	turnLimit := host.ClampLimit(q.Turns, 50, 200)
 	msgLimit := host.ClampLimit(q.Messages, 200, 1000)
-	order := "ASC"
-	if q.Newest {
-		order = "DESC"
-	}
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
 	b.Queue(selectSessionSummary, ws, sessionID)
@@ -45,9 +41,9 @@ func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.C
 	for _, id := range q.TurnIDs {
 		b.Queue(selectTurn, ws, sessionID, id)
 	}
-	b.Queue(`SELECT `+messageRead+` FROM messages
-		WHERE workspace_id = $1 AND session_id = $2 AND version > $3
-		ORDER BY version `+order+` LIMIT $4`, ws, sessionID, q.AfterVersion, msgLimit+1)
+	msgs, msgArgs := sqlstore.VersionQuery{Read: messageRead, Mark: "$", Where: `workspace_id = $1 AND session_id = $2`,
+		Args: []any{ws, sessionID}, After: q.AfterVersion, Desc: q.Newest, Limit: msgLimit + 1}.SQL()
+	b.Queue(msgs, msgArgs...)
 	b.Queue(`COMMIT`)
 	br := db.SendBatch(ctx, b)
 	defer func() {

@@ -20,9 +20,11 @@ const partsText = `coalesce((SELECT string_agg(p.text, '' ORDER BY p.off) FROM m
 	  AND p.message_id = messages.id), '')`
 
 // messageRead is messageCols for a SELECT FROM messages: the text of a
-// message that is still streaming includes its appended pieces, so every
-// reader (message.list, Changes, snapshots, export) sees the exact text.
-const messageRead = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
+// message that is still streaming includes its appended pieces, and its
+// version is the one its last append set, so every reader (message.list,
+// Changes, snapshots, export) sees the exact message.
+const messageRead = `workspace_id, session_id, id, turn_id, role, kind,
+	` + sqlstore.MessageVersion + ` AS version, ordinal,
 	content_json, tool_json, streaming, author, created_at, updated_at,
 	CASE WHEN streaming THEN text || ` + partsText + ` ELSE text END, author_name`
 
@@ -96,7 +98,7 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
 			text = excluded.text, text_len = excluded.text_len,
 			turn_id = excluded.turn_id, role = excluded.role, kind = excluded.kind,
-			version = excluded.version, ordinal = excluded.ordinal,
+			version = excluded.version, stream_version = NULL, ordinal = excluded.ordinal,
 			content_json = excluded.content_json, tool_json = excluded.tool_json,
 			streaming = excluded.streaming, author = excluded.author,
 			created_at = excluded.created_at, updated_at = excluded.updated_at,
@@ -136,6 +138,8 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 // appendMessageSQL: m upserts the message; p inserts the piece when the
 // message existed and is still streaming; d deletes the pieces when this
 // append closes it (m's fold and d read the same snapshot of the pieces).
+// While the message streams m changes no indexed column (the version goes
+// to stream_version), so its update is HOT: no index entry per chunk.
 const appendMessageSQL = `WITH m AS (
 	INSERT INTO messages (workspace_id, session_id, id, turn_id, role,
 		kind, version, ordinal, content_json, tool_json, streaming, author, created_at,
@@ -148,7 +152,10 @@ const appendMessageSQL = `WITH m AS (
 		text_len = messages.text_len + excluded.text_len,
 		tool_json = coalesce(excluded.tool_json, messages.tool_json),
 		streaming = messages.streaming AND excluded.streaming,
-		version = excluded.version, updated_at = excluded.updated_at
+		version = CASE WHEN messages.streaming AND excluded.streaming THEN messages.version
+			ELSE excluded.version END,
+		stream_version = CASE WHEN messages.streaming AND excluded.streaming THEN excluded.version END,
+		updated_at = excluded.updated_at
 	RETURNING text_len, ordinal, streaming
 ), p AS (
 	INSERT INTO message_parts (workspace_id, session_id, message_id, off, text)
@@ -165,27 +172,14 @@ SELECT text_len, ordinal FROM m`
 // BeforeVersion alone pages backward from the newest change below it.
 func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.MessageQuery) (host.MessagePage, error) {
 	limit := host.ClampLimit(q.Limit, 200, 1000)
-	query := `SELECT ` + messageRead + ` FROM messages WHERE workspace_id = $1 AND session_id = $2`
-	args := []any{ws, sessionID}
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	if q.TurnID != "" {
-		query += ` AND turn_id = ` + arg(q.TurnID)
-	}
-	if q.AfterVersion > 0 {
-		query += ` AND version > ` + arg(q.AfterVersion)
-	}
-	if q.BeforeVersion > 0 {
-		query += ` AND version < ` + arg(q.BeforeVersion)
-	}
 	backward := q.BeforeVersion > 0 && q.AfterVersion <= 0
-	if backward {
-		query += ` ORDER BY version DESC LIMIT ` + arg(limit+1)
-	} else {
-		query += ` ORDER BY version ASC LIMIT ` + arg(limit+1)
+	vq := sqlstore.VersionQuery{Read: messageRead, Mark: "$", Where: `workspace_id = $1 AND session_id = $2`,
+		Args: []any{ws, sessionID}, After: q.AfterVersion, Before: q.BeforeVersion, Desc: backward, Limit: limit + 1}
+	if q.TurnID != "" {
+		vq.Where += ` AND turn_id = $3`
+		vq.Args = append(vq.Args, q.TurnID)
 	}
+	query, args := vq.SQL()
 
 	return withPool(ctx, s, func(db querier) (host.MessagePage, error) {
 		msgs, err := queryRows(ctx, db, "list messages", query, args, sqlstore.All(scanMessage))

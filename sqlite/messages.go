@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/ensemble-dev/ensemble/host"
@@ -21,9 +22,11 @@ const partsText = `coalesce((SELECT group_concat(p.text, '' ORDER BY p.off) FROM
 	  AND p.message_id = messages.id), '')`
 
 // messageRead is messageCols for a SELECT FROM messages: the text of a
-// message that is still streaming includes its appended pieces, so every
-// reader (message.list, Changes, snapshots, export) sees the exact text.
-const messageRead = `workspace_id, session_id, id, turn_id, role, kind, version, ordinal,
+// message that is still streaming includes its appended pieces, and its
+// version is the one its last append set, so every reader (message.list,
+// Changes, snapshots, export) sees the exact message.
+const messageRead = `workspace_id, session_id, id, turn_id, role, kind,
+	` + sqlstore.MessageVersion + ` AS version, ordinal,
 	content_json, tool_json, streaming, author, created_at, updated_at,
 	CASE WHEN streaming THEN text || ` + partsText + ` ELSE text END, author_name`
 
@@ -84,7 +87,7 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 		ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
 			text = excluded.text, text_len = excluded.text_len,
 			turn_id = excluded.turn_id, role = excluded.role, kind = excluded.kind,
-			version = excluded.version, ordinal = excluded.ordinal,
+			version = excluded.version, stream_version = NULL, ordinal = excluded.ordinal,
 			content_json = excluded.content_json, tool_json = excluded.tool_json,
 			streaming = excluded.streaming, author = excluded.author,
 			created_at = excluded.created_at, updated_at = excluded.updated_at,
@@ -119,8 +122,21 @@ const appendMessageSQL = `INSERT INTO messages (workspace_id, session_id, id, tu
 		text_len = messages.text_len + excluded.text_len,
 		tool_json = coalesce(excluded.tool_json, messages.tool_json),
 		streaming = messages.streaming AND excluded.streaming,
-		version = excluded.version, updated_at = excluded.updated_at
+		version = CASE WHEN messages.streaming AND excluded.streaming THEN messages.version
+			ELSE excluded.version END,
+		stream_version = CASE WHEN messages.streaming AND excluded.streaming THEN excluded.version END,
+		updated_at = excluded.updated_at
 	RETURNING text_len, ordinal, streaming`
+
+// streamAppendSQL records an append that keeps a streaming message open.
+// SQLite rewrites a page of every index whose columns an UPDATE names,
+// whatever the values, so this names none: not version, not streaming
+// (messages_streaming's condition); the version goes to stream_version.
+// No row: the message is new or closed, and appendMessageSQL takes it.
+const streamAppendSQL = `UPDATE messages SET text_len = text_len + ?1,
+		tool_json = coalesce(?2, tool_json), stream_version = ?3, updated_at = ?4
+	WHERE workspace_id = ?5 AND session_id = ?6 AND id = ?7 AND streaming
+	RETURNING text_len`
 
 // insertPartSQL records one appended piece of a streaming message.
 const insertPartSQL = `INSERT INTO message_parts (workspace_id, session_id, message_id, off, text)
@@ -131,14 +147,29 @@ const deletePartsSQL = `DELETE FROM message_parts
 	WHERE workspace_id = ? AND session_id = ? AND message_id = ?`
 
 // AppendMessage implements host.OutputTx with statements prepared once:
-// the upsert, then one insert of the piece while the message streams, or
-// one delete of the folded pieces when this append closes it.
+// while the message streams, its update and the insert of the piece;
+// otherwise the upsert, then one delete of the folded pieces when this
+// append closes it.
 func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
 	tool, err := sqlstore.EncodeTool("sqlite", a.ID, a.Tool)
 	if err != nil {
 		return host.AppendResult{}, err
 	}
 	var n, ordinal, streaming int64
+	if !a.Done {
+		err = t.tx.QueryRowContext(ctx, streamAppendSQL, a.TextLen, tool, a.Version, ms(a.At),
+			a.WorkspaceID, a.SessionID, a.ID).Scan(&n)
+		switch {
+		case err == nil:
+			res := host.AppendResult{Offset: int(n) - a.TextLen}
+			if a.Text != "" {
+				_, err = t.tx.ExecContext(ctx, insertPartSQL, a.WorkspaceID, a.SessionID, a.ID, res.Offset, a.Text)
+			}
+			return res, classify("append message: parts", err)
+		case !errors.Is(err, sql.ErrNoRows):
+			return host.AppendResult{}, classify("append message", err)
+		}
+	}
 	err = t.tx.QueryRowContext(ctx, appendMessageSQL,
 		a.WorkspaceID, a.SessionID, a.ID, a.TurnID, string(a.Role), string(a.Kind), a.Version,
 		tool, boolInt(!a.Done), ms(a.At), a.Text, a.TextLen).Scan(&n, &ordinal, &streaming)
@@ -171,28 +202,14 @@ func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.M
 		return host.MessagePage{}, err
 	}
 	limit := host.ClampLimit(q.Limit, 200, 1000)
-	query := `SELECT ` + messageRead + ` FROM messages WHERE workspace_id = ? AND session_id = ?`
-	args := []any{ws, sessionID}
-	if q.TurnID != "" {
-		query += ` AND turn_id = ?`
-		args = append(args, q.TurnID)
-	}
-	if q.AfterVersion > 0 {
-		query += ` AND version > ?`
-		args = append(args, q.AfterVersion)
-	}
-	if q.BeforeVersion > 0 {
-		query += ` AND version < ?`
-		args = append(args, q.BeforeVersion)
-	}
 	backward := q.BeforeVersion > 0 && q.AfterVersion <= 0
-	if backward {
-		query += ` ORDER BY version DESC LIMIT ?`
-	} else {
-		query += ` ORDER BY version ASC LIMIT ?`
+	vq := sqlstore.VersionQuery{Read: messageRead, Mark: "?", Where: `workspace_id = ?1 AND session_id = ?2`,
+		Args: []any{ws, sessionID}, After: q.AfterVersion, Before: q.BeforeVersion, Desc: backward, Limit: limit + 1}
+	if q.TurnID != "" {
+		vq.Where += ` AND turn_id = ?3`
+		vq.Args = append(vq.Args, q.TurnID)
 	}
-	args = append(args, limit+1)
-
+	query, args := vq.SQL()
 	msgs, err := queryRows(ctx, r, "list messages", query, args, sqlstore.All(scanMessage))
 	return sqlstore.MessagePage(msgs, limit, backward), err
 }

@@ -19,7 +19,7 @@ var hotSQL = []string{expectOutputSQL, getTurnSQL, getSessionSQL, advanceTurnSQL
 
 // appendSQL are the append statements, prepared the same way: they run
 // once per message per output batch.
-var appendSQL = []string{appendMessageSQL, insertPartSQL, deletePartsSQL}
+var appendSQL = []string{streamAppendSQL, appendMessageSQL, insertPartSQL, deletePartsSQL}
 
 // preparedTx is a write transaction that runs the statements prepared at
 // Open through their prepared form and any other statement as before. The

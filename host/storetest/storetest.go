@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"AppliedSeq", testAppliedSeq},
 		{"AdvanceOutput", testAdvanceOutput},
 		{"MessageParts", testMessageParts},
+		{"StreamingVersions", testStreamingVersions},
 		{"ForkOps", testForkOps},
 		{"Goals", testGoals},
 		{"GoalSummaries", testGoalSummaries},
