@@ -54,6 +54,10 @@ func TestBrowserQueueWhileTheAgentWorks(t *testing.T) {
 	do(t, bob, "Bob retracts his last message", chromedp.Click(chromedp.CSS(`#queue .queue-entry:nth-child(3) .queue-retract`)))
 	want2 := "Bob|queued|please also update the changelog\nBob|queued|/sim words=3 then run the tests"
 	waitJS(t, alice, "Alice sees the retract", queueEntries+` === `+quoteJS(want2))
+	// Bob's list too, before he clicks in it: the click lands where the
+	// button was when it was found, and the retracted row's removal moves
+	// the rows above the composer (a CI run clicked beside "Steer now").
+	waitJS(t, bob, "Bob sees the retract", queueEntries+` === `+quoteJS(want2))
 
 	// Steer now: the first goes into the running turn, the agent answers it.
 	do(t, bob, "Bob steers his first message now", chromedp.Click(chromedp.CSS(`#queue .queue-entry:nth-child(1) .queue-steer`)))
