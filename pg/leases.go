@@ -137,14 +137,9 @@ func (t *tx) CheckLease(ctx context.Context, ws, sid, owner string, gen int64) e
 		args: []any{ws, sid, owner, gen},
 		check: func(tag pgconn.CommandTag) error {
 			if tag.RowsAffected() == 0 {
-				return leaseLost(ws, sid)
+				return fmt.Errorf("pg: lease %s/%s: %w", ws, sid, host.ErrLeaseLost)
 			}
 			return nil
-		},
-		lease: &leaseFence{ws: ws, sid: sid, owner: owner, gen: gen}})
+		}})
 	return nil
-}
-
-func leaseLost(ws, sid string) error {
-	return fmt.Errorf("pg: lease %s/%s: %w", ws, sid, host.ErrLeaseLost)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ensemble-dev/ensemble/host"
@@ -153,26 +152,15 @@ func (t *tx) ExpectOutput(ctx context.Context, ws, sessionID, turnID string, app
 	}
 	op := "expect output state of turn " + turnID
 	k := sessionKey{ws, sessionID}
-	d := deferred{op: op, fence: true, sql: expectOutputSQL,
-		args: []any{ws, sessionID, turnID, messageVersion, appliedSeq, string(host.PhaseDurablyAccepted)}}
-	leaseOK := true
-	if l := t.tx.takeLease(ws, sessionID); l != nil {
-		// The lease check queued just before goes in this statement: one
-		// statement fewer for every streamed chunk of a cluster.
-		d.sql, d.args = expectOutputLeasedSQL, append(d.args, l.owner, l.gen)
-		d.scan = func(rows pgx.Rows) error { return rows.Scan(&leaseOK) }
-	}
-	d.check = func(tag pgconn.CommandTag) error {
-		if err := t.affectedOne(op, tag, nil); err != nil {
-			return err
-		}
-		if !leaseOK {
-			return leaseLost(ws, sessionID)
-		}
-		t.locked[k] = true
-		return nil
-	}
-	t.tx.queue(d)
+	t.tx.queue(deferred{op: op, fence: true, sql: expectOutputSQL,
+		args: []any{ws, sessionID, turnID, messageVersion, appliedSeq, string(host.PhaseDurablyAccepted)},
+		check: func(tag pgconn.CommandTag) error {
+			if err := t.affectedOne(op, tag, nil); err != nil {
+				return err
+			}
+			t.locked[k] = true
+			return nil
+		}})
 	// Seen under the session lock once the fence passed; if it fails, so
 	// does the transaction.
 	t.see("turns", ws, turnID, sessionID)
@@ -184,21 +172,6 @@ const expectOutputSQL = `SELECT 1 FROM sessions s
 	WHERE s.workspace_id = $1 AND s.id = $2 AND t.id = $3
 	AND s.message_version = $4 AND t.applied_seq = $5 AND t.phase = $6
 	FOR UPDATE OF s`
-
-// expectOutputLeasedSQL is expectOutputSQL and the lease check
-// (CheckLease) in one statement. The lease row is joined by its key and
-// locked as CheckLease locks it; whether it names this owner and
-// generation is the statement's answer, so a lost lease is told apart
-// from another writer (no row: ErrNotFound, and the Host's retry reads
-// and fences again). A takeover that commits while this waits for the
-// lock is seen: READ COMMITTED evaluates the answer again on the locked
-// row's newest version.
-const expectOutputLeasedSQL = `SELECT l.owner = $7 AND l.generation = $8 FROM sessions s
-	JOIN turns t ON t.workspace_id = s.workspace_id AND t.session_id = s.id
-	JOIN session_leases l ON l.workspace_id = s.workspace_id AND l.session_id = s.id
-	WHERE s.workspace_id = $1 AND s.id = $2 AND t.id = $3
-	AND s.message_version = $4 AND t.applied_seq = $5 AND t.phase = $6
-	FOR UPDATE OF s FOR KEY SHARE OF l`
 
 const advanceTurnSQL = `UPDATE turns SET applied_seq = GREATEST(applied_seq, $1), updated_at = $2
 	WHERE workspace_id = $3 AND session_id = $4 AND id = $5`

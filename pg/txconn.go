@@ -67,29 +67,6 @@ type deferred struct {
 	// row: a plain UPDATE of this one row (tx.updateOne); such updates may
 	// run as parts of the outbox insert queued after them (takeUpdates).
 	row *rowKey
-	// lease: the lease check of this session (tx.CheckLease), which the
-	// output check queued right after it takes into its own statement.
-	lease *leaseFence
-}
-
-type leaseFence struct {
-	ws, sid, owner string
-	gen            int64
-}
-
-// takeLease removes and returns the lease check of ws/sid when it is the
-// last statement queued.
-func (c *txConn) takeLease(ws, sid string) *leaseFence {
-	n := len(c.queued)
-	if n == 0 {
-		return nil
-	}
-	l := c.queued[n-1].lease
-	if l == nil || l.ws != ws || l.sid != sid {
-		return nil
-	}
-	c.queued = c.queued[:n-1]
-	return l
 }
 
 // queue defers a statement to the next round trip.
