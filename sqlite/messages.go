@@ -103,14 +103,15 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 	return classify("put message: parts", err)
 }
 
-// appendMessageSQL creates a message (its first piece in messages.text) or
-// records an append to it: while the message stays open the row only gets
-// its new length, version and tool (messages.text is not touched, so the
-// row stays small and the UPDATE costs the same at any length) and the
-// piece goes to message_parts (insertPartSQL). Closing folds messages.text,
-// every piece and this one into messages.text; deletePartsSQL then removes
-// the pieces. The cost of an append does not grow with the message; the
-// fold on close is one read of the pieces.
+// appendMessageSQL creates a message (its first piece in messages.text),
+// appends to a closed one, or closes one: closing folds messages.text,
+// every piece and this one into messages.text; deletePartsSQL then
+// removes the pieces. An append that keeps a message open is
+// streamAppendSQL's: the row only gets its new length, version and tool
+// (messages.text is not touched, so the UPDATE costs the same at any
+// length) and the piece goes to message_parts (insertPartSQL). The cost
+// of an append does not grow with the message; the fold on close is one
+// read of the pieces.
 const appendMessageSQL = `INSERT INTO messages (workspace_id, session_id, id, turn_id, role, kind,
 		version, ordinal, content_json, tool_json, streaming, author, created_at, updated_at,
 		text, text_len)
@@ -126,7 +127,7 @@ const appendMessageSQL = `INSERT INTO messages (workspace_id, session_id, id, tu
 			ELSE excluded.version END,
 		stream_version = CASE WHEN messages.streaming AND excluded.streaming THEN excluded.version END,
 		updated_at = excluded.updated_at
-	RETURNING text_len, ordinal, streaming`
+	RETURNING text_len, ordinal`
 
 // streamAppendSQL records an append that keeps a streaming message open.
 // SQLite rewrites a page of every index whose columns an UPDATE names,
@@ -155,7 +156,7 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 	if err != nil {
 		return host.AppendResult{}, err
 	}
-	var n, ordinal, streaming int64
+	var n, ordinal int64
 	if !a.Done {
 		err = t.tx.QueryRowContext(ctx, streamAppendSQL, a.TextLen, tool, a.Version, ms(a.At),
 			a.WorkspaceID, a.SessionID, a.ID).Scan(&n)
@@ -172,19 +173,14 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 	}
 	err = t.tx.QueryRowContext(ctx, appendMessageSQL,
 		a.WorkspaceID, a.SessionID, a.ID, a.TurnID, string(a.Role), string(a.Kind), a.Version,
-		tool, boolInt(!a.Done), ms(a.At), a.Text, a.TextLen).Scan(&n, &ordinal, &streaming)
+		tool, boolInt(!a.Done), ms(a.At), a.Text, a.TextLen).Scan(&n, &ordinal)
 	if err != nil {
 		return host.AppendResult{}, classify("append message", err)
 	}
+	// A new message has its text in the row; a closed one got this append
+	// folded in; one this append closes leaves pieces to delete.
 	res := host.AppendResult{Offset: int(n) - a.TextLen, Created: ordinal == a.Version}
-	switch {
-	case res.Created:
-	case streaming != 0:
-		if a.Text != "" {
-			_, err = t.tx.ExecContext(ctx, insertPartSQL,
-				a.WorkspaceID, a.SessionID, a.ID, res.Offset, a.Text)
-		}
-	case a.Done:
+	if !res.Created && a.Done {
 		_, err = t.tx.ExecContext(ctx, deletePartsSQL, a.WorkspaceID, a.SessionID, a.ID)
 	}
 	if err != nil {
