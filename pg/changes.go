@@ -41,8 +41,8 @@ func readChanges(ctx context.Context, db batcher, ws, sessionID string, q host.C
 	for _, id := range q.TurnIDs {
 		b.Queue(selectTurn, ws, sessionID, id)
 	}
-	msgs, msgArgs := sqlstore.VersionQuery{Read: messageRead, Mark: "$", Where: `workspace_id = $1 AND session_id = $2`,
-		Args: []any{ws, sessionID}, After: q.AfterVersion, Desc: q.Newest, Limit: msgLimit + 1}.SQL()
+	msgs, msgArgs := sqlstore.VersionQuery{Read: messageRead, Mark: "$", WorkspaceID: ws, SessionID: sessionID,
+		After: q.AfterVersion, Desc: q.Newest, Limit: msgLimit + 1}.SQL()
 	b.Queue(msgs, msgArgs...)
 	b.Queue(`COMMIT`)
 	br := db.SendBatch(ctx, b)

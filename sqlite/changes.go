@@ -63,8 +63,8 @@ func changedTurns(ctx context.Context, q querier, ws, sessionID string, limit in
 
 func changedMessages(ctx context.Context, q querier, ws, sessionID string, cq host.ChangesQuery) ([]host.Message, bool, error) {
 	limit := host.ClampLimit(cq.Messages, 200, 1000)
-	query, args := sqlstore.VersionQuery{Read: messageRead, Mark: "?", Where: `workspace_id = ?1 AND session_id = ?2`,
-		Args: []any{ws, sessionID}, After: cq.AfterVersion, Desc: cq.Newest, Limit: limit + 1}.SQL()
+	query, args := sqlstore.VersionQuery{Read: messageRead, Mark: "?", WorkspaceID: ws, SessionID: sessionID,
+		After: cq.AfterVersion, Desc: cq.Newest, Limit: limit + 1}.SQL()
 	msgs, err := queryRows(ctx, q, "changes: messages", query, args, sqlstore.All(scanMessage))
 	page := sqlstore.MessagePage(msgs, limit, cq.Newest)
 	return page.Messages, page.HasMore, err

@@ -199,13 +199,8 @@ func (s *Store) ListMessages(ctx context.Context, ws, sessionID string, q host.M
 	}
 	limit := host.ClampLimit(q.Limit, 200, 1000)
 	backward := q.BeforeVersion > 0 && q.AfterVersion <= 0
-	vq := sqlstore.VersionQuery{Read: messageRead, Mark: "?", Where: `workspace_id = ?1 AND session_id = ?2`,
-		Args: []any{ws, sessionID}, After: q.AfterVersion, Before: q.BeforeVersion, Desc: backward, Limit: limit + 1}
-	if q.TurnID != "" {
-		vq.Where += ` AND turn_id = ?3`
-		vq.Args = append(vq.Args, q.TurnID)
-	}
-	query, args := vq.SQL()
+	query, args := sqlstore.VersionQuery{Read: messageRead, Mark: "?", WorkspaceID: ws, SessionID: sessionID, TurnID: q.TurnID,
+		After: q.AfterVersion, Before: q.BeforeVersion, Desc: backward, Limit: limit + 1}.SQL()
 	msgs, err := queryRows(ctx, r, "list messages", query, args, sqlstore.All(scanMessage))
 	return sqlstore.MessagePage(msgs, limit, backward), err
 }

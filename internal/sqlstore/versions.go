@@ -10,10 +10,11 @@ const MessageVersion = `coalesce(stream_version, version)`
 
 // VersionQuery selects a session's messages in version order.
 type VersionQuery struct {
-	Read  string // the store's column list; its version column is MessageVersion AS version
-	Where string // filters besides the version bounds: workspace, session, turn
-	Mark  string // the dialect's placeholder prefix: "$" or "?"
-	Args  []any  // Where's arguments; the bounds and limit are appended
+	Read string // the store's column list; its version column is MessageVersion AS version
+	Mark string // the dialect's placeholder prefix: "$" or "?"
+
+	WorkspaceID, SessionID string
+	TurnID                 string // "" for every Turn's
 
 	After, Before int64 // exclusive bounds, 0 for none
 	Desc          bool
@@ -25,10 +26,14 @@ type VersionQuery struct {
 // per session at most, through messages_streaming) are merged in by their
 // current version.
 func (q VersionQuery) SQL() (string, []any) {
-	args := q.Args
+	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
 		return q.Mark + strconv.Itoa(len(args))
+	}
+	where := `workspace_id = ` + arg(q.WorkspaceID) + ` AND session_id = ` + arg(q.SessionID)
+	if q.TurnID != "" {
+		where += ` AND turn_id = ` + arg(q.TurnID)
 	}
 	var after, before string
 	if q.After > 0 {
@@ -53,9 +58,9 @@ func (q VersionQuery) SQL() (string, []any) {
 		dir = "DESC"
 	}
 	return `SELECT * FROM (
-		SELECT * FROM (SELECT ` + q.Read + ` FROM messages WHERE ` + q.Where + ` AND NOT streaming` +
+		SELECT * FROM (SELECT ` + q.Read + ` FROM messages WHERE ` + where + ` AND NOT streaming` +
 		bounds("messages.version") + ` ORDER BY messages.version ` + dir + ` LIMIT ` + limit + `) closed
 		UNION ALL
-		SELECT ` + q.Read + ` FROM messages WHERE ` + q.Where + ` AND streaming` + bounds(MessageVersion) + `
+		SELECT ` + q.Read + ` FROM messages WHERE ` + where + ` AND streaming` + bounds(MessageVersion) + `
 	) m ORDER BY version ` + dir + ` LIMIT ` + limit, args
 }
