@@ -50,8 +50,13 @@ run() {
 	chunks=$(grep -o 'chunks emitted (canonical) [0-9]*' "$out/stdout.txt" | grep -o '[0-9]*$')
 	p50=$(grep '| p50 chunk latency' "$out/stdout.txt" | cut -d'|' -f3 | xargs)
 	p99=$(grep '| p99 chunk latency' "$out/stdout.txt" | cut -d'|' -f3-5 | tr -s ' ')
-	printf '%s run %d: p50 %s | p99 / bare / ratio %s | pg CPU %s ms per chunk | load %s->%s | %s\n' \
-		"$(basename "$bin")" "$n" "$p50" "$p99" "$(echo "scale=3; ($c1 - $c0) * 1000 / ${chunks:-1}" | bc)" \
+	# p50 / p99 of the answers' first chunks (the events that create their
+	# message, 1 % of the deliveries) and of the appended ones.
+	local first appended
+	first=$(grep '| Ensemble chunk, in the event that creates its message (message_update): agent emission → watcher' "$out/stdout.txt" | cut -d'|' -f4,6 | tr -s ' ')
+	appended=$(grep '| Ensemble chunk, appended (message_delta): agent emission → watcher' "$out/stdout.txt" | cut -d'|' -f4,6 | tr -s ' ')
+	printf '%s run %d: p50 %s | p99 / bare / ratio %s | first chunk p50/p99%s| appended p50/p99%s| pg CPU %s ms per chunk | load %s->%s | %s\n' \
+		"$(basename "$bin")" "$n" "$p50" "$p99" "$first" "$appended" "$(echo "scale=3; ($c1 - $c0) * 1000 / ${chunks:-1}" | bc)" \
 		"$l0" "$l1" "$(grep -o 'gaps [0-9]*, duplicates [0-9]*' "$out/stdout.txt" | head -1)"
 	rm -rf "$out"
 }
