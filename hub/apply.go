@@ -13,25 +13,34 @@ import (
 // A delta at or below the view's version is a duplicate and is dropped.
 //
 // The events are written to the watchers whose sockets take them at once
-// on the calling goroutine, after the topic lock is released: a streamed
-// chunk reaches its watchers without a hand-off to a writer each.
-func (t *topic) applyDelta(d *host.TranscriptDelta) bool {
-	return t.applyWriting(func() bool { return t.applyDeltaLocked(d) })
+// on the calling goroutine when w is written: a streamed chunk reaches its
+// watchers without a hand-off to a writer each.
+func (t *topic) applyDelta(d *host.TranscriptDelta, w *writeScope) bool {
+	return t.applyWriting(w, func() bool { return t.applyDeltaLocked(d) })
 }
 
-// applyWriting runs apply under the emission lock and then writes what it
-// emitted to the watchers whose sockets take it at once, on this
-// goroutine.
-func (t *topic) applyWriting(apply func() bool) bool {
-	var start []*Conn
+// writeScope collects the watchers whose write side an emission handed to
+// the applying goroutine (push reported start), so that the events of
+// several facts go out in one write per watcher when write is called.
+type writeScope struct{ conns []*Conn }
+
+// write writes what is queued for each collected watcher, on this
+// goroutine where the socket takes it at once (Conn.writeNow).
+func (w *writeScope) write() {
+	for _, c := range w.conns {
+		c.writeNow()
+	}
+	w.conns = w.conns[:0]
+}
+
+// applyWriting runs apply under the emission lock, collecting in w the
+// watchers whose writer it must start; the caller writes w.
+func (t *topic) applyWriting(w *writeScope, apply func() bool) bool {
 	t.mu.Lock()
-	t.writeAfter = &start
+	t.writeAfter = &w.conns
 	ok := apply()
 	t.writeAfter = nil
 	t.mu.Unlock()
-	for _, c := range start {
-		c.writeNow()
-	}
 	return ok
 }
 

@@ -47,9 +47,11 @@ func benchDeltaApply(b *testing.B, watchers int) {
 		v := int64(i) + 2
 		d := host.TranscriptDelta{FromVersion: v - 1, ToVersion: v, At: at, Messages: []host.MessageChange{{
 			ID: "m", TurnID: "t", Version: v, Offset: off, Text: chunk, UpdatedAt: at}}}
-		if !tp.applyDelta(&d) {
+		var w writeScope
+		if !tp.applyDelta(&d, &w) {
 			b.Fatal("delta refused")
 		}
+		w.write()
 		off += host.UTF16Len(chunk)
 		if i%64 == 63 {
 			b.StopTimer()

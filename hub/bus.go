@@ -9,8 +9,10 @@ import (
 
 // Bus delivers post-commit facts for one workspace. It is the only thing the
 // hub consumes from a bus, so the in-process bus and a Redis bus are
-// interchangeable. fn must return quickly and never block: the hub's own
-// handler only marks topics dirty.
+// interchangeable. fn gets the facts of one published batch (one commit's,
+// in their order) in one call, so the hub writes their events to a watcher
+// together. fn must return quickly and never block: the hub's own handler
+// only marks topics dirty or applies typed facts in memory.
 //
 // The hub calls Subscribe and unsubscribe while holding its own lock, so
 // they must not wait on I/O (a network bus subscribes in the background and
@@ -19,7 +21,7 @@ import (
 // A fact with an empty SessionID means "resync this workspace" (a bus that
 // lost messages, e.g. after a Redis reconnect, sends one per workspace).
 type Bus interface {
-	Subscribe(workspace string, fn func(host.Fact)) (unsubscribe func())
+	Subscribe(workspace string, fn func([]host.Fact)) (unsubscribe func())
 }
 
 // LocalBus is the in-process bus: host.Observer on one side, Bus on the
@@ -28,7 +30,7 @@ type Bus interface {
 type LocalBus struct {
 	mu   sync.RWMutex
 	next uint64
-	subs map[string]map[uint64]func(host.Fact)
+	subs map[string]map[uint64]func([]host.Fact)
 }
 
 var (
@@ -38,23 +40,30 @@ var (
 
 // NewLocalBus returns an empty in-process bus.
 func NewLocalBus() *LocalBus {
-	return &LocalBus{subs: map[string]map[uint64]func(host.Fact){}}
+	return &LocalBus{subs: map[string]map[uint64]func([]host.Fact){}}
 }
 
-// Publish hands each fact to the subscribers of its workspace. It never
-// fails: a fact with no subscriber is simply dropped (the canonical store
-// keeps the state; facts are only wake-up hints).
+// Publish hands each fact to the subscribers of its workspace, a run of
+// consecutive facts of one workspace in one call. It never fails: a fact
+// with no subscriber is simply dropped (the canonical store keeps the
+// state; facts are only wake-up hints).
 func (b *LocalBus) Publish(_ context.Context, facts []host.Fact) error {
-	var fns []func(host.Fact)
-	for _, f := range facts {
+	var fns []func([]host.Fact)
+	for len(facts) > 0 {
+		n := 1
+		for n < len(facts) && facts[n].WorkspaceID == facts[0].WorkspaceID {
+			n++
+		}
+		run := facts[:n:n]
+		facts = facts[n:]
 		fns = fns[:0]
 		b.mu.RLock()
-		for _, fn := range b.subs[f.WorkspaceID] {
+		for _, fn := range b.subs[run[0].WorkspaceID] {
 			fns = append(fns, fn)
 		}
 		b.mu.RUnlock()
 		for _, fn := range fns {
-			fn(f)
+			fn(run)
 		}
 	}
 	return nil
@@ -68,13 +77,13 @@ func (b *LocalBus) PublishesInline() bool { return true }
 // Subscribe registers fn for one workspace's facts until unsubscribe is
 // called. A callback may still run once after unsubscribe returns if a
 // Publish was already in flight.
-func (b *LocalBus) Subscribe(ws string, fn func(host.Fact)) func() {
+func (b *LocalBus) Subscribe(ws string, fn func([]host.Fact)) func() {
 	b.mu.Lock()
 	b.next++
 	id := b.next
 	m := b.subs[ws]
 	if m == nil {
-		m = map[uint64]func(host.Fact){}
+		m = map[uint64]func([]host.Fact){}
 		b.subs[ws] = m
 	}
 	m[id] = fn

@@ -183,6 +183,17 @@ func newWSClient(t testing.TB, c *websocket.Conn) *wsClient {
 			if err != nil {
 				return
 			}
+			if len(data) > 0 && data[0] == '[' { // several events (a client that batches)
+				var evs []json.RawMessage
+				if err := json.Unmarshal(data, &evs); err != nil {
+					t.Errorf("decode batch %s: %v", data, err)
+					return
+				}
+				for _, ev := range evs {
+					cl.frames <- ev
+				}
+				continue
+			}
 			cl.frames <- data
 		}
 	}()

@@ -217,7 +217,7 @@ func (h *Hub) acquire(kind topicKind, ws, sid string) (*topic, error) {
 	if e == nil {
 		e = &wsEntry{sessions: map[string]*topic{}}
 		h.workspaces[ws] = e
-		e.unsub = h.cfg.Bus.Subscribe(ws, h.onFact)
+		e.unsub = h.cfg.Bus.Subscribe(ws, h.onFacts)
 	}
 	var t *topic
 	if kind == kindWorkspace {
@@ -253,10 +253,23 @@ func (h *Hub) release(t *topic) {
 	h.mu.Unlock()
 }
 
-// onFact is the bus callback. A typed transcript delta is applied at once
+// onFacts is the bus callback: the facts of one published batch. The
+// events they emit to a watcher whose socket is free are written after the
+// last fact, together (one frame for a client that batches): an
+// acceptance's first chunk and its Turn reach a watcher in one write.
+func (h *Hub) onFacts(facts []host.Fact) {
+	var w writeScope
+	for _, f := range facts {
+		h.onFact(f, &w)
+	}
+	w.write()
+}
+
+// onFact applies one fact. A typed transcript delta is applied at once
 // to its session topic (the delta is the committed change itself); every
-// other fact only marks topics dirty for a reread.
-func (h *Hub) onFact(f host.Fact) {
+// other fact only marks topics dirty for a reread. The writes its events
+// need go to w.
+func (h *Hub) onFact(f host.Fact, w *writeScope) {
 	if f.Kind == host.FactGoalState {
 		h.onGoalFact(f) // goal.go
 		return
@@ -266,10 +279,10 @@ func (h *Hub) onFact(f host.Fact) {
 		return
 	}
 	if f.Turn != nil && f.Kind == host.FactSessionChanged && f.SessionID != "" {
-		h.onTypedTurn(f) // typed.go
+		h.onTypedTurn(f, w) // typed.go
 		return
 	}
-	if t := h.markFact(f); t != nil && !t.applyDelta(f.Delta) {
+	if t := h.markFact(f); t != nil && !t.applyDelta(f.Delta, w) {
 		h.stats.deltaGaps.Add(1)
 		h.markDirty(t, dirtyTranscript())
 	}

@@ -61,19 +61,25 @@ func (f *fakeReader) ListTurnInteractions(context.Context, string, string, int64
 	return nil, nil
 }
 
+// A run of consecutive facts of one workspace reaches each subscriber in
+// one call (the hub writes their events together); facts keep their order.
 func TestLocalBus(t *testing.T) {
 	b := NewLocalBus()
-	var got []host.Fact
+	var got [][]host.Fact
 	var unsub func()
-	unsub = b.Subscribe("w", func(f host.Fact) {
-		got = append(got, f)
+	unsub = b.Subscribe("w", func(fs []host.Fact) {
+		got = append(got, fs)
 		unsub() // unsubscribing from inside the callback must not deadlock
 	})
-	other := 0
-	b.Subscribe("x", func(host.Fact) { other++ })
-	_ = b.Publish(context.Background(), []host.Fact{{WorkspaceID: "w", SessionID: "s"}, {WorkspaceID: "w", SessionID: "t"}})
-	if len(got) != 1 || other != 0 {
-		t.Fatalf("got %v, other %d", got, other)
+	var other [][]host.Fact
+	b.Subscribe("x", func(fs []host.Fact) { other = append(other, fs) })
+	_ = b.Publish(context.Background(), []host.Fact{{WorkspaceID: "w", SessionID: "s"}, {WorkspaceID: "w", SessionID: "t"},
+		{WorkspaceID: "x", SessionID: "u"}, {WorkspaceID: "w", SessionID: "v"}})
+	if len(got) != 1 || len(got[0]) != 2 || got[0][0].SessionID != "s" || got[0][1].SessionID != "t" {
+		t.Fatalf("w's subscriber got %v, want one call with s and t (then it unsubscribed)", got)
+	}
+	if len(other) != 1 || len(other[0]) != 1 || other[0][0].SessionID != "u" {
+		t.Fatalf("x's subscriber got %v, want one call with u", other)
 	}
 	if b.Workspaces() != 1 {
 		t.Fatalf("workspaces %d", b.Workspaces())

@@ -15,7 +15,7 @@ import (
 // caller then marks the topic dirty as for an untyped fact.
 
 // applyTypedTurn applies f to a session topic; false: reread instead.
-func (t *topic) applyTypedTurn(f host.Fact) bool {
+func (t *topic) applyTypedTurn(f host.Fact, w *writeScope) bool {
 	// readMu orders this apply with every reread: one holding it now may
 	// apply what it read after this; one starting later reads at least
 	// this commit (facts are published after their commit).
@@ -26,7 +26,7 @@ func (t *topic) applyTypedTurn(f host.Fact) bool {
 	if t.h.rereadOwed(t) {
 		return false
 	}
-	ok := t.applyWriting(func() bool { return t.applyTypedTurnLocked(*f.Turn, f.Session) })
+	ok := t.applyWriting(w, func() bool { return t.applyTypedTurnLocked(*f.Turn, f.Session) })
 	if ok {
 		t.h.stats.typedTurns.Add(1)
 	}
@@ -123,7 +123,7 @@ func (h *Hub) rereadOwed(t *topic) bool {
 // cannot take it rereads as for an untyped fact. A fact without a session
 // left the session row as it was, so the workspace list has nothing to
 // change.
-func (h *Hub) onTypedTurn(f host.Fact) {
+func (h *Hub) onTypedTurn(f host.Fact, w *writeScope) {
 	h.mu.Lock()
 	var ws, st *topic
 	if e := h.workspaces[f.WorkspaceID]; e != nil {
@@ -133,7 +133,7 @@ func (h *Hub) onTypedTurn(f host.Fact) {
 	if ws != nil && f.Session != nil && !ws.applyTypedSession(*f.Session) {
 		h.markDirty(ws, dirtySession(f.SessionID))
 	}
-	if st != nil && !st.applyTypedTurn(f) {
+	if st != nil && !st.applyTypedTurn(f, w) {
 		h.markDirty(st, dirtyTurn(f.TurnID))
 	}
 }

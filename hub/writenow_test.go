@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,6 +45,58 @@ func TestDeltaIsWrittenOnTheApplyingGoroutine(t *testing.T) {
 	want := reread(t, st, w)
 	if got := cl.transcript(); got != want {
 		t.Fatalf("watcher transcript differs from a reread\n got %s\nwant %s", got, want)
+	}
+}
+
+// The facts of one commit reach a watcher that batches in one write: an
+// acceptance's first chunk (its delta) and its Turn go out as one frame, as
+// do the events of several facts published together.
+func TestOneCommitsFactsGoInOneWrite(t *testing.T) {
+	st := openSQLite(t)
+	w := newTranscriptWriter(t, st, 3)
+	bus := NewLocalBus()
+	reader := host.New(host.Config{Store: st})
+	h := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, PingInterval: time.Hour})
+	defer h.Close()
+	w.commit(t)
+	srv, opts, cli := polledServer(t)()
+	opts.Batch = true
+	cl := watchOn(t, h, srv, opts, cli, w.ws, w.sid, nil)
+	waitQuiet(t, h)
+	ctx := context.Background()
+	turn, err := reader.GetTurn(ctx, w.ws, w.sid, w.turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed := typedTurns{t: t, w: w, bus: bus}
+	for i := range 5 {
+		waitFor(t, "the writer let go of the socket", func() bool {
+			c := cl.server
+			c.qmu.Lock()
+			defer c.qmu.Unlock()
+			return !c.writing
+		})
+		before := h.Stats()
+		d := w.commit(t)
+		turn.StopReason, turn.UpdatedAt = fmt.Sprint("r", i), w.clock
+		tf := typed.write(turn, false, func(s *host.Session) { s.UpdatedAt = w.clock })
+		facts := []host.Fact{{WorkspaceID: w.ws, Kind: host.FactTranscriptAppended, SessionID: w.sid, TurnID: w.turn,
+			Version: d.ToVersion, Delta: &d}, tf}
+		if err := bus.Publish(ctx, facts); err != nil {
+			t.Fatal(err)
+		}
+		after := h.Stats()
+		if got := after.TypedTurns - before.TypedTurns; got != 1 {
+			t.Fatalf("round %d: %d typed turns applied, want 1", i, got)
+		}
+		writes, frames := after.Writes-before.Writes, after.FramesWritten-before.FramesWritten
+		if writes != 1 || frames < 2 {
+			t.Fatalf("round %d: the delta and the Turn took %d writes carrying %d events, want 1 write with both", i, writes, frames)
+		}
+		cl.until(d.ToVersion)
+		if got := nextTurnUpdate(t, cl); got.StopReason != turn.StopReason {
+			t.Fatalf("round %d: turn_update with stop reason %q, want %q", i, got.StopReason, turn.StopReason)
+		}
 	}
 }
 

@@ -83,7 +83,7 @@ type Bus struct {
 
 	mu     sync.Mutex // subs, next, closed
 	next   uint64
-	subs   map[string]map[uint64]func(host.Fact)
+	subs   map[string]map[uint64]func([]host.Fact)
 	closed bool
 
 	psMu       sync.Mutex // ps, subscribed
@@ -129,7 +129,7 @@ func New(rdb *redis.Client, opts Options) *Bus {
 	b := &Bus{
 		rdb: rdb, opts: opts, log: opts.Logger, id: host.RandomID("bus"),
 		ctx: ctx, cancel: cancel,
-		subs: map[string]map[uint64]func(host.Fact){}, subscribed: map[string]bool{},
+		subs: map[string]map[uint64]func([]host.Fact){}, subscribed: map[string]bool{},
 		kick: make(chan struct{}, 1),
 	}
 	b.ps = rdb.Subscribe(ctx) // no channel yet: connects lazily
@@ -157,7 +157,7 @@ func (b *Bus) Close() error {
 		return nil
 	}
 	b.closed = true
-	b.subs = map[string]map[uint64]func(host.Fact){}
+	b.subs = map[string]map[uint64]func([]host.Fact){}
 	b.mu.Unlock()
 	b.cancel()
 	b.psMu.Lock()
@@ -244,7 +244,7 @@ func (b *Bus) send(ctx context.Context, order []string, byWS map[string][]host.F
 // called. It never waits on Redis: the channel is subscribed in the
 // background, and once Redis confirms it fn receives a resync fact (and
 // again after every reconnect). fn must return quickly.
-func (b *Bus) Subscribe(ws string, fn func(host.Fact)) func() {
+func (b *Bus) Subscribe(ws string, fn func([]host.Fact)) func() {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -254,7 +254,7 @@ func (b *Bus) Subscribe(ws string, fn func(host.Fact)) func() {
 	id := b.next
 	m := b.subs[ws]
 	if m == nil {
-		m = map[uint64]func(host.Fact){}
+		m = map[uint64]func([]host.Fact){}
 		b.subs[ws] = m
 	}
 	m[id] = fn
@@ -280,15 +280,13 @@ func (b *Bus) Subscribe(ws string, fn func(host.Fact)) func() {
 // (un)subscribe.
 func (b *Bus) deliver(ws string, facts []host.Fact) {
 	b.mu.Lock()
-	fns := make([]func(host.Fact), 0, len(b.subs[ws]))
+	fns := make([]func([]host.Fact), 0, len(b.subs[ws]))
 	for _, fn := range b.subs[ws] {
 		fns = append(fns, fn)
 	}
 	b.mu.Unlock()
-	for _, f := range facts {
-		for _, fn := range fns {
-			fn(f)
-		}
+	for _, fn := range fns {
+		fn(facts)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,9 +74,9 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
 
-func (r *recorder) fn(f host.Fact) {
+func (r *recorder) fn(fs []host.Fact) {
 	r.mu.Lock()
-	r.facts = append(r.facts, f)
+	r.facts = append(r.facts, fs...)
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
@@ -104,9 +105,10 @@ func (r *recorder) waitFor(t *testing.T, what string, n int, pred func(host.Fact
 		select {
 		case <-r.wake:
 		case <-deadline.C:
+			got := r.count(pred) // count locks r.mu itself
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			t.Fatalf("waiting for %s: got %d of %d; facts: %+v", what, r.count(pred), n, r.facts)
+			t.Fatalf("waiting for %s: got %d of %d; facts: %+v", what, got, n, r.facts)
 		}
 	}
 }
@@ -182,9 +184,9 @@ func TestPublishOverlapsLocalDelivery(t *testing.T) {
 	ra := newRecorder()
 	arrived := make(chan struct{})
 	var once sync.Once
-	defer a.Subscribe("w1", func(f host.Fact) {
-		ra.fn(f)
-		if f.SessionID != "s1" {
+	defer a.Subscribe("w1", func(fs []host.Fact) {
+		ra.fn(fs)
+		if !slices.ContainsFunc(fs, isSession("s1")) {
 			return
 		}
 		// Runs inside a.Publish: b's copy must already be travelling.
