@@ -13,15 +13,7 @@ import (
 // goroutine that applies its delta: the write is made before Publish
 // returns, with no worker woken for it.
 func TestDeltaIsWrittenOnTheApplyingGoroutine(t *testing.T) {
-	st := openSQLite(t)
-	w := newTranscriptWriter(t, st, 3)
-	bus := NewLocalBus()
-	reader := host.New(host.Config{Store: st})
-	h := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, PingInterval: time.Hour})
-	defer h.Close()
-	w.commit(t)
-	srv, opts, cli := polledServer(t)()
-	cl := watchOn(t, h, srv, opts, cli, w.ws, w.sid, nil)
+	w, bus, h, cl := watchedTranscript(t, false)
 	for range 20 {
 		// A delta of several events leaves the rest to a worker (this
 		// client takes one event per frame): wait until it let go.
@@ -42,7 +34,7 @@ func TestDeltaIsWrittenOnTheApplyingGoroutine(t *testing.T) {
 		}
 		cl.until(d.ToVersion)
 	}
-	want := reread(t, st, w)
+	want := reread(t, w.st, w)
 	if got := cl.transcript(); got != want {
 		t.Fatalf("watcher transcript differs from a reread\n got %s\nwant %s", got, want)
 	}
@@ -52,18 +44,10 @@ func TestDeltaIsWrittenOnTheApplyingGoroutine(t *testing.T) {
 // acceptance's first chunk (its delta) and its Turn go out as one frame, as
 // do the events of several facts published together.
 func TestOneCommitsFactsGoInOneWrite(t *testing.T) {
-	st := openSQLite(t)
-	w := newTranscriptWriter(t, st, 3)
-	bus := NewLocalBus()
-	reader := host.New(host.Config{Store: st})
-	h := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, PingInterval: time.Hour})
-	defer h.Close()
-	w.commit(t)
-	srv, opts, cli := polledServer(t)()
-	opts.Batch = true
-	cl := watchOn(t, h, srv, opts, cli, w.ws, w.sid, nil)
+	w, bus, h, cl := watchedTranscript(t, true)
 	waitQuiet(t, h)
 	ctx := context.Background()
+	reader := host.New(host.Config{Store: w.st})
 	turn, err := reader.GetTurn(ctx, w.ws, w.sid, w.turn)
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +82,22 @@ func TestOneCommitsFactsGoInOneWrite(t *testing.T) {
 			t.Fatalf("round %d: turn_update with stop reason %q, want %q", i, got.StopReason, turn.StopReason)
 		}
 	}
+}
+
+// watchedTranscript is a hub over a SQLite session with one committed
+// transcript write, watched over a polled socket (batch: a version-2
+// client).
+func watchedTranscript(t *testing.T, batch bool) (*transcriptWriter, *LocalBus, *Hub, *wsClient) {
+	st := openSQLite(t)
+	w := newTranscriptWriter(t, st, 3)
+	bus := NewLocalBus()
+	reader := host.New(host.Config{Store: st})
+	h := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, PingInterval: time.Hour})
+	t.Cleanup(h.Close)
+	w.commit(t)
+	srv, opts, cli := polledServer(t)()
+	opts.Batch = batch
+	return w, bus, h, watchOn(t, h, srv, opts, cli, w.ws, w.sid, nil)
 }
 
 // pushNow queues a frame and writes it as a delta's emitter does.
