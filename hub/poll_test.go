@@ -75,7 +75,7 @@ func pollingHub(t *testing.T, cfg Config) *Hub {
 }
 
 // waitFor polls cond until it holds; the deadline only bounds a hang.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for end := time.Now().Add(20 * time.Second); !cond(); {
 		if time.Now().After(end) {

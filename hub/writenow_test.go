@@ -17,12 +17,7 @@ func TestDeltaIsWrittenOnTheApplyingGoroutine(t *testing.T) {
 	for range 20 {
 		// A delta of several events leaves the rest to a worker (this
 		// client takes one event per frame): wait until it let go.
-		waitFor(t, "the writer let go of the socket", func() bool {
-			c := cl.server
-			c.qmu.Lock()
-			defer c.qmu.Unlock()
-			return !c.writing
-		})
+		cl.waitIdle()
 		before := h.Stats()
 		d := w.commit(t)
 		if err := bus.Publish(context.Background(), []host.Fact{{WorkspaceID: w.ws, Kind: host.FactTranscriptAppended,
@@ -54,12 +49,7 @@ func TestOneCommitsFactsGoInOneWrite(t *testing.T) {
 	}
 	typed := typedTurns{t: t, w: w, bus: bus}
 	for i := range 5 {
-		waitFor(t, "the writer let go of the socket", func() bool {
-			c := cl.server
-			c.qmu.Lock()
-			defer c.qmu.Unlock()
-			return !c.writing
-		})
+		cl.waitIdle()
 		before := h.Stats()
 		d := w.commit(t)
 		turn.StopReason, turn.UpdatedAt = fmt.Sprint("r", i), w.clock
@@ -98,6 +88,17 @@ func watchedTranscript(t *testing.T, batch bool) (*transcriptWriter, *LocalBus, 
 	srv, opts, cli := polledServer(t)()
 	opts.Batch = batch
 	return w, bus, h, watchOn(t, h, srv, opts, cli, w.ws, w.sid, nil)
+}
+
+// waitIdle waits until the server side's writer let go of the socket, so
+// the next emission is written on the goroutine that applies it.
+func (cl *wsClient) waitIdle() {
+	waitFor(cl.t, "the writer let go of the socket", func() bool {
+		c := cl.server
+		c.qmu.Lock()
+		defer c.qmu.Unlock()
+		return !c.writing
+	})
 }
 
 // pushNow queues a frame and writes it as a delta's emitter does.
