@@ -432,8 +432,50 @@ func messageID(t Turn, key string) string { return t.ID + "." + key }
 // (hubs reread) when d is too large to carry.
 func transcriptFact(ws, sessionID string, d TranscriptDelta) Fact {
 	f := Fact{WorkspaceID: ws, Kind: FactTranscriptAdvanced, SessionID: sessionID, Version: d.ToVersion}
-	if b, err := json.Marshal(d); err == nil && len(b) <= MaxDeltaBytes {
+	if deltaFits(d) {
 		f.Kind, f.Delta = FactTranscriptAppended, &d
 	}
 	return f
 }
+
+// deltaFits reports whether d encodes to at most MaxDeltaBytes. Streamed
+// appends, nearly every delta, are answered from a bound on their encoding
+// instead of encoding them once more only to measure them (every string
+// byte escaped at its widest, six bytes; every number and time at its
+// widest); a delta the bound does not settle is encoded.
+func deltaFits(d TranscriptDelta) bool {
+	if n, ok := deltaBound(d); ok && n <= MaxDeltaBytes {
+		return true
+	}
+	b, err := json.Marshal(d)
+	return err == nil && len(b) <= MaxDeltaBytes
+}
+
+// deltaBound is an upper bound on the length of d's JSON encoding, for a
+// delta of appends only (no whole message, no tool state) whose times
+// encode (years 0–9999); ok is false for any other.
+func deltaBound(d TranscriptDelta) (n int, ok bool) {
+	const (
+		// {"from":…,"to":…,"at":"…","messages":[]}: two int64s, one
+		// RFC 3339 time with nanoseconds and an offset, keys, punctuation.
+		outer = 160
+		// One append's keys, version, offset, done, updatedAt and
+		// punctuation, every value at its widest.
+		change  = 192
+		escaped = 6 // the widest escape of one byte: \u00XX, \ufffd, \u2028
+	)
+	if !encodable(d.At) {
+		return 0, false
+	}
+	n = outer
+	for _, m := range d.Messages {
+		if m.Message != nil || m.Tool != nil || !encodable(m.UpdatedAt) {
+			return 0, false
+		}
+		n += change + escaped*(len(m.ID)+len(m.TurnID)+len(m.Text))
+	}
+	return n, true
+}
+
+// encodable: time.Time's MarshalJSON refuses years outside 0–9999.
+func encodable(t time.Time) bool { return t.Year() >= 0 && t.Year() <= 9999 }
