@@ -754,7 +754,10 @@ func TestTerminalRetriedAndFenceHeldUntilRecorded(t *testing.T) {
 	rt := newSimRuntime(t)
 	st := start(t, rt, "s1", "")
 	sink := &slowTerminal{recSink: newSink(t), release: make(chan struct{})}
-	if err := dispatch(rt, ref("s1", "t1"), st.ProviderSessionID, "/sim instant\nhi", sink); err != nil {
+	// Two words 20 ms apart: the prompt is still running at the acceptance
+	// barrier, so its end comes through Terminal. (An instant answer's end
+	// may ride with the acceptance instead, and Terminal is never called.)
+	if err := dispatch(rt, ref("s1", "t1"), st.ProviderSessionID, "/sim words=2 rate=20ms\nhi", sink); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(wait)
