@@ -106,10 +106,12 @@ func (t *tx) PutMessage(ctx context.Context, m host.Message) error {
 // appendMessageSQL creates a message (its first piece in messages.text),
 // appends to a closed one, or closes one: closing folds messages.text,
 // every piece and this one into messages.text; deletePartsSQL then
-// removes the pieces. An append that keeps a message open is
-// streamAppendSQL's: the row only gets its new length, version and tool
+// removes the pieces. Either way the row ends closed, its version in
+// version and none in stream_version. An append that keeps a streaming
+// message open never gets here: AppendMessage tries streamAppendSQL
+// first, which only gives the row its new length, version and tool
 // (messages.text is not touched, so the UPDATE costs the same at any
-// length) and the piece goes to message_parts (insertPartSQL). The cost
+// length) and puts the piece in message_parts (insertPartSQL). The cost
 // of an append does not grow with the message; the fold on close is one
 // read of the pieces.
 const appendMessageSQL = `INSERT INTO messages (workspace_id, session_id, id, turn_id, role, kind,
@@ -117,16 +119,12 @@ const appendMessageSQL = `INSERT INTO messages (workspace_id, session_id, id, tu
 		text, text_len)
 	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, '{}', ?8, ?9, '', ?10, ?10, ?11, ?12)
 	ON CONFLICT (workspace_id, session_id, id) DO UPDATE SET
-		text = CASE WHEN messages.streaming AND excluded.streaming THEN messages.text
-			ELSE messages.text || CASE WHEN messages.streaming THEN ` + partsText + ` ELSE '' END
-				|| excluded.text END,
+		text = messages.text || CASE WHEN messages.streaming THEN ` + partsText + ` ELSE '' END
+			|| excluded.text,
 		text_len = messages.text_len + excluded.text_len,
 		tool_json = coalesce(excluded.tool_json, messages.tool_json),
-		streaming = messages.streaming AND excluded.streaming,
-		version = CASE WHEN messages.streaming AND excluded.streaming THEN messages.version
-			ELSE excluded.version END,
-		stream_version = CASE WHEN messages.streaming AND excluded.streaming THEN excluded.version END,
-		updated_at = excluded.updated_at
+		streaming = 0,
+		version = excluded.version, stream_version = NULL, updated_at = excluded.updated_at
 	RETURNING text_len, ordinal`
 
 // streamAppendSQL records an append that keeps a streaming message open.
