@@ -368,6 +368,18 @@ type Acceptance struct {
 	// is all of its output: the Turn settles in the acceptance transaction
 	// and the runtime reports nothing more for it.
 	Terminal *Terminal
+	// More, when set, is called by the acceptance's transaction once it
+	// has loaded the Turn and before it writes, so what the agent sent
+	// while that read was in flight commits too: further output, numbered
+	// after Output's, and the terminal when the prompt has ended and that
+	// output is all of it (then, as with Terminal, the runtime reports
+	// nothing more). A retried transaction calls it again; what an earlier
+	// call returned is kept, so each call returns only what is new, and
+	// after a terminal it is not called again. It runs while Accepted is
+	// in progress, possibly on another goroutine. What it returned belongs
+	// to the acceptance: a runtime that calls Accepted again after a
+	// failure passes it in Output (and Terminal).
+	More func() ([]OutputEvent, *Terminal)
 }
 
 // OutputEvent is one piece of agent output for a Turn.

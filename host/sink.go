@@ -146,7 +146,9 @@ func (k *turnSink) Observed(ctx context.Context, phase TurnPhase) error {
 // transaction, accepts the submit claim and reveals a provisional session.
 // The output held at the barrier commits in the same transaction, and so
 // does the settlement when the runtime already has the terminal: one
-// commit where there were two or three.
+// commit where there were two or three. What arrives while the Turn's
+// fenced load is in flight joins them (Acceptance.More): an answer that
+// ends within that round trip settles here too.
 func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	if a.ProviderSessionID == "" || a.ProviderTurnID == "" {
 		return Errorf(CodeInternal, "acceptance without a provider identity")
@@ -173,6 +175,14 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 		}
 		if err != nil {
 			return err
+		}
+		if a.More != nil && term == nil {
+			more, end := a.More()
+			a.Output = append(a.Output, more...)
+			if end != nil {
+				known := knownOutcome(*end)
+				term = &known
+			}
 		}
 		turnDirty, sessDirty := false, false
 		if !retry {

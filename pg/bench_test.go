@@ -182,10 +182,19 @@ type settleSink struct {
 	once sync.Once
 }
 
-// Accepted: an answer that was over at the barrier settles with it.
+// Accepted: an answer that was over at the barrier, or ended while the
+// acceptance read the Turn (More), settles with it.
 func (s *settleSink) Accepted(ctx context.Context, a host.Acceptance) error {
+	ended := a.Terminal != nil
+	if more := a.More; more != nil {
+		a.More = func() ([]host.OutputEvent, *host.Terminal) {
+			out, end := more()
+			ended = ended || end != nil
+			return out, end
+		}
+	}
 	err := s.TurnSink.Accepted(ctx, a)
-	if err == nil && a.Terminal != nil {
+	if err == nil && ended {
 		s.once.Do(func() { close(s.done) })
 	}
 	return err

@@ -50,6 +50,15 @@ func (p *barrierProbe) Accepted(ctx context.Context, a host.Acceptance) error {
 	}
 	p.outputs += len(a.Output) // held output commits with the acceptance
 	p.mu.Unlock()
+	if more := a.More; more != nil {
+		a.More = func() ([]host.OutputEvent, *host.Terminal) {
+			evs, end := more()
+			p.mu.Lock()
+			p.outputs += len(evs)
+			p.mu.Unlock()
+			return evs, end
+		}
+	}
 	return p.TurnSink.Accepted(ctx, a)
 }
 
@@ -221,6 +230,56 @@ var AnswerAtTheBarrier = Scenario{"barrier/answer_at_the_barrier_commits_with_ac
 			}
 			// The Turn let go of the session: the next prompt runs.
 			if next := f.waitSettled(f.mustSend(s.ID, "barrier-2", "again")); next.Outcome != host.OutcomeCompleted {
+				t.Fatalf("next turn: %+v", next)
+			}
+		})
+	}
+}}
+
+// AnswerDuringTheAcceptanceRead: what the agent sends while the acceptance
+// reads the Turn (Acceptance.More) commits with it: the rest of an answer
+// and its end make one transaction with the acceptance, also when that
+// commit's acknowledgement is lost (the retried transaction calls More
+// again and gets nothing new); words without the end are numbered on, and
+// the stream goes on after them.
+var AnswerDuringTheAcceptanceRead = Scenario{"barrier/answer_during_the_acceptance_read_commits_with_it", func(t *testing.T, d Driver) {
+	evs := []host.OutputEvent{
+		{Seq: 1, Key: "text-1", Kind: host.KindText, Text: "held", Done: true},
+		{Seq: 2, Key: "text-2", Kind: host.KindText, Text: "during the 𝄞 read", Done: true},
+		{Seq: 3, Key: "text-3", Kind: host.KindText, Text: "left open"},
+	}
+	for _, tc := range []struct {
+		name      string
+		more      int
+		ambiguous bool
+		txs       int // output transactions committed, the acceptance first
+	}{
+		{"the end", 2, false, 1},
+		{"the end, ambiguous", 2, true, 1},
+		{"words only", 1, false, 3},
+		{"words only, ambiguous", 1, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, d)
+			rt := &scriptRuntime{events: evs, held: 1, more: tc.more}
+			f.useScript(rt)
+			if tc.ambiguous {
+				f.store.loseFirstSinkAck()
+			}
+			s := f.createEmpty()
+			tr := f.waitSettled(f.mustSend(s.ID, "during-1", "go"))
+			if tr.Outcome != host.OutcomeCompleted || tr.ProviderTurnID == "" {
+				t.Fatalf("turn: %+v", tr)
+			}
+			txs := f.store.outputTxs()
+			// One message per event: the acceptance wrote the held one and
+			// what More gave (and may close an open one as it settles).
+			if len(txs) != tc.txs || txs[0].messages < 1+tc.more || !txs[len(txs)-1].settles || (tc.txs > 1 && txs[0].settles) {
+				t.Fatalf("output transactions %+v, want %d, the first with %d messages or more, the last settling", txs, tc.txs, 1+tc.more)
+			}
+			checkTranscript(t, f.messages(s.ID, host.MessageQuery{TurnID: tr.ID}), tr.ID, evs, false)
+			f.expectNoStreaming(s.ID)
+			if next := f.waitSettled(f.mustSend(s.ID, "during-2", "again")); next.Outcome != host.OutcomeCompleted {
 				t.Fatalf("next turn: %+v", next)
 			}
 		})

@@ -33,6 +33,10 @@ type scriptRuntime struct {
 	// too when that is all of them, as the ACP adapter reports what the
 	// agent sent before the barrier.
 	held int
+	// more: the next more events go with the acceptance through its More,
+	// as an agent's words that arrive while the acceptance reads the Turn,
+	// and the terminal too when that is all of them.
+	more int
 
 	wg sync.WaitGroup // the streaming goroutines this runtime owns
 	mu sync.Mutex
@@ -53,13 +57,31 @@ func (r *scriptRuntime) Start(_ context.Context, req host.StartRequest) (host.St
 func (r *scriptRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, sink host.TurnSink) error {
 	a := host.Acceptance{ProviderSessionID: req.ProviderSessionID, ProviderTurnID: "pt-" + req.Ref.TurnID}
 	n := min(r.held, len(r.events))
-	a.Output = r.events[:n]
-	if r.held > 0 && n == len(r.events) {
-		a.Terminal = &host.Terminal{Outcome: host.OutcomeCompleted}
+	a.Output = r.events[:n:n]
+	end := &host.Terminal{Outcome: host.OutcomeCompleted}
+	if r.held > 0 && n == len(r.events) && r.more == 0 {
+		a.Terminal = end
+	}
+	if r.more > 0 {
+		rest := r.events[n:min(n+r.more, len(r.events))]
+		given := false
+		a.More = func() ([]host.OutputEvent, *host.Terminal) {
+			if given { // a retried transaction: nothing new since
+				return nil, nil
+			}
+			// What More returned is part of the acceptance: a retried
+			// Accepted carries it (the port's rule).
+			given, a.Output = true, append(a.Output[:len(a.Output):len(a.Output)], rest...)
+			if n+len(rest) == len(r.events) {
+				a.Terminal = end
+			}
+			return rest, a.Terminal
+		}
 	}
 	if err := retrySink(func() error { return sink.Accepted(ctx, a) }); err != nil {
 		return err
 	}
+	n = len(a.Output)
 	if n > 0 && r.afterOutput != nil {
 		r.afterOutput(req.Ref, a.Output)
 	}
@@ -308,10 +330,20 @@ func (r *recordingSink) Output(ctx context.Context, ev host.OutputEvent) error {
 	return r.TurnSink.Output(ctx, ev)
 }
 
-// Accepted records the output held at the barrier, sent with it.
+// Accepted records the output held at the barrier, sent with it, and what
+// More gives it.
 func (r *recordingSink) Accepted(ctx context.Context, a host.Acceptance) error {
 	for _, ev := range a.Output {
 		r.record(ev)
+	}
+	if more := a.More; more != nil {
+		a.More = func() ([]host.OutputEvent, *host.Terminal) {
+			evs, end := more()
+			for _, ev := range evs {
+				r.record(ev)
+			}
+			return evs, end
+		}
 	}
 	return r.TurnSink.Accepted(ctx, a)
 }
@@ -333,6 +365,8 @@ var OutputFaultSchedules = Scenario{"output/random_fault_schedules", func(t *tes
 			rt := &scriptRuntime{events: randomEvents(rng)}
 			// Some answers start, or are all there, at the barrier.
 			rt.held = []int{0, 1, len(rt.events) / 2, len(rt.events)}[seed%4]
+			// And some go on while the acceptance reads the Turn (More).
+			rt.more = int(seed/4) % 3
 			var mu sync.Mutex
 			var bad []string
 			rt.afterOutput = func(ref host.TurnRef, sent []host.OutputEvent) {

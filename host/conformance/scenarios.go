@@ -19,6 +19,7 @@ func Scenarios() []Scenario {
 		InvalidInput,
 		AcceptanceBarrier,
 		AnswerAtTheBarrier,
+		AnswerDuringTheAcceptanceRead,
 		AcceptPersistenceFailure,
 		ProviderStateLost,
 		CancelSeparateFacts,

@@ -35,7 +35,7 @@ func heldText(evs []host.OutputEvent) (text string, seqs []int64) {
 
 func TestAtBarrierTakesHeldOutputAndTheEnd(t *testing.T) {
 	p := barrierTurn([]item{chunk("all "), chunk("of it")}, true)
-	a := p.atBarrier()
+	a, _ := p.atBarrier()
 	if a.ProviderSessionID != "ps" || a.ProviderTurnID != "pt" {
 		t.Fatalf("identity %q %q", a.ProviderSessionID, a.ProviderTurnID)
 	}
@@ -54,7 +54,7 @@ func TestAtBarrierTakesHeldOutputAndTheEnd(t *testing.T) {
 
 func TestAtBarrierLeavesTheEndWhileThePromptRuns(t *testing.T) {
 	p := barrierTurn([]item{chunk("first words")}, false)
-	a := p.atBarrier()
+	a, _ := p.atBarrier()
 	if text, seqs := heldText(a.Output); text != "first words" || len(seqs) != 1 || seqs[0] != 1 || a.Output[0].Done {
 		t.Fatalf("held output %q %v", text, seqs)
 	}
@@ -80,7 +80,7 @@ func TestAtBarrierStopsAtTheFirstItemThatIsNotPlainOutput(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := barrierTurn([]item{chunk("before"), stop, chunk("after")}, true)
-			a := p.atBarrier()
+			a, _ := p.atBarrier()
 			if text, _ := heldText(a.Output); text != "before" || len(a.Output) != 1 {
 				t.Fatalf("held output %+v", a.Output)
 			}
@@ -91,6 +91,54 @@ func TestAtBarrierStopsAtTheFirstItemThatIsNotPlainOutput(t *testing.T) {
 				t.Fatalf("left queued: %d items, want the %s and what follows it", len(q), name)
 			}
 		})
+	}
+}
+
+// More takes what arrived after the barrier's first look, numbered on,
+// with the end once the prompt is over, and nothing after that.
+func TestAtBarrierMoreTakesWhatArrivedSince(t *testing.T) {
+	p := barrierTurn([]item{chunk("first ")}, false)
+	a, tookEnd := p.atBarrier()
+	if a.Terminal != nil || a.More == nil || tookEnd() {
+		t.Fatalf("acceptance %+v, ended %v", a, tookEnd())
+	}
+	if out, end := a.More(); len(out) != 0 || end != nil {
+		t.Fatalf("More with nothing new: %+v %+v", out, end)
+	}
+	// The agent's last words and its response arrive.
+	p.t.mu.Lock()
+	p.t.queue = append(p.t.queue, chunk("last"))
+	p.t.mu.Unlock()
+	p.t.result = promptResult{resp: acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}}
+	p.t.finish()
+	close(p.t.promptDone)
+	out, end := a.More()
+	if text, seqs := heldText(out); text != "last" || len(seqs) != 2 || seqs[0] != 2 || seqs[1] != 3 || !out[1].Done {
+		t.Fatalf("more output %q %v %+v", text, seqs, out)
+	}
+	if end == nil || end.Outcome != host.OutcomeCompleted || !tookEnd() {
+		t.Fatalf("terminal %+v, ended %v", end, tookEnd())
+	}
+	if out, end := a.More(); len(out) != 0 || end != nil {
+		t.Fatalf("More after the end: %+v %+v", out, end)
+	}
+}
+
+// An item that is not plain output arriving after the barrier stops More
+// as it stops the barrier: it and what follows stay for the pump.
+func TestAtBarrierMoreStopsAtARequest(t *testing.T) {
+	p := barrierTurn([]item{chunk("first")}, false)
+	a, tookEnd := p.atBarrier()
+	p.t.mu.Lock()
+	p.t.queue = append(p.t.queue, item{perm: &waiter{}}, chunk("after"))
+	p.t.mu.Unlock()
+	p.t.finish()
+	close(p.t.promptDone)
+	if out, end := a.More(); len(out) != 0 || end != nil || tookEnd() {
+		t.Fatalf("More took %+v %+v past a request", out, end)
+	}
+	if p.t.queued() != 2 {
+		t.Fatalf("queued %d, want the request and the chunk after it", p.t.queued())
 	}
 }
 

@@ -367,7 +367,7 @@ func (c *connection) acceptBarrier(ctx context.Context, p *pumpState, req host.D
 
 	// 3. The barrier: nothing reaches the sink before this returns. What
 	// the agent already sent goes with it (one commit, not two or three).
-	a := p.atBarrier()
+	a, tookEnd := p.atBarrier()
 	if err := t.sink.Accepted(ctx, a); err != nil {
 		c.abandon(t)
 		var pe *host.ProviderError
@@ -376,7 +376,7 @@ func (c *connection) acceptBarrier(ctx context.Context, p *pumpState, req host.D
 		}
 		return false, fmt.Errorf("acp: acceptance failed: %w", err)
 	}
-	return a.Terminal != nil, nil
+	return tookEnd(), nil
 }
 
 // runPrompt calls session/prompt; it blocks until the prompt ends. Its
@@ -529,22 +529,34 @@ func (p *pumpState) number(sink host.TurnSink, m *mapper, evs []host.OutputEvent
 // and the terminal too when the prompt is over and nothing else is queued.
 // A permission request, a goal report, a sub-agent's start or update, and
 // everything after the first of them, stay queued for the pump, in order.
-func (p *pumpState) atBarrier() host.Acceptance {
-	a := host.Acceptance{ProviderSessionID: p.t.psid, ProviderTurnID: p.t.providerTurnID}
-	for _, it := range p.t.takePlain() {
-		if it.update != nil {
-			a.Output = append(a.Output, p.number(p.t.sink, p.m, p.m.apply(*it.update))...)
-		} else {
-			a.Output = append(a.Output, p.number(p.t.sink, p.m, p.m.notice(it.notice))...)
+// The acceptance's More takes the same again once its transaction has read
+// the Turn; ended reports whether a terminal went with it either way.
+func (p *pumpState) atBarrier() (a host.Acceptance, ended func() bool) {
+	var took bool
+	held := func() ([]host.OutputEvent, *host.Terminal) {
+		if took {
+			return nil, nil
 		}
-	}
-	// After promptDone nothing more is queued (finish ran before it closed).
-	if done(p.t.promptDone) && p.t.queued() == 0 {
-		a.Output = append(a.Output, p.number(p.t.sink, p.m, p.m.finish())...)
+		var out []host.OutputEvent
+		for _, it := range p.t.takePlain() {
+			if it.update != nil {
+				out = append(out, p.number(p.t.sink, p.m, p.m.apply(*it.update))...)
+			} else {
+				out = append(out, p.number(p.t.sink, p.m, p.m.notice(it.notice))...)
+			}
+		}
+		// After promptDone nothing more is queued (finish ran before it closed).
+		if !done(p.t.promptDone) || p.t.queued() != 0 {
+			return out, nil
+		}
+		out = append(out, p.number(p.t.sink, p.m, p.m.finish())...)
 		term := p.c.terminal(p.t)
-		a.Terminal = &term
+		took = true
+		return out, &term
 	}
-	return a
+	a = host.Acceptance{ProviderSessionID: p.t.psid, ProviderTurnID: p.t.providerTurnID, More: held}
+	a.Output, a.Terminal = held()
+	return a, func() bool { return took }
 }
 
 // The Turn's own output event that ends what drain took goes Inline: the

@@ -869,3 +869,48 @@ func TestQuestionAndPlanKinds(t *testing.T) {
 		t.Fatalf("transcript %q", got)
 	}
 }
+
+// An answer that ends while the acceptance reads the Turn goes with it
+// through More: its words and its end, once, and the runtime reports
+// nothing after the acceptance.
+func TestAnswerDuringTheAcceptanceGoesWithIt(t *testing.T) {
+	rt := newSimRuntime(t)
+	st := start(t, rt, "s1", "")
+	sink := newSink(t)
+	sink.moreUntilEnd = true
+	if err := dispatch(rt, ref("s1", "t1"), st.ProviderSessionID, "/sim words=3", sink); err != nil {
+		t.Fatalf("dispatch: %v", err)
+	}
+	if term := sink.waitTerminal(wait); term.Outcome != host.OutcomeCompleted {
+		t.Fatalf("terminal = %+v", term)
+	}
+	// The runtime is done with the Turn: the session takes the next prompt.
+	if err := dispatch(rt, ref("s1", "t2"), st.ProviderSessionID, "/sim instant", newSink(t)); err != nil {
+		t.Fatalf("next dispatch: %v", err)
+	}
+	calls := sink.snapshot()
+	var text strings.Builder
+	accepted := -1
+	for i, c := range calls {
+		switch c.kind {
+		case "accepted":
+			accepted = i
+			if !c.heldTerminal {
+				t.Fatalf("the acceptance did not take the terminal: %s", sink.dump())
+			}
+		case "output":
+			text.WriteString(c.ev.Text)
+		}
+	}
+	if accepted < 0 || calls[len(calls)-1].kind != "terminal" {
+		t.Fatalf("calls: %s", sink.dump())
+	}
+	for _, c := range calls[accepted+1:] {
+		if c.kind != "output" && c.kind != "terminal" {
+			t.Fatalf("%s after the acceptance: %s", c.kind, sink.dump())
+		}
+	}
+	if n := len(strings.Fields(text.String())); n != 3 {
+		t.Fatalf("answer %q: %d words, want 3", text.String(), n)
+	}
+}

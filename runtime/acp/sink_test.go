@@ -15,6 +15,9 @@ import (
 type recSink struct {
 	t         *testing.T
 	acceptErr error
+	// moreUntilEnd: the acceptance calls More until the terminal comes, as
+	// if its read of the Turn took as long as the agent's answer.
+	moreUntilEnd bool
 
 	mu       sync.Mutex
 	calls    []call
@@ -104,7 +107,21 @@ func (s *recSink) Observed(_ context.Context, p host.TurnPhase) error {
 // Accepted records the acceptance, then what went with it as the output and
 // terminal calls it stands for (held counts them), so every test reads one
 // sequence of calls.
+// It calls More once, as the Host does after reading the Turn.
 func (s *recSink) Accepted(ctx context.Context, a host.Acceptance) error {
+	deadline := time.Now().Add(wait)
+	for a.More != nil && a.Terminal == nil {
+		more, end := a.More()
+		a.Output, a.Terminal = append(a.Output, more...), end
+		if !s.moreUntilEnd || end != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.t.Errorf("More gave no terminal in %v", wait)
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	s.record(call{kind: "accepted", psid: a.ProviderSessionID, turnID: a.ProviderTurnID,
 		held: len(a.Output), heldTerminal: a.Terminal != nil})
 	if s.acceptErr != nil {
