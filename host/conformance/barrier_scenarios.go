@@ -50,15 +50,11 @@ func (p *barrierProbe) Accepted(ctx context.Context, a host.Acceptance) error {
 	}
 	p.outputs += len(a.Output) // held output commits with the acceptance
 	p.mu.Unlock()
-	if more := a.More; more != nil {
-		a.More = func() ([]host.OutputEvent, *host.Terminal) {
-			evs, end := more()
-			p.mu.Lock()
-			p.outputs += len(evs)
-			p.mu.Unlock()
-			return evs, end
-		}
-	}
+	seeMore(&a, func(evs []host.OutputEvent) {
+		p.mu.Lock()
+		p.outputs += len(evs)
+		p.mu.Unlock()
+	})
 	return p.TurnSink.Accepted(ctx, a)
 }
 

@@ -336,16 +336,26 @@ func (r *recordingSink) Accepted(ctx context.Context, a host.Acceptance) error {
 	for _, ev := range a.Output {
 		r.record(ev)
 	}
-	if more := a.More; more != nil {
-		a.More = func() ([]host.OutputEvent, *host.Terminal) {
-			evs, end := more()
-			for _, ev := range evs {
-				r.record(ev)
-			}
-			return evs, end
+	seeMore(&a, func(evs []host.OutputEvent) {
+		for _, ev := range evs {
+			r.record(ev)
 		}
-	}
+	})
 	return r.TurnSink.Accepted(ctx, a)
+}
+
+// seeMore wraps a's More, if it has one, so that see gets the output it
+// gives before the Host does.
+func seeMore(a *host.Acceptance, see func([]host.OutputEvent)) {
+	more := a.More
+	if more == nil {
+		return
+	}
+	a.More = func() ([]host.OutputEvent, *host.Terminal) {
+		evs, end := more()
+		see(evs)
+		return evs, end
+	}
 }
 
 func (r *recordingSink) record(ev host.OutputEvent) {
