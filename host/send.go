@@ -40,17 +40,16 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 	}
 
 	unlock := h.locks.lock(in.WorkspaceID, in.SessionID)
-	if c, err := h.store.GetClaim(ctx, in.WorkspaceID, in.ClientSubmitID); err == nil {
-		unlock()
-		return h.replay(ctx, c, in, content)
-	} else if !errors.Is(err, ErrNotFound) {
-		unlock()
-		return SendResult{}, storeErr(err, "submit claim")
-	}
 	// The replica that owns the session's runtime runs the submission; a
-	// dead owner's session is taken over (and recovered) first.
+	// dead owner's session is taken over (and recovered) first. A retry
+	// is answered from its claim wherever it lands; on the owner the
+	// admission below finds the claim itself, so only the other paths
+	// read it first (one round trip less per submit).
 	if owner, mine, err := h.ownSession(ctx, in.WorkspaceID, in.SessionID, ""); err != nil || !mine {
 		unlock()
+		if r, ok, cerr := h.replayClaimed(ctx, in, content); ok || cerr != nil {
+			return r, cerr
+		}
 		if err != nil {
 			return SendResult{}, err
 		}
@@ -131,6 +130,11 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 		return h.replay(ctx, c, in, content)
 	}
 	if err != nil {
+		// A refusal before the claim's insert (the session deleted or
+		// not promptable since) still answers a retry from its claim.
+		if r, ok, cerr := h.replayClaimed(ctx, in, content); ok || cerr != nil {
+			return r, cerr
+		}
 		return SendResult{}, storeErr(err, "submit")
 	}
 	if entry.ID != "" {
@@ -191,6 +195,21 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 	// The prompt first: a watcher applying the typed Turn has its prompt.
 	emit(prompt, turnFact(turn))
 	return s, turn, claim, emitTreeAt(ctx, tx, emit, s, turn)
+}
+
+// replayClaimed answers a submission from its durable claim when there is
+// one (ok); a failed read is returned as the error.
+func (h *Host) replayClaimed(ctx context.Context, in SendInput, content MessageContent) (r SendResult, ok bool, err error) {
+	c, err := h.store.GetClaim(ctx, in.WorkspaceID, in.ClientSubmitID)
+	switch {
+	case err == nil:
+		r, err = h.replay(ctx, c, in, content)
+		return r, true, err
+	case errors.Is(err, ErrNotFound):
+		return SendResult{}, false, nil
+	default:
+		return SendResult{}, false, storeErr(err, "submit claim")
+	}
 }
 
 // admitted resolves an admission commit that reported an error: when the

@@ -340,11 +340,11 @@ func testSubmitRoundTrips(t *testing.T, atBarrier bool, want []int, wantStmts in
 		t.Fatalf("statements = %d, want %d%s", n, wantStmts, trips.String())
 	}
 	t.Logf("durable submit: %d transactions, %d round trips and %d statements inside them%s", len(txs), total, wantStmts, trips.String())
-	// Outside them: the claim lookup that answers a retried submit
-	// without a transaction. The Turn SendInput returns is the one the
-	// acceptance committed, not read again.
-	if other := tr.outside(); other != 1 {
-		t.Fatalf("round trips outside transactions = %d, want 1 (the claim lookup)", other)
+	// Nothing outside them: a retried submit is found by the admission
+	// (the claim's insert), not by a lookup first, and the Turn SendInput
+	// returns is the one the acceptance committed, not read again.
+	if other := tr.outside(); other != 0 {
+		t.Fatalf("round trips outside transactions = %d, want 0", other)
 	}
 }
 

@@ -13,6 +13,7 @@ func Scenarios() []Scenario {
 		SubmitIdempotent,
 		SubmitIdempotentConcurrent,
 		SubmitConflict,
+		SubmitRetryAfterRefusal,
 		SubmitWarmOneCommit,
 		ClaimTimeIsOccurrence,
 		SessionBusy,

@@ -74,6 +74,25 @@ var SubmitConflict = Scenario{"submit/same_id_different_content_conflicts", func
 	}
 }}
 
+// A retry is answered from its claim even when the admission would now
+// refuse the request (here: the session was deleted since), with no new
+// Turn and no second prompt to the agent.
+var SubmitRetryAfterRefusal = Scenario{"submit/retry_after_session_deleted_answers_from_claim", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	first := f.waitSettled(f.mustSend(s.ID, "r-1", "/sim words=3"))
+	f.del("u1", s.ID)
+	r, err := f.send(s.ID, "r-1", "/sim words=3")
+	if err != nil || r.Turn == nil || r.Turn.ID != first.ID || !r.Replayed {
+		t.Fatalf("retry after the delete: %+v %v, want turn %s replayed", r, err, first.ID)
+	}
+	_, err = f.send(s.ID, "r-2", "/sim words=3")
+	wantCode(t, err, host.CodeNotFound)
+	if n := f.runtime.dispatches.Load(); n != 1 {
+		t.Fatalf("dispatches = %d, want 1", n)
+	}
+}}
+
 var ClaimTimeIsOccurrence = Scenario{"submit/claim_time_is_message_occurrence", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	s := f.createEmpty()
