@@ -137,7 +137,10 @@ var AcceptPersistenceFailure = Scenario{"barrier/accept_persistence_failure_is_d
 	f := newFixture(t, d)
 	s := f.createEmpty()
 	f.store.onTurnWrite(func(t host.Turn) error {
-		if t.Phase == host.PhaseDurablyAccepted {
+		// The acceptance: the first write with the provider identity,
+		// durably_accepted, or settled when the answer ended while the
+		// acceptance read the Turn (Acceptance.More).
+		if t.ProviderTurnID != "" {
 			return errf("disk full: %w", host.ErrUnavailable)
 		}
 		return nil

@@ -348,7 +348,9 @@ var TerminalWriteRetried = Scenario{"faults/failed_terminal_write_is_settled_by_
 		}
 		return nil
 	})
-	tr := f.mustSend(s.ID, "tw-1", "/sim words=3")
+	// Words 100 ms apart: the terminal comes after the acceptance, never
+	// within it (Acceptance.More), so its own write is the one that fails.
+	tr := f.mustSend(s.ID, "tw-1", "/sim words=3 rate=100ms")
 	done := f.waitSettled(tr)
 	f.expectTurn(s.ID, done.ID, host.PhaseSettled, host.OutcomeCompleted, "")
 	f.expectBusy(s.ID, false)
