@@ -184,6 +184,9 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 				term = &known
 			}
 		}
+		if term != nil {
+			tx.SettleAhead(ctx, t.WorkspaceID, t.SessionID, t.ID)
+		}
 		turnDirty, sessDirty := false, false
 		if !retry {
 			if err := k.bind(ctx, tx, &t, &s, a); err != nil {
@@ -340,6 +343,7 @@ func (k *turnSink) settleWithOutput(ctx context.Context, term Terminal, batch []
 		if err != nil {
 			return err
 		}
+		tx.SettleAhead(ctx, t.WorkspaceID, t.SessionID, t.ID)
 		if len(batch) > 0 {
 			// settleIn writes the Turn and the session.
 			if _, err := k.applyOutput(ctx, tx, emit, &t, &s, batch); err != nil {

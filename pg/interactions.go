@@ -161,7 +161,7 @@ func (t *tx) TurnInteractions(ctx context.Context, ws, sessionID, turnID string)
 	// A settlement reads the Turn's queue entries and the session's queue
 	// next: one statement tells which of the three has rows, and only
 	// those are read (settleahead.go).
-	p, err := t.probeSettle(ctx, ws, sessionID, turnID)
+	p, err := t.settleProbe(ctx, ws, sessionID, turnID)
 	if err != nil {
 		return nil, t.result(err)
 	}

@@ -39,6 +39,58 @@ const probeSettleSQL = `SELECT
 	COALESCE(q.revision, 0), COALESCE(q.fence_turn_id, '')
 	FROM (SELECT 1) one LEFT JOIN session_queues q ON q.workspace_id = $1 AND q.session_id = $2`
 
+// probeAhead is the settlement probe sent ahead of the settlement
+// (tx.SettleAhead): with the statement that needed a round trip next, the
+// message append of an acceptance or a final output commit, so that the
+// settlement's own reads cost none. touches is txConn.settleTouches right
+// after it was queued: the rows it read are current while no statement
+// naming their tables was queued or sent since, because this transaction
+// holds the session's lock and every writer of them takes it.
+type probeAhead struct {
+	ws, session, turn string
+	reads             settleReads
+	read              bool // its row was scanned
+	touches           int
+}
+
+// SettleAhead queues the settlement probe of turnID for the next round
+// trip. It does nothing unless this transaction holds the session's lock.
+func (t *tx) SettleAhead(_ context.Context, ws, sessionID, turnID string) {
+	if t.failed != nil || !t.locked[sessionKey{ws, sessionID}] {
+		return
+	}
+	p := &probeAhead{ws: ws, session: sessionID, turn: turnID}
+	t.tx.queue(deferred{op: "probe settlement reads", sql: probeSettleSQL,
+		args: []any{ws, sessionID, turnID, string(host.QueueQueued)},
+		scan: func(rows pgx.Rows) error {
+			p.read = true
+			return rows.Scan(&p.reads.interactions, &p.reads.queued, &p.reads.revision, &p.reads.fence)
+		}})
+	p.touches = t.tx.settleTouches
+	t.probeAhead = p
+}
+
+// settleProbe is the settlement probe of turnID: the one sent ahead when
+// it is current (sent with the next round trip if it is still queued), or
+// a new one.
+func (t *tx) settleProbe(ctx context.Context, ws, sessionID, turnID string) (settleReads, error) {
+	p := t.probeAhead
+	t.probeAhead = nil
+	if p == nil || p.ws != ws || p.session != sessionID || p.turn != turnID || p.touches != t.tx.settleTouches {
+		return t.probeSettle(ctx, ws, sessionID, turnID)
+	}
+	if !p.read {
+		br, err := t.tx.roundTrip(ctx, "", nil)
+		if err != nil {
+			return settleReads{}, err
+		}
+		if err := br.Close(); err != nil {
+			return settleReads{}, t.fail(classify("probe settlement reads", err))
+		}
+	}
+	return p.reads, nil
+}
+
 func (t *tx) probeSettle(ctx context.Context, ws, sessionID, turnID string) (settleReads, error) {
 	var p settleReads
 	err := t.tx.QueryRow(ctx, probeSettleSQL, ws, sessionID, turnID, string(host.QueueQueued)).

@@ -228,6 +228,8 @@ type tx struct {
 	ahead *sessionAhead
 	// queueAhead is the queue state read with the last Turn's interactions.
 	queueAhead *queueAhead
+	// probeAhead is the settlement probe sent ahead (SettleAhead).
+	probeAhead *probeAhead
 }
 
 var _ host.Tx = (*tx)(nil)

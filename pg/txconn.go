@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,19 @@ type txConn struct {
 	// ops counts the statements queued or sent; a row read ahead is still
 	// current while it has not moved (tx.Session).
 	ops int
+	// settleTouches counts the statements that name a table a
+	// settlement's probe reads (interactions, queue entries, session
+	// queues); the probe read ahead is current while it has not moved
+	// (tx.SettleAhead).
+	settleTouches int
+}
+
+// count records one statement queued or sent.
+func (c *txConn) count(sql string) {
+	c.ops++
+	if strings.Contains(sql, "interaction") || strings.Contains(sql, "queue") {
+		c.settleTouches++
+	}
 }
 
 // deferred is a statement sent with the next round trip.
@@ -71,7 +85,7 @@ type deferred struct {
 
 // queue defers a statement to the next round trip.
 func (c *txConn) queue(d deferred) {
-	c.ops++
+	c.count(d.sql)
 	c.queued = append(c.queued, d)
 }
 
@@ -102,7 +116,7 @@ func (c *txConn) direct() bool { return c.begun && len(c.queued) == 0 }
 // it. A failure before the last result is recorded on the tx and returned
 // classified; the batch is then closed already.
 func (c *txConn) roundTrip(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	c.ops++
+	c.count(sql)
 	for attempt := 0; ; attempt++ {
 		if c.conn == nil {
 			conn, err := c.t.store.pool.Acquire(ctx)
@@ -185,7 +199,7 @@ func (d deferred) result(br pgx.BatchResults) (pgconn.CommandTag, error) {
 
 func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if c.direct() {
-		c.ops++
+		c.count(sql)
 		return c.conn.Exec(ctx, sql, args...)
 	}
 	br, err := c.roundTrip(ctx, sql, args)
@@ -201,7 +215,7 @@ func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 
 func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if c.direct() {
-		c.ops++
+		c.count(sql)
 		return c.conn.Query(ctx, sql, args...)
 	}
 	br, err := c.roundTrip(ctx, sql, args)
@@ -218,7 +232,7 @@ func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 
 func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if c.direct() {
-		c.ops++
+		c.count(sql)
 		return c.conn.QueryRow(ctx, sql, args...)
 	}
 	rows, err := c.Query(ctx, sql, args...)

@@ -132,6 +132,9 @@ func (t *tx) TurnInteractions(ctx context.Context, ws, sessionID, turnID string)
 		WHERE workspace_id = ? AND session_id = ? AND turn_id = ? ORDER BY request_id`, ws, sessionID, turnID)
 }
 
+// SettleAhead does nothing: a read costs no round trip here.
+func (t *tx) SettleAhead(context.Context, string, string, string) {}
+
 // SessionInteractions lists a session's interactions of the Turns whose
 // seq is in [fromSeq, toSeq], in the order the agent asked.
 func (s *Store) SessionInteractions(ctx context.Context, ws, sessionID string, fromSeq, toSeq int64) ([]host.Interaction, error) {
