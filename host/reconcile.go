@@ -45,6 +45,10 @@ type turnWork struct {
 	// learned of them. Without leases (one replica) the reconciler only
 	// touches these: another Host on the same store is no concern of it.
 	known map[string]time.Time
+	// unsent: Turns this process admitted already dispatched whose
+	// admission it could not confirm (the acknowledgement was lost), so
+	// it never sent them; a retry or the reconciler sends them, once.
+	unsent map[string]time.Time
 }
 
 type pendingTerminal struct {
@@ -59,7 +63,8 @@ type retryState struct {
 
 func newTurnWork() turnWork {
 	return turnWork{driving: map[string]bool{}, terminal: map[string]pendingTerminal{},
-		cancelConfirmed: map[string]bool{}, retry: map[string]retryState{}, known: map[string]time.Time{}}
+		cancelConfirmed: map[string]bool{}, retry: map[string]retryState{}, known: map[string]time.Time{},
+		unsent: map[string]time.Time{}}
 }
 
 // drive claims the Turn for one dispatch of this process; false when one
@@ -85,6 +90,27 @@ func (w *turnWork) adopt(turnID string) {
 		w.known[turnID] = time.Now()
 	}
 	w.mu.Unlock()
+}
+
+// markUnsent records that this process admitted the Turn dispatched and
+// did not send it.
+func (w *turnWork) markUnsent(turnID string) {
+	w.mu.Lock()
+	w.unsent[turnID] = time.Now()
+	w.mu.Unlock()
+}
+
+// driveUnsent claims an unsent Turn for the dispatch that sends it; false
+// when it is not unsent or a dispatch drives it already.
+func (w *turnWork) driveUnsent(turnID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.unsent[turnID]; !ok || w.driving[turnID] {
+		return false
+	}
+	delete(w.unsent, turnID)
+	w.driving[turnID] = true
+	return true
 }
 
 func (w *turnWork) isKnown(turnID string) bool {
@@ -156,6 +182,7 @@ func (w *turnWork) forget(turnID string) {
 	delete(w.cancelConfirmed, turnID)
 	delete(w.retry, turnID)
 	delete(w.known, turnID)
+	delete(w.unsent, turnID)
 	w.mu.Unlock()
 }
 
@@ -172,6 +199,7 @@ func (w *turnWork) prune(unsettled map[string]bool) {
 	// A Turn learned of after the scan is not in it: keep young entries.
 	old := time.Now().Add(-time.Minute)
 	maps.DeleteFunc(w.known, func(id string, at time.Time) bool { return !keep(id) && at.Before(old) })
+	maps.DeleteFunc(w.unsent, func(id string, at time.Time) bool { return !keep(id) && at.Before(old) })
 }
 
 // runReconciler runs ReconcileTurns every reconcileEvery until ctx ends.
@@ -247,6 +275,14 @@ func (h *Host) reconcileTurn(ctx context.Context, t Turn) bool {
 			return false
 		}
 	}
+	if t.Phase == PhaseDispatched {
+		if _, sent, err := h.sendUnsent(ctx, t); sent {
+			if err != nil {
+				h.log.Warn("turn reconciler: sending an unsent turn failed", "turn", t.ID, "err", err)
+			}
+			return true
+		}
+	}
 	if t.Phase == PhaseQueued {
 		if now.Sub(t.UpdatedAt) < redriveGrace {
 			return false
@@ -282,6 +318,42 @@ func (h *Host) deliverCancel(ctx context.Context, ref TurnRef) bool {
 		h.work.confirmCancel(ref.TurnID)
 	}
 	return rep.Confirmed
+}
+
+// sendUnsent dispatches a Turn this process admitted already dispatched
+// but never sent (turnWork.unsent), once; sent is false when t is not
+// such a Turn.
+func (h *Host) sendUnsent(ctx context.Context, t Turn) (out Turn, sent bool, err error) {
+	if !h.work.driveUnsent(t.ID) {
+		return t, false, nil
+	}
+	retry := func(err error) (Turn, bool, error) {
+		h.work.markUnsent(t.ID) // still unsent: the next retry or pass sends it
+		h.work.release(t.ID)
+		return t, true, err
+	}
+	// It was admitted to this replica's live provider session; send it
+	// only while both still hold (otherwise it stays for the
+	// reconciler's unknown outcome, as a Turn whose sending is unknown).
+	_, mine, err := h.ownSession(ctx, t.WorkspaceID, t.SessionID, t.ID)
+	if err != nil {
+		return retry(err)
+	}
+	c, err := h.store.GetClaim(ctx, t.WorkspaceID, t.ClientSubmitID)
+	if err != nil {
+		return retry(err)
+	}
+	s, err := h.store.GetSession(ctx, t.WorkspaceID, t.SessionID)
+	if err != nil {
+		return retry(err)
+	}
+	live, _ := h.runtime.Live(t.WorkspaceID, t.SessionID)
+	if !mine || c.TurnID != t.ID || c.State != ClaimPrepared || live == "" || live != s.ProviderSessionID {
+		h.work.release(t.ID)
+		return t, false, nil
+	}
+	out, err = h.dispatch(ctx, s, t, c, s.Provisional)
+	return out, true, err
 }
 
 // redrive dispatches a queued Turn whose claim is still prepared and

@@ -120,6 +120,13 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 		}
 	}
 	if err != nil {
+		if errors.Is(err, ErrUnavailable) && turn.ID == turnID && turn.Phase == PhaseDispatched {
+			// Admitted or not, it was not sent: if the admission landed,
+			// a retry (or the reconciler) sends it instead of finding a
+			// dispatched Turn no dispatch drives. Marked before the
+			// drive claim goes, so no reconciler pass sees neither.
+			h.work.markUnsent(turnID)
+		}
 		h.work.release(turnID)
 	}
 	if errors.Is(err, errClaimExists) || errors.Is(err, ErrDuplicate) {
@@ -242,6 +249,14 @@ func (h *Host) replay(ctx context.Context, c SubmitClaim, in SendInput, content 
 	t, err := h.store.GetTurn(ctx, c.WorkspaceID, c.SessionID, c.TurnID)
 	if err != nil {
 		return SendResult{}, storeErr(err, "turn %s", c.TurnID)
+	}
+	if t.Phase == PhaseDispatched && c.State == ClaimPrepared {
+		if sent, ok, err := h.sendUnsent(ctx, t); ok {
+			if err != nil {
+				return SendResult{}, err
+			}
+			t = sent
+		}
 	}
 	if t.Phase == PhaseQueued && c.State == ClaimPrepared {
 		owner, mine, err := h.ownSession(ctx, c.WorkspaceID, c.SessionID, t.ID)

@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -158,6 +160,63 @@ var CreateRetryNeverInvisible = Scenario{"faults/create_retry_never_returns_an_i
 		t.Fatalf("dispatches = %d, want 1", n)
 	}
 }}
+
+// 3b: a prompt to a warm session is admitted already dispatched (one
+// commit). When that commit's acknowledgement is lost and the claim
+// cannot be read to confirm it either, the Turn was admitted and never
+// sent: the same call or its retry sends it, exactly once, instead of
+// answering with a dispatched Turn nothing drives.
+var LostWarmAdmissionAck = Scenario{"faults/lost_warm_admission_ack_is_sent_once", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.waitSettled(f.mustSend(s.ID, "lw-0", "/sim words=1")) // the provider session is live now
+	f.store.failClaimReads.Store(2)                         // the admission's confirmation and the queue check
+	f.store.onCommitted(firstOnly())
+	r, err := f.send(s.ID, "lw-1", "/sim words=3")
+	f.store.onCommitted(nil)
+	if err != nil && host.CodeOf(err) != host.CodeUnavailable {
+		t.Fatalf("submit with a lost acknowledgement: %v", err)
+	}
+	again, err := f.send(s.ID, "lw-1", "/sim words=3")
+	if err != nil || again.Turn == nil {
+		t.Fatalf("retry: %+v %v", again, err)
+	}
+	if r.Turn != nil && r.Turn.ID != again.Turn.ID {
+		t.Fatalf("retry returned another turn: %s vs %s", r.Turn.ID, again.Turn.ID)
+	}
+	f.waitSettled(*again.Turn)
+	f.expectTurn(s.ID, again.Turn.ID, host.PhaseSettled, host.OutcomeCompleted, "")
+	f.expectClaim("lw-1", host.ClaimAccepted)
+	if n := f.runtime.dispatches.Load(); n != 2 {
+		t.Fatalf("the agent received %d prompts, want 2", n)
+	}
+}}
+
+// 3c: the same, when nobody retries and the claim stays unreadable for
+// the whole call: the reconciler sends it.
+var LostWarmAdmissionAckReconciled = Scenario{"faults/lost_warm_admission_ack_is_sent_by_the_reconciler", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.waitSettled(f.mustSend(s.ID, "lw-0", "/sim words=1"))
+	f.store.failClaimReads.Store(3) // the confirmation, the queue check, the claim's replay
+	f.store.onCommitted(firstOnly())
+	_, err := f.send(s.ID, "lw-2", "/sim words=3")
+	f.store.onCommitted(nil)
+	wantCode(t, err, host.CodeUnavailable)
+	tr := f.turnsWithSubmitID(s.ID, "lw-2")[0]
+	done := f.waitSettled(tr)
+	f.expectTurn(s.ID, done.ID, host.PhaseSettled, host.OutcomeCompleted, "")
+	if n := f.runtime.dispatches.Load(); n != 2 {
+		t.Fatalf("the agent received %d prompts, want 2", n)
+	}
+}}
+
+func (s *faultStore) GetClaim(ctx context.Context, ws, clientSubmitID string) (host.SubmitClaim, error) {
+	if s.failClaimReads.Add(-1) >= 0 {
+		return host.SubmitClaim{}, fmt.Errorf("conformance: store unreachable: %w", host.ErrUnavailable)
+	}
+	return s.Store.GetClaim(ctx, ws, clientSubmitID)
+}
 
 // 3: an admission whose acknowledgement is lost does not strand the session.
 var LostAdmissionAck = Scenario{"faults/lost_admission_ack_never_strands_the_session", func(t *testing.T, d Driver) {

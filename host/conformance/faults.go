@@ -36,6 +36,8 @@ type faultStore struct {
 	nSink   int
 	// failQueueReads makes GetQueueEntry fail unavailable (queue_scenarios.go).
 	failQueueReads atomic.Bool
+	// failClaimReads makes that many next GetClaim calls fail unavailable.
+	failClaimReads atomic.Int64
 	// dieAfter, when set, is asked after each committed transaction; true
 	// kills the process right there: the commit is durable, but from then
 	// on this store refuses every write and goal read, so the Host that

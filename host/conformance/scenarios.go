@@ -55,6 +55,8 @@ func Scenarios() []Scenario {
 		ReservedIDSpace,
 		CreateRetryNeverInvisible,
 		LostAdmissionAck,
+		LostWarmAdmissionAck,
+		LostWarmAdmissionAckReconciled,
 		QueuedTurnRedriven,
 		BeforeDispatchRetryable,
 		FollowUpSurvivesTransientFailure,
