@@ -14,31 +14,15 @@ import (
 // settlement's TurnInteractions then costs none.
 func TestSettleAheadAnswersWithoutARoundTrip(t *testing.T) {
 	f := newDeferredFixture(t)
-	var got []host.Interaction
-	var before, after int
-	err := f.st.Update(t.Context(), func(tx host.Tx) error {
-		ctx := t.Context()
-		if _, err := tx.Session(ctx, f.ws, f.sid); err != nil {
-			return err
-		}
-		tx.SettleAhead(ctx, f.ws, f.sid, f.queued.ID)
-		if _, err := tx.Turn(ctx, f.ws, f.sid, f.queued.ID); err != nil { // carries the probe
-			return err
-		}
-		before = f.tr.openTrips()
-		var err error
-		got, err = tx.TurnInteractions(ctx, f.ws, f.sid, f.queued.ID)
-		after = f.tr.openTrips()
+	got, trips := f.interactionsAhead(t, func(ctx context.Context, tx host.Tx) error {
+		_, err := tx.Turn(ctx, f.ws, f.sid, f.queued.ID) // carries the probe
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(got) != 0 {
 		t.Fatalf("interactions = %+v, want none", got)
 	}
-	if after != before {
-		t.Fatalf("TurnInteractions made %d round trips, want 0 (the probe went ahead)", after-before)
+	if trips != 0 {
+		t.Fatalf("TurnInteractions made %d round trips, want 0 (the probe went ahead)", trips)
 	}
 }
 
@@ -47,29 +31,12 @@ func TestSettleAheadAnswersWithoutARoundTrip(t *testing.T) {
 // settlement reads again rather than miss it.
 func TestSettleAheadSeesWritesSinceTheProbe(t *testing.T) {
 	f := newDeferredFixture(t)
-	var got []host.Interaction
-	err := f.st.Update(t.Context(), func(tx host.Tx) error {
-		ctx := t.Context()
-		if _, err := tx.Session(ctx, f.ws, f.sid); err != nil {
-			return err
-		}
-		tx.SettleAhead(ctx, f.ws, f.sid, f.queued.ID)
+	got, _ := f.interactionsAhead(t, func(ctx context.Context, tx host.Tx) error {
 		if _, err := tx.Turn(ctx, f.ws, f.sid, f.queued.ID); err != nil { // the probe finds nothing
 			return err
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		if err := tx.InsertInteraction(ctx, host.Interaction{WorkspaceID: f.ws, SessionID: f.sid, TurnID: f.queued.ID,
-			RequestID: "req-1", RootSessionID: f.sid, Kind: host.InteractionApproval, Title: "run it?",
-			State: host.InteractionPending, CreatedAt: now, UpdatedAt: now}); err != nil {
-			return err
-		}
-		var err error
-		got, err = tx.TurnInteractions(ctx, f.ws, f.sid, f.queued.ID)
-		return err
+		return tx.InsertInteraction(ctx, f.pendingInteraction("req-1"))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(got) != 1 || got[0].RequestID != "req-1" {
 		t.Fatalf("interactions = %+v, want req-1 written after the probe", got)
 	}
@@ -80,29 +47,13 @@ func TestSettleAheadSeesWritesSinceTheProbe(t *testing.T) {
 // new one, and what it finds is answered.
 func TestSettleAheadStillQueuedIsSentOnce(t *testing.T) {
 	f := newDeferredFixture(t)
-	now := time.Now().UTC().Truncate(time.Millisecond)
 	if err := f.st.Update(t.Context(), func(tx host.Tx) error {
-		return tx.InsertInteraction(t.Context(), host.Interaction{WorkspaceID: f.ws, SessionID: f.sid, TurnID: f.queued.ID,
-			RequestID: "req-1", RootSessionID: f.sid, Kind: host.InteractionApproval, Title: "run it?",
-			State: host.InteractionPending, CreatedAt: now, UpdatedAt: now})
+		return tx.InsertInteraction(t.Context(), f.pendingInteraction("req-1"))
 	}); err != nil {
 		t.Fatal(err)
 	}
 	f.tr.reset()
-	var got []host.Interaction
-	err := f.st.Update(t.Context(), func(tx host.Tx) error {
-		ctx := t.Context()
-		if _, err := tx.Session(ctx, f.ws, f.sid); err != nil {
-			return err
-		}
-		tx.SettleAhead(ctx, f.ws, f.sid, f.queued.ID)
-		var err error
-		got, err = tx.TurnInteractions(ctx, f.ws, f.sid, f.queued.ID)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, _ := f.interactionsAhead(t, func(context.Context, host.Tx) error { return nil })
 	if len(got) != 1 || got[0].RequestID != "req-1" {
 		t.Fatalf("interactions = %+v, want req-1", got)
 	}
@@ -114,6 +65,33 @@ func TestSettleAheadStillQueuedIsSentOnce(t *testing.T) {
 	if reads != 2 {
 		t.Fatalf("reads of interactions = %d, want 2 (the probe, then the list); %v", reads, f.tr.transactions())
 	}
+}
+
+// interactionsAhead runs one transaction that locks the fixture's session,
+// sends the queued Turn's settlement probe ahead, runs between, and then
+// lists the Turn's interactions as a settlement does; trips counts the
+// round trips that listing made.
+func (f *deferredFixture) interactionsAhead(t *testing.T, between func(context.Context, host.Tx) error) (got []host.Interaction, trips int) {
+	t.Helper()
+	err := f.st.Update(t.Context(), func(tx host.Tx) error {
+		ctx := t.Context()
+		if _, err := tx.Session(ctx, f.ws, f.sid); err != nil {
+			return err
+		}
+		tx.SettleAhead(ctx, f.ws, f.sid, f.queued.ID)
+		if err := between(ctx, tx); err != nil {
+			return err
+		}
+		before := f.tr.openTrips()
+		var err error
+		got, err = tx.TurnInteractions(ctx, f.ws, f.sid, f.queued.ID)
+		trips = f.tr.openTrips() - before
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, trips
 }
 
 // TestSettleAheadNeedsTheSessionLock: without the session's lock nothing
@@ -130,4 +108,12 @@ func TestSettleAheadNeedsTheSessionLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// pendingInteraction is a pending approval of the fixture's queued Turn.
+func (f *deferredFixture) pendingInteraction(requestID string) host.Interaction {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	return host.Interaction{WorkspaceID: f.ws, SessionID: f.sid, TurnID: f.queued.ID,
+		RequestID: requestID, RootSessionID: f.sid, Kind: host.InteractionApproval, Title: "run it?",
+		State: host.InteractionPending, CreatedAt: now, UpdatedAt: now}
 }

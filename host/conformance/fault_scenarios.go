@@ -171,22 +171,7 @@ var LostWarmAdmissionAck = Scenario{"faults/lost_warm_admission_ack_is_sent_once
 	s := f.createEmpty()
 	f.waitSettled(f.mustSend(s.ID, "lw-0", "/sim words=1")) // the provider session is live now
 	f.store.failClaimReads.Store(2)                         // the admission's confirmation and the queue check
-	f.store.onCommitted(firstOnly())
-	r, err := f.send(s.ID, "lw-1", "/sim words=3")
-	f.store.onCommitted(nil)
-	if err != nil && host.CodeOf(err) != host.CodeUnavailable {
-		t.Fatalf("submit with a lost acknowledgement: %v", err)
-	}
-	again, err := f.send(s.ID, "lw-1", "/sim words=3")
-	if err != nil || again.Turn == nil {
-		t.Fatalf("retry: %+v %v", again, err)
-	}
-	if r.Turn != nil && r.Turn.ID != again.Turn.ID {
-		t.Fatalf("retry returned another turn: %s vs %s", r.Turn.ID, again.Turn.ID)
-	}
-	f.waitSettled(*again.Turn)
-	f.expectTurn(s.ID, again.Turn.ID, host.PhaseSettled, host.OutcomeCompleted, "")
-	f.expectClaim("lw-1", host.ClaimAccepted)
+	f.sendLosingAck(s.ID, "lw-1", "/sim words=3")
 	if n := f.runtime.dispatches.Load(); n != 2 {
 		t.Fatalf("the agent received %d prompts, want 2", n)
 	}
@@ -222,25 +207,7 @@ func (s *faultStore) GetClaim(ctx context.Context, ws, clientSubmitID string) (h
 var LostAdmissionAck = Scenario{"faults/lost_admission_ack_never_strands_the_session", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	s := f.createEmpty()
-	var once atomic.Bool
-	f.store.onCommitted(func() bool { return once.CompareAndSwap(false, true) })
-	r, err := f.send(s.ID, "la-1", "/sim words=3")
-	f.store.onCommitted(nil)
-	if err != nil && host.CodeOf(err) != host.CodeUnavailable {
-		t.Fatalf("submit with a lost acknowledgement: %v", err)
-	}
-	// Whatever the first answer, the retry returns the one Turn and the
-	// prompt reaches the agent exactly once.
-	again, err := f.send(s.ID, "la-1", "/sim words=3")
-	if err != nil || again.Turn == nil {
-		t.Fatalf("retry: %+v %v", again, err)
-	}
-	if r.Turn != nil && r.Turn.ID != again.Turn.ID {
-		t.Fatalf("retry returned another turn: %s vs %s", r.Turn.ID, again.Turn.ID)
-	}
-	f.waitSettled(*again.Turn)
-	f.expectTurn(s.ID, again.Turn.ID, host.PhaseSettled, host.OutcomeCompleted, "")
-	f.expectClaim("la-1", host.ClaimAccepted)
+	f.sendLosingAck(s.ID, "la-1", "/sim words=3")
 	f.expectBusy(s.ID, false)
 	if n := f.runtime.dispatches.Load(); n != 1 {
 		t.Fatalf("dispatches = %d, want 1", n)
@@ -248,6 +215,30 @@ var LostAdmissionAck = Scenario{"faults/lost_admission_ack_never_strands_the_ses
 	next := f.waitSettled(f.mustSend(s.ID, "la-2", "/sim words=1"))
 	f.expectTurn(s.ID, next.ID, host.PhaseSettled, host.OutcomeCompleted, "")
 }}
+
+// sendLosingAck submits with the next commit's acknowledgement lost, then
+// retries the same id: whatever the first answer, the retry returns the
+// one Turn, and it completes with its claim accepted.
+func (f *fixture) sendLosingAck(sessionID, id, text string) host.Turn {
+	f.t.Helper()
+	f.store.onCommitted(firstOnly())
+	r, err := f.send(sessionID, id, text)
+	f.store.onCommitted(nil)
+	if err != nil && host.CodeOf(err) != host.CodeUnavailable {
+		f.t.Fatalf("submit with a lost acknowledgement: %v", err)
+	}
+	again, err := f.send(sessionID, id, text)
+	if err != nil || again.Turn == nil {
+		f.t.Fatalf("retry: %+v %v", again, err)
+	}
+	if r.Turn != nil && r.Turn.ID != again.Turn.ID {
+		f.t.Fatalf("retry returned another turn: %s vs %s", r.Turn.ID, again.Turn.ID)
+	}
+	done := f.waitSettled(*again.Turn)
+	f.expectTurn(sessionID, done.ID, host.PhaseSettled, host.OutcomeCompleted, "")
+	f.expectClaim(id, host.ClaimAccepted)
+	return done
+}
 
 // 3/7: a Turn queued with a prepared claim is dispatched by the Host's
 // reconciler exactly once, also after a restart, when nobody retries.
