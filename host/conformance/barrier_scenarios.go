@@ -270,6 +270,9 @@ var AnswerDuringTheAcceptanceRead = Scenario{"barrier/answer_during_the_acceptan
 			if tr.Outcome != host.OutcomeCompleted || tr.ProviderTurnID == "" {
 				t.Fatalf("turn: %+v", tr)
 			}
+			// The Turn is settled in the store before the store wrapper
+			// records the commit: wait for the runtime's Terminal to return.
+			rt.wg.Wait()
 			txs := f.store.outputTxs()
 			// One message per event: the acceptance wrote the held one and
 			// what More gave (and may close an open one as it settles).
