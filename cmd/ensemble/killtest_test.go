@@ -208,18 +208,30 @@ func killTestSubmit(c *cluster, cur *atomic.Pointer[serverProc], sid, id string)
 	return "", fmt.Errorf("submit %s never answered: %s", id, last)
 }
 
-// killTestWaitSettled waits (through restarts) until the turn settles.
+// killTestWaitSettled waits (through restarts) until the turn settles. A
+// restarted agent process may not know the session: its queued prompt
+// then waits for a member's choice, which the client makes, as it does
+// when a submit answers context_lost.
 func killTestWaitSettled(c *cluster, cur *atomic.Pointer[serverProc], sid, turnID string) {
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(30 * time.Millisecond) {
 		var page struct {
 			Turns []killTestTurn `json:"turns"`
 		}
-		if code, err := c.rest(cur.Load(), http.MethodGet, "/sessions/"+sid+"/turns?limit=5", nil, &page); err == nil && code == http.StatusOK {
+		p := cur.Load()
+		if code, err := c.rest(p, http.MethodGet, "/sessions/"+sid+"/turns?limit=5", nil, &page); err == nil && code == http.StatusOK {
 			for _, tr := range page.Turns {
 				if tr.ID == turnID && tr.Phase == "settled" {
 					return
 				}
 			}
+		}
+		var got struct {
+			Session struct {
+				ContextLost bool `json:"contextLost"`
+			} `json:"session"`
+		}
+		if code, err := c.rest(p, http.MethodGet, "/sessions/"+sid, nil, &got); err == nil && code == http.StatusOK && got.Session.ContextLost {
+			_, _ = c.rest(p, http.MethodPost, "/sessions/"+sid+"/continue-fresh", map[string]any{}, nil)
 		}
 	}
 }
