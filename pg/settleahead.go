@@ -80,12 +80,8 @@ func (t *tx) settleProbe(ctx context.Context, ws, sessionID, turnID string) (set
 		return t.probeSettle(ctx, ws, sessionID, turnID)
 	}
 	if !p.read {
-		br, err := t.tx.roundTrip(ctx, "", nil)
-		if err != nil {
+		if err := t.tx.flush(ctx, "probe settlement reads"); err != nil {
 			return settleReads{}, err
-		}
-		if err := br.Close(); err != nil {
-			return settleReads{}, t.fail(classify("probe settlement reads", err))
 		}
 	}
 	return p.reads, nil

@@ -239,6 +239,20 @@ func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return &batchRow{rows: rows, err: err}
 }
 
+// flush sends the queued statements alone, as one round trip, and reads
+// their results; op names a failure of the batch's end.
+func (c *txConn) flush(ctx context.Context, op string) error {
+	br, err := c.roundTrip(ctx, "", nil)
+	if err != nil {
+		return err
+	}
+	if err := br.Close(); err != nil {
+		c.t.store.lost(err)
+		return c.t.fail(classify(op, err))
+	}
+	return nil
+}
+
 // commit sends the queued statements and COMMIT as one batch. A
 // transaction that never sent a statement has nothing to commit.
 func (c *txConn) commit(ctx context.Context) error {
@@ -246,13 +260,8 @@ func (c *txConn) commit(ctx context.Context) error {
 		return nil
 	}
 	if slices.ContainsFunc(c.queued, func(d deferred) bool { return d.fence }) {
-		br, err := c.roundTrip(ctx, "", nil)
-		if err != nil {
+		if err := c.flush(ctx, "commit"); err != nil {
 			return err
-		}
-		if err := br.Close(); err != nil {
-			c.t.store.lost(err)
-			return c.t.fail(classify("commit", err))
 		}
 	}
 	tag, err := c.Exec(ctx, "commit")
