@@ -111,14 +111,6 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 	if err != nil && h.admitted(ctx, err, in.WorkspaceID, in.ClientSubmitID, turnID) {
 		err = nil // the commit landed; only its acknowledgement was lost
 	}
-	if errors.Is(err, ErrUnavailable) {
-		// A queue admission whose acknowledgement was lost is answered
-		// from its durable claim and entry, like any retry.
-		if c, cerr := h.store.GetClaim(ctx, in.WorkspaceID, in.ClientSubmitID); cerr == nil && c.State == ClaimQueued {
-			h.work.release(turnID)
-			return h.replayQueued(ctx, c, in, content)
-		}
-	}
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) && turn.ID == turnID && turn.Phase == PhaseDispatched {
 			// Admitted or not, it was not sent: if the admission landed,
@@ -138,7 +130,9 @@ func (h *Host) sendInput(ctx context.Context, in SendInput) (SendResult, error) 
 	}
 	if err != nil {
 		// A refusal before the claim's insert (the session deleted or
-		// not promptable since) still answers a retry from its claim.
+		// not promptable since) still answers a retry from its claim, and
+		// so is an admission whose acknowledgement was lost (a queue
+		// admission from its claim and entry, like any retry).
 		if r, ok, cerr := h.replayClaimed(ctx, in, content); ok || cerr != nil {
 			return r, cerr
 		}

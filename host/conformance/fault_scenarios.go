@@ -170,7 +170,7 @@ var LostWarmAdmissionAck = Scenario{"faults/lost_warm_admission_ack_is_sent_once
 	f := newFixture(t, d)
 	s := f.createEmpty()
 	f.waitSettled(f.mustSend(s.ID, "lw-0", "/sim words=1")) // the provider session is live now
-	f.store.failClaimReads.Store(2)                         // the admission's confirmation and the queue check
+	f.store.failClaimReads.Store(1)                         // the admission's confirmation
 	f.sendLosingAck(s.ID, "lw-1", "/sim words=3")
 	if n := f.runtime.dispatches.Load(); n != 2 {
 		t.Fatalf("the agent received %d prompts, want 2", n)
@@ -183,7 +183,7 @@ var LostWarmAdmissionAckReconciled = Scenario{"faults/lost_warm_admission_ack_is
 	f := newFixture(t, d)
 	s := f.createEmpty()
 	f.waitSettled(f.mustSend(s.ID, "lw-0", "/sim words=1"))
-	f.store.failClaimReads.Store(3) // the confirmation, the queue check, the claim's replay
+	f.store.failClaimReads.Store(2) // the confirmation and the claim's replay
 	f.store.onCommitted(firstOnly())
 	_, err := f.send(s.ID, "lw-2", "/sim words=3")
 	f.store.onCommitted(nil)
