@@ -70,12 +70,15 @@ func (t *topic) applyDeltaLocked(d *host.TranscriptDelta) bool {
 			ver = d.ToVersion
 		}
 		old := sv.msgs[v.m.ID]
-		if ch.Message == nil && old != nil && old.m.Streaming && v.m.Streaming && ch.Tool == nil && ch.Text != "" {
-			t.emitAt(protocol.KindMessageDelta, "", protocol.MessageDelta{
-				SessionID: t.sid, TurnID: v.m.TurnID, MessageID: v.m.ID,
-				Offset: ch.Offset, Text: ch.Text, Version: v.m.Version, UpdatedAt: v.m.UpdatedAt,
-			}, ver)
-		} else {
+		appended := ch.Message == nil && old != nil && old.m.Streaming && ch.Tool == nil
+		md := protocol.MessageDelta{SessionID: t.sid, TurnID: v.m.TurnID, MessageID: v.m.ID,
+			Offset: ch.Offset, Text: ch.Text, Version: v.m.Version, UpdatedAt: v.m.UpdatedAt}
+		switch {
+		case appended && v.m.Streaming && ch.Text != "":
+			t.emitAt(protocol.KindMessageDelta, "", md, ver)
+		case appended && !v.m.Streaming:
+			t.emitClose(md, protocol.FromMessage(v.message()), ver)
+		default:
 			t.emitAt(protocol.KindMessageUpdate, "", protocol.MessageUpdate{Message: protocol.FromMessage(v.message())}, ver)
 		}
 		sv.put(v)

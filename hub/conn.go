@@ -57,8 +57,9 @@ type Wire interface {
 
 // ConnOptions configure a connection before it runs.
 type ConnOptions struct {
-	// Batch: the client opted into several events per frame (a JSON array
-	// of frames).
+	// Batch: the client speaks ensemble.v2: several events per frame (a
+	// JSON array of frames), and a message's end as a message_delta with
+	// done rather than the complete message.
 	Batch bool
 	Wire  Wire
 	// Socket and Reader let Start wait for the client's next frame without
@@ -470,7 +471,11 @@ func (c *Conn) SendJSON(v any) bool {
 // enqueueEvent queues an event. It reports true when the caller must
 // start the writer (writeNow or a flush job): no writer owns the socket.
 func (c *Conn) enqueueEvent(ev *event) bool {
-	start, _ := c.push(&outFrame{data: ev.data, ev: ev, key: ev.key})
+	data := ev.data
+	if ev.v1 != nil && !c.opts.Batch {
+		data = ev.v1
+	}
+	start, _ := c.push(&outFrame{data: data, ev: ev, key: ev.key})
 	return start
 }
 

@@ -156,6 +156,7 @@ type wsClient struct {
 	recovered bool
 	frames    chan []byte
 	server    *Conn // the hub's side, when watchOn attached it
+	dones     int   // message_delta events that ended a message (ensemble.v2)
 }
 
 type clientFrame struct {
@@ -258,6 +259,10 @@ func (cl *wsClient) apply(f clientFrame) {
 		}
 		m.Content.Text = string(utf16.Decode(u[:d.Offset])) + d.Text
 		m.Version, m.UpdatedAt = d.Version, d.UpdatedAt
+		if d.Done {
+			m.Streaming = false
+			cl.dones++
+		}
 		cl.msgs[d.MessageID] = m
 	}
 	if f.Version > cl.pos {
@@ -368,6 +373,8 @@ func TestDeltaApplyMatchesReread(t *testing.T) {
 			defer h.Close()
 			w.commit(t) // something before the snapshot
 			cl := watch(t, h, w.ws, w.sid, nil)
+			srv, cli := wsPair(t)
+			cl2 := watchOn(t, h, srv, ConnOptions{Batch: true}, cli, w.ws, w.sid, nil) // ensemble.v2: done deltas
 			rng := rand.New(rand.NewPCG(seed, 7))
 			var held *host.Fact
 			publish := func(f host.Fact) { _ = bus.Publish(context.Background(), []host.Fact{f}) }
@@ -378,9 +385,10 @@ func TestDeltaApplyMatchesReread(t *testing.T) {
 				case r == 0: // lost: the next delta is a gap
 				case r == 1:
 					publish(f)
-					// Once the watcher has it the view is past it, so the
+					// Once the watchers have it the view is past it, so the
 					// second is a duplicate however slow the rereads run.
 					cl.until(d.ToVersion)
+					cl2.until(d.ToVersion)
 					publish(f) // duplicate
 				case r == 2:
 					publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactTranscriptAdvanced, SessionID: w.sid, Version: d.ToVersion})
@@ -399,9 +407,16 @@ func TestDeltaApplyMatchesReread(t *testing.T) {
 			// a lost last delta left out.
 			publish(host.Fact{WorkspaceID: w.ws, Kind: host.FactTranscriptAdvanced, SessionID: w.sid})
 			cl.until(w.ver)
+			cl2.until(w.ver)
 			want := reread(t, st, w)
 			if got := cl.transcript(); got != want {
 				t.Fatalf("watcher transcript differs from a reread\n got %s\nwant %s", got, want)
+			}
+			if got := cl2.transcript(); got != want {
+				t.Fatalf("ensemble.v2 watcher transcript differs from a reread\n got %s\nwant %s", got, want)
+			}
+			if cl2.dones == 0 || cl.dones != 0 {
+				t.Fatalf("done deltas: %d to the ensemble.v2 watcher (want some), %d to the ensemble.v1 one (want none)", cl2.dones, cl.dones)
 			}
 			fresh := watch(t, h, w.ws, w.sid, nil)
 			if got := fresh.transcript(); got != want {

@@ -181,25 +181,46 @@ func TestMessageDeltaOffsetsAreUTF16(t *testing.T) {
 	tp.applyMessagesLocked([]host.Message{msg(3, "héllo 👋 wörld!", false)}, 3, true)
 	tp.applyMessagesLocked([]host.Message{msg(4, "rewritten", false)}, 4, true)
 	tp.mu.Unlock()
+	type frame struct {
+		Kind    string
+		Seq     int64
+		Payload json.RawMessage
+	}
 	var kinds []string
-	var delta protocol.MessageDelta
+	var deltas []protocol.MessageDelta
+	var closeV1 frame
 	for _, ev := range tp.ring.evs[tp.ring.head:] {
-		var f struct {
-			Kind    string
-			Payload json.RawMessage
-		}
+		var f frame
 		_ = json.Unmarshal(ev.data, &f)
 		kinds = append(kinds, f.Kind)
 		if f.Kind == protocol.KindMessageDelta {
-			_ = json.Unmarshal(f.Payload, &delta)
+			var d protocol.MessageDelta
+			_ = json.Unmarshal(f.Payload, &d)
+			deltas = append(deltas, d)
+		}
+		if ev.v1 != nil {
+			_ = json.Unmarshal(ev.v1, &closeV1)
+			if closeV1.Seq != f.Seq {
+				t.Fatalf("v1 form at seq %d, v2 form at %d", closeV1.Seq, f.Seq)
+			}
 		}
 	}
-	if strings.Join(kinds, ",") != "message_update,message_delta,message_update,message_update" {
+	if strings.Join(kinds, ",") != "message_update,message_delta,message_delta,message_update" {
 		t.Fatalf("kinds %v", kinds)
 	}
 	// "héllo 👋" is 8 UTF-16 units (the emoji is a surrogate pair), 10 bytes.
-	if delta.Offset != 8 || delta.Text != " wörld" || delta.Version != 2 || delta.MessageID != "m" {
-		t.Fatalf("delta %+v", delta)
+	if d := deltas[0]; d.Offset != 8 || d.Text != " wörld" || d.Version != 2 || d.MessageID != "m" || d.Done {
+		t.Fatalf("delta %+v", d)
+	}
+	// The end of streaming is its last words with done; an ensemble.v1
+	// watcher gets the complete message at the same seq instead.
+	if d := deltas[1]; d.Offset != 14 || d.Text != "!" || d.Version != 3 || !d.Done {
+		t.Fatalf("closing delta %+v", d)
+	}
+	var u protocol.MessageUpdate
+	_ = json.Unmarshal(closeV1.Payload, &u)
+	if closeV1.Kind != protocol.KindMessageUpdate || u.Message.Content.Text != "héllo 👋 wörld!" || u.Message.Streaming || u.Message.Version != 3 {
+		t.Fatalf("closing message for ensemble.v1: %s %+v", closeV1.Kind, u.Message)
 	}
 }
 

@@ -273,7 +273,8 @@ func (t *topic) applyTurnsLocked(tp host.TurnPage, extra []host.Turn) {
 }
 
 // applyMessagesLocked emits message_delta when a streaming message only grew
-// by appending, and message_update (the complete message) otherwise. msgs
+// by appending (with done when that ended its streaming, see emitClose),
+// and message_update (the complete message) otherwise. msgs
 // were read at head (complete: nothing above head is missing); what the
 // view already holds (a version at or below lastVer) is skipped.
 func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bool) {
@@ -295,12 +296,19 @@ func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bo
 			ver = head
 		}
 		old := sv.msgs[m.ID]
-		if old != nil && isAppend(old, m) {
-			t.emitAt(protocol.KindMessageDelta, "", protocol.MessageDelta{
-				SessionID: m.SessionID, TurnID: m.TurnID, MessageID: m.ID,
-				Offset: old.u16, Text: m.Content.Text[old.n:], Version: m.Version, UpdatedAt: m.UpdatedAt,
-			}, ver)
-		} else {
+		var md protocol.MessageDelta
+		if old != nil {
+			md = protocol.MessageDelta{SessionID: m.SessionID, TurnID: m.TurnID, MessageID: m.ID,
+				Offset: old.u16, Version: m.Version, UpdatedAt: m.UpdatedAt}
+		}
+		switch {
+		case old != nil && isAppend(old, m):
+			md.Text = m.Content.Text[old.n:]
+			t.emitAt(protocol.KindMessageDelta, "", md, ver)
+		case old != nil && isClose(old, m):
+			md.Text = m.Content.Text[old.n:]
+			t.emitClose(md, protocol.FromMessage(m), ver)
+		default:
 			t.emitAt(protocol.KindMessageUpdate, "", protocol.MessageUpdate{Message: protocol.FromMessage(m)}, ver)
 		}
 		sv.put(newViewMsg(m))
@@ -320,6 +328,17 @@ func isAppend(old *viewMsg, m host.Message) bool {
 		m.Content.Text[:old.n] != old.text() {
 		return false
 	}
+	return sameShape(old.m, m)
+}
+
+// isClose: the streaming message ended, its text extends (or is) the old
+// one, and nothing else a client shows changed.
+func isClose(old *viewMsg, m host.Message) bool {
+	if !old.m.Streaming || m.Streaming || len(m.Content.Text) < old.n ||
+		m.Content.Text[:old.n] != old.text() {
+		return false
+	}
+	m.Streaming = true
 	return sameShape(old.m, m)
 }
 

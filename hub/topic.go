@@ -99,6 +99,9 @@ type event struct {
 	sub, epoch string
 	seq        int64
 	data       []byte
+	// v1, when set, is what ensemble.v1 watchers get instead of data at
+	// the same seq (the complete message for a closing message_delta).
+	v1 []byte
 	// ver is the stream position after this event (a message version at
 	// which the view was exactly a committed state), 0 when it is none.
 	ver int64
@@ -117,13 +120,44 @@ func (t *topic) emit(kind, key string, payload any) { t.emitAt(kind, key, payloa
 
 // emitAt emits an event that leaves the stream at position ver (0: none).
 func (t *topic) emitAt(kind, key string, payload any, ver int64) {
+	data, ok := t.encode(kind, payload, ver)
+	if !ok {
+		return
+	}
+	t.push(&event{data: data, ver: ver}, key)
+}
+
+// emitClose emits the append that ends a message's streaming: to
+// ensemble.v2 watchers as a message_delta with done (a long answer's end
+// is its last words, not the whole answer again), to ensemble.v1 watchers
+// as the complete message_update they have always had. Caller holds t.mu.
+func (t *topic) emitClose(d protocol.MessageDelta, m protocol.Message, ver int64) {
+	d.Done = true
+	data, ok := t.encode(protocol.KindMessageDelta, d, ver)
+	if !ok {
+		return
+	}
+	v1, ok := t.encode(protocol.KindMessageUpdate, protocol.MessageUpdate{Message: m}, ver)
+	if !ok {
+		return
+	}
+	t.push(&event{data: data, v1: v1, ver: ver}, "")
+}
+
+// encode encodes the next event frame of the topic.
+func (t *topic) encode(kind string, payload any, ver int64) ([]byte, bool) {
 	data, err := json.Marshal(eventFrame{Type: protocol.FrameEvent, Sub: t.name, Epoch: t.epoch, Seq: t.seq + 1, Kind: kind, Version: ver, Payload: payload})
 	if err != nil {
 		t.h.log.Error("hub: encode event", "topic", t.name, "kind", kind, "err", err)
-		return
+		return nil, false
 	}
+	return data, true
+}
+
+// push numbers ev, keeps it in the ring and queues it on every watcher.
+func (t *topic) push(ev *event, key string) {
 	t.seq++
-	ev := &event{sub: t.name, epoch: t.epoch, seq: t.seq, data: data, ver: ver}
+	ev.sub, ev.epoch, ev.seq = t.name, t.epoch, t.seq
 	if key != "" {
 		ev.key = t.name + "\x00" + key
 	}

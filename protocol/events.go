@@ -84,6 +84,10 @@ type MessageDelta struct {
 	Text      string    `json:"text"`
 	Version   int64     `json:"version"`
 	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	// Done: this append ended the message's streaming (streaming:false).
+	// Only ensemble.v2 connections get it; an ensemble.v1 connection gets
+	// the complete message_update at the same seq instead.
+	Done bool `json:"done,omitempty"`
 }
 
 // TrashChanged is the payload of trash_changed: the ids that entered
