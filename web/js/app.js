@@ -541,7 +541,12 @@ function start(token, claimsPrincipal) {
           if (applyGoalState(state.open, payload)) update();
           return;
         }
-        if (S.applySessionEvent(state, kind, payload)) {
+        const changed = S.applySessionEvent(state, kind, payload);
+        if (state.open.resync) {
+          state.open.resync = false;
+          sessionSub.resync();
+        }
+        if (changed) {
           if (kind === 'presence') learnNames(state.open.presence);
           update();
         }

@@ -399,6 +399,17 @@ export function applyMessageDelta(open, d) {
   }
   const base = m.streamedText && m.streamedText.length > (m.content.text || '').length ? m.streamedText : (m.content.text || '');
   const r = applyDelta(base, offset, d.text);
+  if (d.done && r.status !== 'gap') {
+    // The end of streaming (ensemble.v2): the text as it now stands is the
+    // message's final text; no complete message_update follows.
+    const { streamedText, deltaGap, ...rest } = m;
+    open.messages.set(m.id, {
+      ...rest, content: { ...m.content, text: r.text }, streaming: false,
+      version: typeof d.version === 'number' ? d.version : m.version, updatedAt: d.updatedAt || m.updatedAt,
+    });
+    return r.status;
+  }
+  if (d.done) open.resync = true; // ended with text missing: only a fresh snapshot completes it
   if (r.status === 'applied') {
     open.messages.set(m.id, { ...m, streamedText: r.text, streaming: true });
   } else if (r.status === 'gap') {

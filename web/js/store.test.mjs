@@ -74,6 +74,30 @@ test('deltas stream, then message_update replaces', () => {
   assert.equal(S.messageText(st.open.messages.get('m')), 'Hello, world');
 });
 
+test('a done delta ends streaming with the text it completes (ensemble.v2)', () => {
+  const st = openState();
+  S.applySessionEvent(st, 'message_update', { message: msg('m', 2, { version: 4, content: { text: 'Hel' }, streaming: true }) });
+  S.applySessionEvent(st, 'message_delta', { sessionId: 's1', messageId: 'm', offset: 3, text: 'lo', version: 5 });
+  assert.equal(S.applySessionEvent(st, 'message_delta', { sessionId: 's1', messageId: 'm', offset: 5, text: '!', version: 6, done: true }), true);
+  let m = st.open.messages.get('m');
+  assert.equal(m.streaming, false);
+  assert.equal(m.content.text, 'Hello!');
+  assert.equal(m.streamedText, undefined);
+  assert.equal(m.version, 6);
+  assert.equal(st.open.resync, undefined);
+  // a done delta with no new words still ends it
+  S.applySessionEvent(st, 'message_update', { message: msg('n', 3, { version: 7, content: { text: 'Hi' }, streaming: true }) });
+  assert.equal(S.applyMessageDelta(st.open, { messageId: 'n', offset: 2, text: '', version: 8, done: true }), 'stale');
+  m = st.open.messages.get('n');
+  assert.equal(m.streaming, false);
+  assert.equal(S.messageText(m), 'Hi');
+  // one that ends a message whose text the client is missing asks for a resync
+  S.applySessionEvent(st, 'message_update', { message: msg('g', 4, { version: 9, content: { text: 'ab' }, streaming: true }) });
+  assert.equal(S.applyMessageDelta(st.open, { messageId: 'g', offset: 7, text: 'z', version: 10, done: true }), 'gap');
+  assert.equal(st.open.messages.get('g').streaming, true);
+  assert.equal(st.open.resync, true);
+});
+
 test('utf-8 byte offsets', () => {
   assert.equal(S.utf8Length('héllo'), 6);
   assert.equal(S.utf8Length('a😀'), 5);
