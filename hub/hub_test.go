@@ -163,6 +163,14 @@ func TestRingSince(t *testing.T) {
 	if big.len() != 2 {
 		t.Fatalf("byte cap: %d events held", big.len())
 	}
+	// A message's end holds two encodings (ensemble.v1 and v2): both count.
+	both := ring{maxEvents: 100, maxBytes: 10}
+	for i := int64(1); i <= 4; i++ {
+		both.push(&event{seq: i, data: []byte("12"), v1: []byte("345")})
+	}
+	if both.len() != 2 {
+		t.Fatalf("byte cap with two encodings: %d events held", both.len())
+	}
 }
 
 func TestMessageDeltaOffsetsAreUTF16(t *testing.T) {

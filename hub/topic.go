@@ -110,6 +110,9 @@ type event struct {
 	key string
 }
 
+// size is what the event holds in memory: both encodings.
+func (ev *event) size() int { return len(ev.data) + len(ev.v1) }
+
 // eventFrame is the wire event frame (the alias keeps conn.go's
 // superseded frame on the same type).
 type eventFrame = protocol.EventFrame
@@ -189,9 +192,9 @@ func (r *ring) len() int { return len(r.evs) - r.head }
 
 func (r *ring) push(ev *event) {
 	r.evs = append(r.evs, ev)
-	r.bytes += len(ev.data)
+	r.bytes += ev.size()
 	for r.len() > 1 && (r.len() > r.maxEvents || r.bytes > r.maxBytes) {
-		r.bytes -= len(r.evs[r.head].data)
+		r.bytes -= r.evs[r.head].size()
 		r.evs[r.head] = nil
 		r.head++
 	}
