@@ -296,18 +296,11 @@ func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bo
 			ver = head
 		}
 		old := sv.msgs[m.ID]
-		var md protocol.MessageDelta
-		if old != nil {
-			md = protocol.MessageDelta{SessionID: m.SessionID, TurnID: m.TurnID, MessageID: m.ID,
-				Offset: old.u16, Version: m.Version, UpdatedAt: m.UpdatedAt}
-		}
 		switch {
 		case old != nil && isAppend(old, m):
-			md.Text = m.Content.Text[old.n:]
-			t.emitAt(protocol.KindMessageDelta, "", md, ver)
+			t.emitAt(protocol.KindMessageDelta, "", appended(old, m), ver)
 		case old != nil && isClose(old, m):
-			md.Text = m.Content.Text[old.n:]
-			t.emitClose(md, protocol.FromMessage(m), ver)
+			t.emitClose(appended(old, m), protocol.FromMessage(m), ver)
 		default:
 			t.emitAt(protocol.KindMessageUpdate, "", protocol.MessageUpdate{Message: protocol.FromMessage(m)}, ver)
 		}
@@ -329,6 +322,12 @@ func isAppend(old *viewMsg, m host.Message) bool {
 		return false
 	}
 	return sameShape(old.m, m)
+}
+
+// appended is the delta from old to m, which extends it.
+func appended(old *viewMsg, m host.Message) protocol.MessageDelta {
+	return protocol.MessageDelta{SessionID: m.SessionID, TurnID: m.TurnID, MessageID: m.ID,
+		Offset: old.u16, Text: m.Content.Text[old.n:], Version: m.Version, UpdatedAt: m.UpdatedAt}
 }
 
 // isClose: the streaming message ended, its text extends (or is) the old
