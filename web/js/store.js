@@ -387,7 +387,10 @@ export function applyMessageDelta(open, d) {
   const offset = typeof d.offset === 'number' ? d.offset : 0;
   let m = open.messages.get(d.messageId);
   if (!m) {
-    if (offset !== 0) return 'gap'; // the next message_update brings it
+    if (offset !== 0) {
+      if (d.done) open.resync = true; // no message_update follows an end
+      return 'gap'; // the next message_update brings it
+    }
     open.maxOrdinal += 0.001; // after everything known until the update says where
     m = {
       id: d.messageId, sessionId: d.sessionId || open.id, turnId: d.turnId || '',

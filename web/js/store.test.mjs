@@ -96,6 +96,10 @@ test('a done delta ends streaming with the text it completes (ensemble.v2)', () 
   assert.equal(S.applyMessageDelta(st.open, { messageId: 'g', offset: 7, text: 'z', version: 10, done: true }), 'gap');
   assert.equal(st.open.messages.get('g').streaming, true);
   assert.equal(st.open.resync, true);
+  // so does one that ends a message the client never saw begin
+  st.open.resync = false;
+  assert.equal(S.applyMessageDelta(st.open, { messageId: 'unseen', offset: 4, text: '.', version: 11, done: true }), 'gap');
+  assert.equal(st.open.resync, true);
 });
 
 test('utf-8 byte offsets', () => {
