@@ -383,14 +383,19 @@ export function applyDelta(text, offset, piece, unit = offsetUnit) {
 }
 
 export function applyMessageDelta(open, d) {
+  const status = deltaInto(open, d);
+  // An end (ensemble.v2) with text missing: no complete message_update
+  // follows it, only a fresh snapshot completes the message.
+  if (status === 'gap' && d.done) open.resync = true;
+  return status;
+}
+
+function deltaInto(open, d) {
   if (!d || !d.messageId || typeof d.text !== 'string') return 'ignored';
   const offset = typeof d.offset === 'number' ? d.offset : 0;
   let m = open.messages.get(d.messageId);
   if (!m) {
-    if (offset !== 0) {
-      if (d.done) open.resync = true; // no message_update follows an end
-      return 'gap'; // the next message_update brings it
-    }
+    if (offset !== 0) return 'gap'; // the next message_update brings it
     open.maxOrdinal += 0.001; // after everything known until the update says where
     m = {
       id: d.messageId, sessionId: d.sessionId || open.id, turnId: d.turnId || '',
@@ -412,7 +417,6 @@ export function applyMessageDelta(open, d) {
     });
     return r.status;
   }
-  if (d.done) open.resync = true; // ended with text missing: only a fresh snapshot completes it
   if (r.status === 'applied') {
     open.messages.set(m.id, { ...m, streamedText: r.text, streaming: true });
   } else if (r.status === 'gap') {
