@@ -317,11 +317,7 @@ func (t *topic) applyMessagesLocked(msgs []host.Message, head int64, complete bo
 // isAppend: both versions streaming, the new text extends the old one, and
 // nothing else a client shows changed.
 func isAppend(old *viewMsg, m host.Message) bool {
-	if !old.m.Streaming || !m.Streaming || len(m.Content.Text) <= old.n ||
-		m.Content.Text[:old.n] != old.text() {
-		return false
-	}
-	return sameShape(old.m, m)
+	return m.Streaming && len(m.Content.Text) > old.n && extends(old, m)
 }
 
 // appended is the delta from old to m, which extends it.
@@ -333,12 +329,18 @@ func appended(old *viewMsg, m host.Message) protocol.MessageDelta {
 // isClose: the streaming message ended, its text extends (or is) the old
 // one, and nothing else a client shows changed.
 func isClose(old *viewMsg, m host.Message) bool {
-	if !old.m.Streaming || m.Streaming || len(m.Content.Text) < old.n ||
-		m.Content.Text[:old.n] != old.text() {
+	if m.Streaming {
 		return false
 	}
-	m.Streaming = true
-	return sameShape(old.m, m)
+	m.Streaming = true // the one change besides the text
+	return extends(old, m)
+}
+
+// extends: old was streaming, m's text starts with old's, and nothing
+// else a client shows differs.
+func extends(old *viewMsg, m host.Message) bool {
+	return old.m.Streaming && len(m.Content.Text) >= old.n &&
+		m.Content.Text[:old.n] == old.text() && sameShape(old.m, m)
 }
 
 func (t *topic) refreshWorkspace(ctx context.Context, d dirtySet) error {
