@@ -38,6 +38,7 @@ func (s *shards) merged() *Latency {
 // goroutine.
 type watcherState struct {
 	seen    map[string]int // message id → text length received
+	stamps  map[string]int // message id → chunks received
 	chunks  int64
 	missing int64 // deltas that skipped text (filled by a later message_update)
 }
@@ -47,6 +48,7 @@ type deltaPayload struct {
 	MessageID string `json:"messageId"`
 	Offset    int    `json:"offset"`
 	Text      string `json:"text"`
+	Done      bool   `json:"done"` // the delta that ends the message (ensemble.v2)
 	// UpdatedAt is the message's write time in the committing transaction
 	// (millisecond resolution): it splits a chunk's latency at the write.
 	UpdatedAt time.Time `json:"updatedAt"`
@@ -93,6 +95,9 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	toWrite, fromWrite := newShards(), newShards()
 	// The same split for the chunks that create their message.
 	firstToWrite, firstFromWrite := newShards(), newShards()
+	// The appended chunks by their place in the answer (answerplace.go).
+	earlyLat, endLat, restLat := newShards(), newShards(), newShards()
+	places := make([]*placeSplit, c.Workspaces*c.Watchers)
 	delivered, frames := NewTimeline(), NewTimeline()
 	r.progress.set(func() string {
 		s := chunkLat.at(0).Summary()
@@ -137,28 +142,33 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	watchers, err := dialMany(ctx, c.Workspaces*c.Watchers, 16, &connected, func(ctx context.Context, n int) (*Client, error) {
 		wi := n / c.Watchers
 		ws := r.workspace("f", wi)
-		st := &watcherState{seen: map[string]int{}}
+		st := &watcherState{seen: map[string]int{}, stamps: map[string]int{}}
 		cl := chunkLat.at(n)
 		ml := commitLat.at(n)
 		tw, fw := toWrite.at(n), fromWrite.at(n)
 		fl, ll := firstLat.at(n), laterLat.at(n)
 		ftw, ffw := firstToWrite.at(n), firstFromWrite.at(n)
+		ps := newPlaceSplit(earlyLat.at(n), endLat.at(n), restLat.at(n))
+		places[n] = ps
 		lo, rm := localLat.at(n), remoteLat.at(n)
 		on := func(ev *Event, at time.Time) {
 			frames.AddAt(at, 1)
 			var written time.Time
-			var sid string
+			var sid, mid string
 			first := ev.Kind == "message_update"
 			stamp := func(ns int64) {
 				emitted := time.Unix(0, ns)
 				lat := at.Sub(emitted)
 				cl.Record(lat)
+				place := st.stamps[mid]
+				st.stamps[mid] = place + 1
 				if first {
 					fl.Record(lat)
 					ftw.Record(written.Sub(emitted))
 					ffw.Record(at.Sub(written))
 				} else {
 					ll.Record(lat)
+					ps.add(mid, place, lat)
 				}
 				if len(r.addrs) > 1 {
 					if replicaOf[sid] == n%len(r.addrs) {
@@ -178,7 +188,7 @@ func (r *runner) fanout(ctx context.Context) *Result {
 				if json.Unmarshal(ev.Payload, &p) != nil {
 					return
 				}
-				sid = p.SessionID
+				sid, mid = p.SessionID, p.MessageID
 				seen := st.seen[p.MessageID]
 				end := p.Offset + len(p.Text)
 				switch {
@@ -190,13 +200,16 @@ func (r *runner) fanout(ctx context.Context) *Result {
 					got = forStamps(p.Text[seen-p.Offset:], stamp)
 					st.seen[p.MessageID] = end
 				}
+				if p.Done {
+					ps.ended(mid)
+				}
 			case "message_update":
 				var p messagePayload
 				if json.Unmarshal(ev.Payload, &p) != nil {
 					return
 				}
 				ml.Record(at.Sub(p.Message.UpdatedAt))
-				sid = p.Message.SessionID
+				sid, mid = p.Message.SessionID, p.Message.ID
 				if p.Message.Role == "agent" {
 					t := p.Message.Content.Text
 					if seen := st.seen[p.Message.ID]; len(t) > seen {
@@ -348,6 +361,14 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	res.series("Ensemble chunk, in the event that creates its message: agent emission → transcript write", false, firstToWrite.merged(), nil, elapsed.Seconds(), "")
 	res.series("Ensemble chunk, in the event that creates its message: transcript write → watcher", false, firstFromWrite.merged(), nil, elapsed.Seconds(), "")
 	res.series("Ensemble chunk, appended (message_delta): agent emission → watcher", false, laterLat.merged(), nil, elapsed.Seconds(), "")
+	for _, ps := range places {
+		if ps != nil {
+			ps.flush()
+		}
+	}
+	res.series("Ensemble chunk, appended, an answer's 2nd to 10th: agent emission → watcher", false, earlyLat.merged(), nil, elapsed.Seconds(), "")
+	res.series("Ensemble chunk, appended, an answer's last 10: agent emission → watcher", false, endLat.merged(), nil, elapsed.Seconds(), "")
+	res.series("Ensemble chunk, appended, the rest of the answer: agent emission → watcher", false, restLat.merged(), nil, elapsed.Seconds(), "")
 	if len(r.addrs) > 1 {
 		res.series("Ensemble chunk, watcher on the driver's replica: agent emission → watcher", false, localLat.merged(), nil, elapsed.Seconds(), "")
 		res.series("Ensemble chunk, watcher on another replica (through the bus): agent emission → watcher", false, remoteLat.merged(), nil, elapsed.Seconds(), "")

@@ -55,8 +55,13 @@ run() {
 	local first appended
 	first=$(grep '| Ensemble chunk, in the event that creates its message (message_update): agent emission → watcher' "$out/stdout.txt" | cut -d'|' -f4,6 | tr -s ' ')
 	appended=$(grep '| Ensemble chunk, appended (message_delta): agent emission → watcher' "$out/stdout.txt" | cut -d'|' -f4,6 | tr -s ' ')
-	printf '%s run %d: p50 %s | p99 / bare / ratio %s | first chunk p50/p99%s| appended p50/p99%s| pg CPU %s ms per chunk | load %s->%s | %s\n' \
-		"$(basename "$bin")" "$n" "$p50" "$p99" "$first" "$appended" "$(echo "scale=3; ($c1 - $c0) * 1000 / ${chunks:-1}" | bc)" \
+	# p99 of the appended chunks away from the Turn boundaries: neither
+	# among an answer's first ten nor its last ten (empty from an older
+	# binary that does not report it).
+	local rest
+	rest=$(grep '| Ensemble chunk, appended, the rest of the answer: agent emission → watcher' "$out/stdout.txt" | cut -d'|' -f6 | tr -s ' ')
+	printf '%s run %d: p50 %s | p99 / bare / ratio %s | first chunk p50/p99%s| appended p50/p99%s| mid-answer p99%s| pg CPU %s ms per chunk | load %s->%s | %s\n' \
+		"$(basename "$bin")" "$n" "$p50" "$p99" "$first" "$appended" "${rest:- - }" "$(echo "scale=3; ($c1 - $c0) * 1000 / ${chunks:-1}" | bc)" \
 		"$l0" "$l1" "$(grep -o 'gaps [0-9]*, duplicates [0-9]*' "$out/stdout.txt" | head -1)"
 	rm -rf "$out"
 }

@@ -95,6 +95,15 @@ func TestLoadtestEndToEnd(t *testing.T) {
 			if first == 0 || later == 0 || first+later != chunks {
 				t.Errorf("fanout chunk split: %d creating + %d appended, want both > 0 and %d in all", first, later, chunks)
 			}
+			// And the appended ones by their place in the answer: with 12
+			// words an answer has 11 appended chunks, the last 10 its end
+			// (known from the done delta) and the one before them early.
+			early := n["Ensemble chunk, appended, an answer's 2nd to 10th: agent emission → watcher"]
+			end := n["Ensemble chunk, appended, an answer's last 10: agent emission → watcher"]
+			rest := n["Ensemble chunk, appended, the rest of the answer: agent emission → watcher"]
+			if early == 0 || end == 0 || early+end+rest != later {
+				t.Errorf("fanout appended split: %d early + %d in the end + %d rest, want early and end > 0 and %d in all", early, end, rest, later)
+			}
 		case "idle":
 			if counts["connections open on the server"] != 40 {
 				t.Errorf("idle: %v", counts)
