@@ -361,10 +361,8 @@ func (r *runner) fanout(ctx context.Context) *Result {
 	res.series("Ensemble chunk, in the event that creates its message: agent emission → transcript write", false, firstToWrite.merged(), nil, elapsed.Seconds(), "")
 	res.series("Ensemble chunk, in the event that creates its message: transcript write → watcher", false, firstFromWrite.merged(), nil, elapsed.Seconds(), "")
 	res.series("Ensemble chunk, appended (message_delta): agent emission → watcher", false, laterLat.merged(), nil, elapsed.Seconds(), "")
-	for _, ps := range places {
-		if ps != nil {
-			ps.flush()
-		}
+	for _, ps := range places { // every watcher connected, or the run was skipped above
+		ps.flush()
 	}
 	res.series("Ensemble chunk, appended, an answer's 2nd to 10th: agent emission → watcher", false, earlyLat.merged(), nil, elapsed.Seconds(), "")
 	res.series("Ensemble chunk, appended, an answer's last 10: agent emission → watcher", false, endLat.merged(), nil, elapsed.Seconds(), "")
