@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -276,13 +277,16 @@ func (k *turnSink) commitOutput(ctx context.Context, batch []OutputEvent) error 
 func (k *turnSink) commitOutputFenced(ctx context.Context, batch []OutputEvent, f fence) error {
 	var t Turn
 	var s Session
+	var lens openLens
+	known := k.knownLens(f)
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		var err error
 		t, s, err = k.load(ctx, tx, f)
 		if err != nil {
 			return err
 		}
-		applied, err := k.applyOutput(ctx, tx, emit, &t, &s, batch)
+		var applied bool
+		applied, lens, err = k.applyOutput(ctx, tx, emit, &t, &s, batch, known)
 		if err != nil || !applied {
 			return err // nothing new: a retry after an ambiguous commit
 		}
@@ -297,9 +301,25 @@ func (k *turnSink) commitOutputFenced(ctx context.Context, batch []OutputEvent, 
 		return err
 	}
 	k.mu.Lock()
-	k.wrote.valid, k.wrote.t, k.wrote.s = true, t, s
+	k.wrote.valid, k.wrote.t, k.wrote.s, k.wrote.lens = true, t, s, lens
 	k.mu.Unlock()
 	return nil
+}
+
+// knownLens is what this sink's last commit left of its open messages'
+// lengths when an output commit under f may rely on it: only with
+// fenceOutput, whose check (the session's message version unchanged)
+// vouches that nothing wrote the transcript since.
+func (k *turnSink) knownLens(f fence) openLens {
+	if f != fenceOutput {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.wrote.valid {
+		return nil
+	}
+	return k.wrote.lens
 }
 
 // forgetWrote makes the next output commit read its Turn and session.
@@ -312,23 +332,25 @@ func (k *turnSink) forgetWrote() {
 // applyOutput appends the events of batch that t has not applied yet to
 // the transcript of s and advances t's applied sequence, in tx; the caller
 // writes t and s when applied. Output requires the Turn durably accepted.
-func (k *turnSink) applyOutput(ctx context.Context, tx Tx, emit func(...Fact), t *Turn, s *Session, batch []OutputEvent) (applied bool, err error) {
+// known and lens are as for appendTranscript (lens nil when nothing was
+// applied).
+func (k *turnSink) applyOutput(ctx context.Context, tx Tx, emit func(...Fact), t *Turn, s *Session, batch []OutputEvent, known openLens) (applied bool, lens openLens, err error) {
 	if t.Phase != PhaseDurablyAccepted {
-		return false, errNotAccepted
+		return false, nil, errNotAccepted
 	}
 	fresh, err := unapplied(*t, batch)
 	if err != nil || len(fresh) == 0 {
-		return false, err
+		return false, nil, err
 	}
 	now := k.h.nowUTC()
-	f, err := k.h.appendTranscript(ctx, tx, s, *t, mergeOutput(fresh), now)
+	f, lens, err := k.h.appendTranscript(ctx, tx, s, *t, mergeOutput(fresh), now, known)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	t.AppliedSeq, t.UpdatedAt = fresh[len(fresh)-1].Seq, now
 	s.UpdatedAt = now
 	emit(f)
-	return true, nil
+	return true, lens, nil
 }
 
 // unapplied drops the events the Turn already applied and checks that the
@@ -380,17 +402,30 @@ func mergeOutput(evs []OutputEvent) []MessageAppend {
 
 // appendTranscript writes parts (message ids relative to the Turn: the
 // output key) at the next versions of s and returns the transcript fact
-// built from what the store wrote. The caller writes s.
-func (h *Host) appendTranscript(ctx context.Context, tx Tx, s *Session, t Turn, parts []MessageAppend, now time.Time) (Fact, error) {
+// built from what the store wrote, and the lengths of the messages left
+// streaming: known's, moved by these appends. known (nil: none) holds
+// lengths the caller's fence vouches for; an append to one of them tells
+// the store its offset (MessageAppend.OffsetKnown). The caller writes s.
+func (h *Host) appendTranscript(ctx context.Context, tx Tx, s *Session, t Turn, parts []MessageAppend, now time.Time, known openLens) (Fact, openLens, error) {
 	d := TranscriptDelta{FromVersion: s.MessageVersion, At: now, Messages: make([]MessageChange, 0, len(parts))}
+	lens := maps.Clone(known)
+	if lens == nil {
+		lens = openLens{}
+	}
 	for _, a := range parts {
 		s.MessageVersion++
 		a.WorkspaceID, a.SessionID, a.TurnID = t.WorkspaceID, t.SessionID, t.ID
 		a.ID = messageID(t, a.ID)
 		a.Version, a.At = s.MessageVersion, now
+		a.Offset, a.OffsetKnown = known[a.ID]
 		res, err := tx.AppendMessage(ctx, a)
 		if err != nil {
-			return Fact{}, err
+			return Fact{}, nil, err
+		}
+		if a.Done {
+			delete(lens, a.ID)
+		} else {
+			lens[a.ID] = res.Offset + a.TextLen
 		}
 		if res.Created {
 			m := Message{WorkspaceID: a.WorkspaceID, SessionID: a.SessionID, ID: a.ID, TurnID: a.TurnID,
@@ -404,8 +439,12 @@ func (h *Host) appendTranscript(ctx context.Context, tx Tx, s *Session, t Turn, 
 			Offset: res.Offset, Text: a.Text, Tool: a.Tool, Done: a.Done, UpdatedAt: now})
 	}
 	d.ToVersion = s.MessageVersion
-	return transcriptFact(s.WorkspaceID, s.ID, d), nil
+	return transcriptFact(s.WorkspaceID, s.ID, d), lens, nil
 }
+
+// openLens is the UTF-16 length of each message a commit left streaming,
+// by message id: where the message's next append starts.
+type openLens map[string]int
 
 // putMessages writes whole new messages (a prompt, queued entries pulled
 // into a Turn, steering) at the next versions of s and returns the typed

@@ -24,6 +24,12 @@ type OutputTx interface {
 	// length, replaces the tool state when a.Tool is set, closes it when
 	// a.Done, and sets its version and update time. It reports the UTF-16
 	// length before the append and whether the message was created.
+	//
+	// With a.OffsetKnown the caller vouches that the message exists with
+	// length a.Offset (its fence checked that nothing wrote the session
+	// since): the append must then find exactly that, or fail the
+	// transaction with ErrNotFound, and a store may send it with the
+	// transaction's next round trip instead of waiting for its result.
 	AppendMessage(ctx context.Context, a MessageAppend) (AppendResult, error)
 	// AdvanceTurn records an output commit on its Turn: applied_seq moves
 	// forward to seq and updated_at becomes at; no other column is
@@ -56,6 +62,10 @@ type MessageAppend struct {
 	Tool    *ToolCall
 	Done    bool
 	At      time.Time
+	// Offset is the message's UTF-16 length before this append when
+	// OffsetKnown (AppendMessage).
+	Offset      int
+	OffsetKnown bool
 }
 
 // AppendResult is what AppendMessage wrote.

@@ -38,6 +38,7 @@ type turnSink struct {
 		valid bool
 		t     Turn
 		s     Session
+		lens  openLens // its open messages' lengths (nil: not known)
 	}
 
 	out outputQueue
@@ -162,6 +163,7 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 		cancelAfter bool
 		written     Turn    // the Turn as this commit leaves it
 		wroteS      Session // and the session, when the Turn stays open
+		lens        openLens
 	)
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		t, s, err := k.load(ctx, tx, fenceUnsettled)
@@ -196,7 +198,8 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 			s.Provisional = false
 		}
 		if len(a.Output) > 0 {
-			applied, err := k.applyOutput(ctx, tx, emit, &t, &s, a.Output)
+			var applied bool
+			applied, lens, err = k.applyOutput(ctx, tx, emit, &t, &s, a.Output, nil)
 			if err != nil {
 				return err
 			}
@@ -231,7 +234,7 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 		k.acceptedAs = written
 		// The first output commit checks what this one left (load,
 		// fenceOutput) instead of reading it.
-		k.wrote.valid, k.wrote.t, k.wrote.s = term == nil, written, wroteS
+		k.wrote.valid, k.wrote.t, k.wrote.s, k.wrote.lens = term == nil, written, wroteS, lens
 	}
 	k.mu.Unlock()
 	if err != nil {
@@ -346,7 +349,7 @@ func (k *turnSink) settleWithOutput(ctx context.Context, term Terminal, batch []
 		tx.SettleAhead(ctx, t.WorkspaceID, t.SessionID, t.ID)
 		if len(batch) > 0 {
 			// settleIn writes the Turn and the session.
-			if _, err := k.applyOutput(ctx, tx, emit, &t, &s, batch); err != nil {
+			if _, _, err := k.applyOutput(ctx, tx, emit, &t, &s, batch, nil); err != nil {
 				return err
 			}
 		}

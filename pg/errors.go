@@ -33,7 +33,19 @@ const (
 	codeIdleInTxTimeout     = "25P03"
 	codeCharNotInRepertoire = "22021"
 	codeUntranslatable      = "22P05"
+	// Raised by ensemble_fence (migration 00018): the lease is not this
+	// owner's, or a row is not as the transaction expected it.
+	codeFenceLease    = "ENL01"
+	codeFenceNotFound = "ENN01"
 )
+
+// fenceSQL wraps a check as a statement that fails the transaction on
+// the server when the check is false, raising state (codeFenceLease or
+// codeFenceNotFound): such a fence needs no round trip of its own and may
+// go in COMMIT's batch.
+func fenceSQL(check, state string) string {
+	return "SELECT ensemble_fence(" + check + ", '" + state + "')"
+}
 
 // classify maps driver errors onto the host sentinels so the Host can tell
 // a conflict from a missing row from a database it cannot reach: unique
@@ -50,6 +62,10 @@ func classify(op string, err error) error {
 		switch {
 		case pe.Code == codeUniqueViolation:
 			return fmt.Errorf("pg: %s: %w: %w", op, host.ErrDuplicate, err)
+		case pe.Code == codeFenceLease:
+			return fmt.Errorf("pg: %s: %w", op, host.ErrLeaseLost)
+		case pe.Code == codeFenceNotFound:
+			return fmt.Errorf("pg: %s: %w", op, host.ErrNotFound)
 		case retryableState(pe.Code):
 			return fmt.Errorf("pg: %s: %w: %w", op, host.ErrUnavailable, err)
 		case pe.Code == codeCharNotInRepertoire || pe.Code == codeUntranslatable:

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
@@ -128,18 +127,13 @@ func (t *tx) CheckLease(ctx context.Context, ws, sid, owner string, gen int64) e
 	if t.failed != nil {
 		return t.failed
 	}
-	// Sent with the next statement (the fenced Turn read), or alone before
-	// COMMIT: a fence costs no round trip of its own.
-	t.tx.queue(deferred{op: "check lease", fence: true,
-		sql: `SELECT 1 FROM session_leases
-			WHERE workspace_id = $1 AND session_id = $2 AND owner = $3 AND generation = $4
-			FOR KEY SHARE`,
-		args: []any{ws, sid, owner, gen},
-		check: func(tag pgconn.CommandTag) error {
-			if tag.RowsAffected() == 0 {
-				return fmt.Errorf("pg: lease %s/%s: %w", ws, sid, host.ErrLeaseLost)
-			}
-			return nil
-		}})
+	// Sent with the next statement (the fenced Turn read) or with COMMIT:
+	// a fence costs no round trip of its own. The server refuses the
+	// transaction when the lease is not this owner's (checkLeaseSQL).
+	t.tx.queue(deferred{op: "check lease " + ws + "/" + sid, sql: checkLeaseSQL, args: []any{ws, sid, owner, gen}})
 	return nil
 }
+
+var checkLeaseSQL = `WITH l AS (SELECT 1 FROM session_leases
+	WHERE workspace_id = $1 AND session_id = $2 AND owner = $3 AND generation = $4
+	FOR KEY SHARE) ` + fenceSQL("EXISTS (SELECT 1 FROM l)", codeFenceLease)

@@ -94,7 +94,8 @@ func TestLeaseFenceLetsRenewalsThrough(t *testing.T) {
 // TestLeaseFenceGoesWithTheFencedRead: the fence is sent with the Turn read
 // that follows it (no round trip of its own), and a refused fence commits
 // nothing: when no statement follows it before COMMIT (here: only a
-// deferred write), it is sent and read before COMMIT is.
+// deferred write), it goes in COMMIT's batch and the server, refusing it,
+// rolls the transaction back.
 func TestLeaseFenceGoesWithTheFencedRead(t *testing.T) {
 	f := newDeferredFixture(t)
 	ctx := t.Context()
@@ -117,13 +118,31 @@ func TestLeaseFenceGoesWithTheFencedRead(t *testing.T) {
 	}
 
 	now := time.Now().UTC()
+	put := func(tx host.Tx, id string) error {
+		return tx.PutMessage(ctx, host.Message{WorkspaceID: f.ws, SessionID: f.sid, ID: id,
+			Role: host.RoleUser, Kind: host.KindText, Version: 1, Ordinal: 1,
+			Content: host.MessageContent{Text: id}, CreatedAt: now, UpdatedAt: now})
+	}
+	f.tr.reset()
+	err = f.st.Update(ctx, func(tx host.Tx) error {
+		if err := tx.CheckLease(ctx, f.ws, f.sid, "epA", 1); err != nil {
+			return err
+		}
+		return put(tx, "m-owned")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := roundTrips(f.tr.transactions()); !slices.Equal(got, []int{1}) {
+		t.Fatalf("fenced write: round trips %v, want [1] (BEGIN, fence, write, COMMIT)", got)
+	}
+
+	f.tr.reset()
 	err = f.st.Update(ctx, func(tx host.Tx) error {
 		if err := tx.CheckLease(ctx, f.ws, f.sid, "epB", 1); err != nil {
 			return err
 		}
-		return tx.PutMessage(ctx, host.Message{WorkspaceID: f.ws, SessionID: f.sid, ID: "m-fenced",
-			Role: host.RoleUser, Kind: host.KindText, Version: 1, Ordinal: 1,
-			Content: host.MessageContent{Text: "must not commit"}, CreatedAt: now, UpdatedAt: now})
+		return put(tx, "m-fenced")
 	})
 	if !errors.Is(err, host.ErrLeaseLost) {
 		t.Fatalf("write fenced by another owner's lease: %v, want ErrLeaseLost", err)

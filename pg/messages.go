@@ -125,6 +125,15 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 	if err != nil {
 		return host.AppendResult{}, err
 	}
+	if a.OffsetKnown {
+		// Nothing to wait for: the statement refuses the transaction on
+		// the server unless it found the message a.Offset long, so it goes
+		// with the next round trip (COMMIT's, for an output commit).
+		t.tx.queue(deferred{op: "append message " + a.ID, late: true, sql: appendKnownSQL,
+			args: []any{a.WorkspaceID, a.SessionID, a.ID, a.TurnID, string(a.Role), string(a.Kind), a.Version,
+				tool, !a.Done, a.At, a.Text, a.TextLen, a.Offset + a.TextLen}})
+		return host.AppendResult{Offset: a.Offset}, nil
+	}
 	var n, ordinal int64
 	err = t.tx.QueryRow(ctx, appendMessageSQL,
 		a.WorkspaceID, a.SessionID, a.ID, a.TurnID, string(a.Role), string(a.Kind), a.Version,
@@ -140,7 +149,14 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 // append closes it (m's fold and d read the same snapshot of the pieces).
 // While the message streams m changes no indexed column (the version goes
 // to stream_version), so its update is HOT: no index entry per chunk.
-const appendMessageSQL = `WITH m AS (
+const appendMessageSQL = appendCTEs + `SELECT text_len, ordinal FROM m`
+
+// appendKnownSQL is appendMessageSQL for an append whose offset the caller
+// knows: it fails the transaction unless the message existed and is now
+// $13 long.
+var appendKnownSQL = appendCTEs + fenceSQL("text_len = $13 AND ordinal <> $7", codeFenceNotFound) + ` FROM m`
+
+const appendCTEs = `WITH m AS (
 	INSERT INTO messages (workspace_id, session_id, id, turn_id, role,
 		kind, version, ordinal, content_json, tool_json, streaming, author, created_at,
 		updated_at, text, text_len)
@@ -165,7 +181,7 @@ const appendMessageSQL = `WITH m AS (
 	DELETE FROM message_parts
 	WHERE NOT $9 AND workspace_id = $1 AND session_id = $2 AND message_id = $3
 )
-SELECT text_len, ordinal FROM m`
+`
 
 // ListMessages selects messages by version, always returned ascending.
 // AfterVersion (or neither bound) pages forward from the oldest change;

@@ -175,16 +175,18 @@ func (s *signalStore) Update(ctx context.Context, fn func(host.Tx) error) error 
 	return err
 }
 
-// TestOutputCommitRoundTrips: committing one streamed chunk is 2 round
-// trips: BEGIN with the check that the session and Turn are as the
-// acceptance or the previous output commit left them (Tx.ExpectOutput,
-// which locks the session) and the append (the Host builds the delta from
-// its result); the turn and session updates and the outbox insert with
-// COMMIT (the outbox ids are filled from the COMMIT's batch). One per
-// statement it was 9; with the outbox ids returned inside the transaction
-// and the session read on its own, 5; with the Turn and session read
-// instead of checked, 3. The Turn and session updates run as parts of the
-// outbox insert (outbox.go): 5 statements, BEGIN and COMMIT included.
+// TestOutputCommitRoundTrips: committing one streamed chunk is 1 round
+// trip: BEGIN, the check that the session and Turn are as the acceptance
+// or the previous output commit left them (Tx.ExpectOutput, which locks
+// the session), the append at the offset that commit left (the Host builds
+// the delta from it; the statement refuses the transaction if the message
+// is not that long), the outbox insert with the Turn and session updates
+// as its parts (outbox.go) and COMMIT, as one batch: both checks fail the
+// transaction on the server (ensemble_fence), so neither is read before
+// COMMIT. One per statement it was 9; with the outbox ids returned inside
+// the transaction and the session read on its own, 5; with the Turn and
+// session read instead of checked, 3; with the append's result read
+// before COMMIT, 2. 5 statements, BEGIN and COMMIT included.
 func TestOutputCommitRoundTrips(t *testing.T) {
 	url, _ := testSchema(t)
 	tr := &rtTracer{}
@@ -219,7 +221,7 @@ func TestOutputCommitRoundTrips(t *testing.T) {
 	chunk(3)
 
 	txs := tr.transactions()
-	want := []int{2}
+	want := []int{1}
 	if got := roundTrips(txs); !slices.Equal(got, want) {
 		t.Fatalf("round trips per transaction = %v, want %v; trips:%v", got, want, txs)
 	}

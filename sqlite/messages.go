@@ -149,7 +149,18 @@ const deletePartsSQL = `DELETE FROM message_parts
 // while the message streams, its update and the insert of the piece;
 // otherwise the upsert, then one delete of the folded pieces when this
 // append closes it.
+// With a.OffsetKnown it refuses (ErrNotFound, the transaction is then
+// rolled back by the caller) an append that did not find the message
+// a.Offset long.
 func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
+	res, err := t.appendMessage(ctx, a)
+	if err == nil && a.OffsetKnown && (res.Created || res.Offset != a.Offset) {
+		return host.AppendResult{}, dialect.NotFound(fmt.Sprintf("message %s at length %d", a.ID, a.Offset))
+	}
+	return res, err
+}
+
+func (t *tx) appendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
 	tool, err := sqlstore.EncodeTool("sqlite", a.ID, a.Tool)
 	if err != nil {
 		return host.AppendResult{}, err

@@ -67,6 +67,57 @@ func testAppendMessage(t *testing.T, st host.Store) {
 	}
 }
 
+// testAppendKnownOffset: an append that states the offset it expects
+// (OffsetKnown) applies when the message is exactly that long, and
+// otherwise fails its transaction with ErrNotFound and writes nothing:
+// not when the message is longer or shorter, nor when it is absent (which
+// a plain append would create).
+func testAppendKnownOffset(t *testing.T, st host.Store) {
+	ws := uid("ws")
+	s := session(ws, uid("s"), at(0))
+	seed(t, st, []host.Session{s}, nil, nil, nil)
+	a := host.MessageAppend{WorkspaceID: ws, SessionID: s.ID, ID: "t1.text-1", TurnID: "t1",
+		Role: host.RoleAgent, Kind: host.KindText, Version: 1, Text: "a😀", TextLen: 3, At: at(1)}
+	update(t, st, func(tx host.Tx) error { _, err := tx.AppendMessage(ctx(t), a); return err })
+
+	var res host.AppendResult
+	b := a
+	b.Version, b.Text, b.TextLen, b.At, b.Offset, b.OffsetKnown = 2, "bc", 2, at(2), 3, true
+	update(t, st, func(tx host.Tx) (err error) { res, err = tx.AppendMessage(ctx(t), b); return err })
+	if res.Created || res.Offset != 3 {
+		t.Fatalf("append at its known offset = %+v, want an append at offset 3", res)
+	}
+
+	refused := func(what string, m host.MessageAppend) {
+		t.Helper()
+		err := st.Update(ctx(t), func(tx host.Tx) error { _, err := tx.AppendMessage(ctx(t), m); return err })
+		if !errors.Is(err, host.ErrNotFound) {
+			t.Fatalf("%s: %v, want ErrNotFound", what, err)
+		}
+	}
+	c := b
+	c.Version, c.Text, c.TextLen, c.At = 3, "X", 1, at(3)
+	for _, off := range []int{3, 6, 0} { // the length is 5
+		c.Offset = off
+		refused("append at a stale offset", c)
+	}
+	absent := c
+	absent.ID, absent.Offset = "t1.text-2", 0
+	refused("append at a known offset to an absent message", absent)
+
+	closing := b
+	closing.Version, closing.Text, closing.TextLen, closing.Done, closing.Offset, closing.At = 4, "d", 1, true, 5, at(4)
+	update(t, st, func(tx host.Tx) (err error) { res, err = tx.AppendMessage(ctx(t), closing); return err })
+	if res.Offset != 5 {
+		t.Fatalf("closing append at its known offset = %+v, want offset 5", res)
+	}
+	page, err := st.ListMessages(ctx(t), ws, s.ID, host.MessageQuery{})
+	noErr(t, "ListMessages", err)
+	if len(page.Messages) != 1 || page.Messages[0].Content.Text != "a😀bcd" || page.Messages[0].Version != 4 || page.Messages[0].Streaming {
+		t.Fatalf("messages after the refused appends = %+v, want one closed message \"a😀bcd\" at version 4", page.Messages)
+	}
+}
+
 // testAppliedSeq: a Turn's applied output sequence round-trips and only
 // moves forward, so a write from a Turn read earlier cannot undo it.
 func testAppliedSeq(t *testing.T, st host.Store) {

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"DeleteProvisionalRemovesInteractions", testDeleteProvisionalRemovesInteractions},
 		{"Changes", testChanges},
 		{"AppendMessage", testAppendMessage},
+		{"AppendKnownOffset", testAppendKnownOffset},
 		{"AppliedSeq", testAppliedSeq},
 		{"AdvanceOutput", testAdvanceOutput},
 		{"MessageParts", testMessageParts},
