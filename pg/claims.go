@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
@@ -103,15 +101,17 @@ func (t *tx) UpdateClaim(ctx context.Context, c host.SubmitClaim) error {
 }
 
 // SetClaimState is not preceded by a read: it goes with the next round
-// trip, as a fence (a missing claim refuses the transaction before COMMIT).
+// trip, COMMIT's included, as a fence (a missing claim refuses the
+// transaction on the server: ErrNotFound).
 func (t *tx) SetClaimState(ctx context.Context, ws, clientSubmitID string, state host.ClaimState, at time.Time) error {
 	if t.failed != nil {
 		return t.failed
 	}
-	op := "set claim state " + clientSubmitID
-	t.tx.queue(deferred{op: op, fence: true,
-		sql:   `UPDATE submit_claims SET state = $1, updated_at = $2 WHERE workspace_id = $3 AND client_submit_id = $4`,
-		args:  []any{string(state), at, ws, clientSubmitID},
-		check: func(tag pgconn.CommandTag) error { return t.affectedOne(op, tag, nil) }})
+	t.tx.queue(deferred{op: "set claim state " + clientSubmitID, sql: setClaimStateSQL,
+		args: []any{string(state), at, ws, clientSubmitID}})
 	return nil
 }
+
+var setClaimStateSQL = `WITH u AS (UPDATE submit_claims SET state = $1, updated_at = $2
+	WHERE workspace_id = $3 AND client_submit_id = $4 RETURNING 1) ` +
+	fenceSQL("EXISTS (SELECT 1 FROM u)", codeFenceNotFound)

@@ -34,14 +34,16 @@ const (
 	codeCharNotInRepertoire = "22021"
 	codeUntranslatable      = "22P05"
 	// Raised by ensemble_fence (migration 00018): the lease is not this
-	// owner's, or a row is not as the transaction expected it.
-	codeFenceLease    = "ENL01"
-	codeFenceNotFound = "ENN01"
+	// owner's, a row is not as the transaction expected it, or a row it
+	// inserts exists already.
+	codeFenceLease     = "ENL01"
+	codeFenceNotFound  = "ENN01"
+	codeFenceDuplicate = "END01"
 )
 
 // fenceSQL wraps a check as a statement that fails the transaction on
-// the server when the check is false, raising state (codeFenceLease or
-// codeFenceNotFound): such a fence needs no round trip of its own and may
+// the server when the check is false, raising state (one of the
+// codeFence… codes): such a fence needs no round trip of its own and may
 // go in COMMIT's batch.
 func fenceSQL(check, state string) string {
 	return "SELECT ensemble_fence(" + check + ", '" + state + "')"
@@ -66,6 +68,8 @@ func classify(op string, err error) error {
 			return fmt.Errorf("pg: %s: %w", op, host.ErrLeaseLost)
 		case pe.Code == codeFenceNotFound:
 			return fmt.Errorf("pg: %s: %w", op, host.ErrNotFound)
+		case pe.Code == codeFenceDuplicate:
+			return fmt.Errorf("pg: %s: %w", op, host.ErrDuplicate)
 		case retryableState(pe.Code):
 			return fmt.Errorf("pg: %s: %w: %w", op, host.ErrUnavailable, err)
 		case pe.Code == codeCharNotInRepertoire || pe.Code == codeUntranslatable:

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/ensemble-dev/ensemble/host"
 	"github.com/ensemble-dev/ensemble/internal/sqlcols"
 	"github.com/ensemble-dev/ensemble/internal/sqlstore"
@@ -74,8 +72,8 @@ func (t *tx) Turn(ctx context.Context, ws, sessionID, turnID string) (host.Turn,
 }
 
 // InsertTurn goes with the next round trip as a fence: a duplicate (id,
-// seq or provider identity) refuses the transaction there, or before
-// COMMIT, and Update returns host.ErrDuplicate. No caller goes on in a
+// seq or provider identity) refuses the transaction there, or at COMMIT,
+// and Update returns host.ErrDuplicate. No caller goes on in a
 // transaction whose Turn insert failed, so the call need not wait for it
 // (an admission inserts its Turn ahead of its claim, which does wait).
 func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
@@ -86,27 +84,23 @@ func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
 	if err != nil {
 		return fmt.Errorf("pg: insert turn %s: encode labels: %w", tu.ID, err)
 	}
-	op := "insert turn " + tu.ID
-	t.tx.queue(deferred{op: op, fence: true,
-		sql: `INSERT INTO turns (` + turnCols + `)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
-		ON CONFLICT DO NOTHING`,
+	t.tx.queue(deferred{op: "insert turn " + tu.ID, sql: insertTurnSQL,
 		args: []any{tu.WorkspaceID, tu.SessionID, tu.ID, tu.Seq, tu.Origin, string(tu.Phase),
 			string(tu.Outcome), tu.FailureReason, tu.StopReason, tu.ProviderSessionID,
 			tu.ProviderTurnID, tu.ClientSubmitID, tu.IdentityAnchorTurnID, tu.Retracted,
 			tu.CancelRequested, tu.SubmittedBy, tu.CreatedAt, tu.UpdatedAt, tu.SettledAt,
-			tu.AppliedSeq, string(labels)},
-		check: func(tag pgconn.CommandTag) error {
-			if tag.RowsAffected() == 0 {
-				return dialect.Duplicate(op)
-			}
-			return nil
-		}})
+			tu.AppliedSeq, string(labels)}})
 	// A row this transaction inserts is as good as locked (see
 	// defersUpdate); if the insert fails, so does the transaction.
 	t.see("turns", tu.WorkspaceID, tu.ID, tu.SessionID)
 	return nil
 }
+
+// insertTurnSQL refuses the transaction on the server when the Turn is a
+// duplicate, so it may go with COMMIT.
+var insertTurnSQL = `WITH i AS (INSERT INTO turns (` + turnCols + `)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+	ON CONFLICT DO NOTHING RETURNING 1) ` + fenceSQL("EXISTS (SELECT 1 FROM i)", codeFenceDuplicate)
 
 // UpdateTurn rewrites the mutable columns. Seq, the identity anchor and the
 // creation time are immutable and left as inserted; applied_seq only moves

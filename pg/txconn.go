@@ -32,8 +32,10 @@ import (
 //   - Some reads go the same way when the Host's next call needs a row
 //     with them (scan): the session row with its lock, a queue's head, the
 //     outbox ids. A fence (the lease check, a Turn's insert, a claim's
-//     new state) is one whose check may refuse the transaction; one still
-//     queued at commit is sent and read before COMMIT is.
+//     new state, an output commit's checks) is a statement whose check may
+//     refuse the transaction; it refuses on the server (ensemble_fence,
+//     migration 00018), so one still queued at commit goes in COMMIT's
+//     batch and COMMIT then answers ROLLBACK.
 //
 // A failure of BEGIN or of a deferred statement is recorded on the tx (the
 // server aborted the transaction, so every later call fails with it) and is
@@ -75,9 +77,6 @@ type deferred struct {
 	late bool
 	// scan, when set, reads each row the statement returns (a read ahead).
 	scan func(pgx.Rows) error
-	// fence: check may refuse the transaction, so the statement's result
-	// is read before COMMIT is sent, never in COMMIT's batch.
-	fence bool
 	// row: a plain UPDATE of this one row (tx.updateOne); such updates may
 	// run as parts of the outbox insert queued after them (takeUpdates).
 	row *rowKey
@@ -258,11 +257,6 @@ func (c *txConn) flush(ctx context.Context, op string) error {
 func (c *txConn) commit(ctx context.Context) error {
 	if !c.begun && len(c.queued) == 0 {
 		return nil
-	}
-	if slices.ContainsFunc(c.queued, func(d deferred) bool { return d.fence }) {
-		if err := c.flush(ctx, "commit"); err != nil {
-			return err
-		}
 	}
 	tag, err := c.Exec(ctx, "commit")
 	if err != nil && c.t.failed != nil && errors.Is(err, c.t.failed) {
