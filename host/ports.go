@@ -75,6 +75,11 @@ type Tx interface {
 	// UpdateTurn writes the mutable columns; AppliedSeq only moves forward.
 	UpdateTurn(ctx context.Context, t Turn) error
 	InsertClaim(ctx context.Context, c SubmitClaim) error // ErrDuplicate on (workspace, clientSubmitId)
+	// AdmitClaim is InsertClaim for an admission, which gives up on a
+	// duplicate (it answers from the claim that exists): the duplicate
+	// fails the transaction, reported by this call or by the
+	// transaction's next round trip, so a store need not wait for it.
+	AdmitClaim(ctx context.Context, c SubmitClaim) error
 	UpdateClaim(ctx context.Context, c SubmitClaim) error
 	// SetClaimState moves a claim to state without reading it first (an
 	// acceptance knows its Turn's claim is there); ErrNotFound if absent,

@@ -170,12 +170,13 @@ func (h *Host) admit(ctx context.Context, tx Tx, emit func(...Fact), s Session, 
 		TurnID: turn.ID, Digest: digest, Content: content, State: ClaimPrepared,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	// The Turn before its claim: a store may send the Turn's insert with
-	// the claim's, which reports a duplicate itself (pg: one round trip).
+	// Neither insert waits for its answer on a store that can refuse the
+	// transaction later (pg: both go with COMMIT): a duplicate fails the
+	// admission, and SendInput answers from the claim.
 	if err := tx.InsertTurn(ctx, turn); err != nil {
 		return s, turn, claim, err
 	}
-	if err := tx.InsertClaim(ctx, claim); err != nil {
+	if err := tx.AdmitClaim(ctx, claim); err != nil {
 		return s, turn, claim, err
 	}
 	s.TurnCount = turn.Seq

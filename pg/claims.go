@@ -61,15 +61,13 @@ func (t *tx) InsertClaim(ctx context.Context, c host.SubmitClaim) error {
 	if t.failed != nil {
 		return t.failed
 	}
-	content, err := json.Marshal(c.Content)
+	args, err := claimArgs(c)
 	if err != nil {
-		return fmt.Errorf("pg: insert claim %s: encode content: %w", c.ClientSubmitID, err)
+		return err
 	}
 	tag, err := t.tx.Exec(ctx, `INSERT INTO submit_claims (`+claimCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-		ON CONFLICT DO NOTHING`,
-		c.WorkspaceID, c.ClientSubmitID, c.SessionID, c.TurnID, c.Digest, string(content),
-		string(c.State), c.CreatedAt, c.UpdatedAt)
+		ON CONFLICT DO NOTHING`, args...)
 	if err != nil {
 		return t.fail(classify("insert claim", err))
 	}
@@ -79,6 +77,38 @@ func (t *tx) InsertClaim(ctx context.Context, c host.SubmitClaim) error {
 	t.see("submit_claims", c.WorkspaceID, c.ClientSubmitID, c.SessionID)
 	return nil
 }
+
+// AdmitClaim implements host.Tx: the insert goes with the next round trip
+// (COMMIT's, for an admission) and a duplicate refuses the transaction on
+// the server (ErrDuplicate from Update).
+func (t *tx) AdmitClaim(ctx context.Context, c host.SubmitClaim) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	args, err := claimArgs(c)
+	if err != nil {
+		return err
+	}
+	t.tx.queue(deferred{op: "insert claim " + c.ClientSubmitID, sql: admitClaimSQL, args: args})
+	// As good as locked once inserted; if the insert fails, so does the
+	// transaction.
+	t.see("submit_claims", c.WorkspaceID, c.ClientSubmitID, c.SessionID)
+	return nil
+}
+
+// claimArgs are a claim's columns in claimCols order.
+func claimArgs(c host.SubmitClaim) ([]any, error) {
+	content, err := json.Marshal(c.Content)
+	if err != nil {
+		return nil, fmt.Errorf("pg: insert claim %s: encode content: %w", c.ClientSubmitID, err)
+	}
+	return []any{c.WorkspaceID, c.ClientSubmitID, c.SessionID, c.TurnID, c.Digest, string(content),
+		string(c.State), c.CreatedAt, c.UpdatedAt}, nil
+}
+
+var admitClaimSQL = `WITH i AS (INSERT INTO submit_claims (` + claimCols + `)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	ON CONFLICT DO NOTHING RETURNING 1) ` + fenceSQL("EXISTS (SELECT 1 FROM i)", codeFenceDuplicate)
 
 // UpdateClaim moves a claim along its lifecycle. Digest, content and
 // creation time are what make the ClientSubmitID idempotent, so they stay

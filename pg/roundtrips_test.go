@@ -278,18 +278,17 @@ func (r *answerRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 // reads with the Turn's interactions (settleahead.go); and the Host reads
 // no latest Turn it holds (emitTreeAt). The settlement's probe goes with
 // the answer's append (Tx.SettleAhead). The acceptance's claim update
-// refuses on the server when the claim is missing, so it goes with COMMIT
-// (ensemble_fence). They cost 3 + 2 + 2 + 3 = 10 round trips, against
-// 9 + 6 + 9 + 14 = 38 one per statement. The
-// admission's claim insert stays a round trip of its own (a duplicate is
-// reported by the call itself); the Turn's insert goes with it. The
+// refuses on the server when the claim is missing, and the admission's
+// Turn and claim inserts when either is a duplicate (Tx.AdmitClaim), so
+// they go with COMMIT (ensemble_fence). They cost 2 + 2 + 2 + 3 = 9 round
+// trips, against 9 + 6 + 9 + 14 = 38 one per statement. The
 // settlement's reads of the Turn's interactions and the session's queue
 // are one statement while both are empty (settleahead.go), and the row
 // updates queued before an outbox insert run as its parts (outbox.go), the
 // settled Turn's among them now that no read comes between: 25
 // statements, BEGIN and COMMIT included.
 func TestDurableSubmitRoundTrips(t *testing.T) {
-	testSubmitRoundTrips(t, false, []int{3, 2, 2, 3}, 25)
+	testSubmitRoundTrips(t, false, []int{2, 2, 2, 3}, 25)
 }
 
 // TestAnswerAtTheBarrierRoundTrips: an answer that is over before the
@@ -297,7 +296,7 @@ func TestDurableSubmitRoundTrips(t *testing.T) {
 // claim's new state is not read first (Tx.SetClaimState): it goes with the
 // answer's append, and so does the settlement's probe (Tx.SettleAhead).
 func TestAnswerAtTheBarrierRoundTrips(t *testing.T) {
-	testSubmitRoundTrips(t, true, []int{3, 2, 3}, 20)
+	testSubmitRoundTrips(t, true, []int{2, 2, 3}, 20)
 }
 
 func testSubmitRoundTrips(t *testing.T, atBarrier bool, want []int, wantStmts int) {

@@ -49,6 +49,12 @@ func (t *tx) Claim(ctx context.Context, ws, clientSubmitID string) (host.SubmitC
 	return getClaim(ctx, t.tx, ws, clientSubmitID)
 }
 
+// AdmitClaim implements host.Tx: SQLite reports the duplicate from the
+// call, and the admission gives up on it.
+func (t *tx) AdmitClaim(ctx context.Context, c host.SubmitClaim) error {
+	return t.InsertClaim(ctx, c)
+}
+
 func (t *tx) InsertClaim(ctx context.Context, c host.SubmitClaim) error {
 	content, err := json.Marshal(c.Content)
 	if err != nil {

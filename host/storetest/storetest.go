@@ -613,6 +613,19 @@ func testDuplicates(t *testing.T, st host.Store) {
 	for _, ch := range checks {
 		wantIs(t, ch.name, st.Update(ctx(t), ch.fn), host.ErrDuplicate)
 	}
+	// An admission's claim: the duplicate fails the whole transaction,
+	// whenever the store reports it, and nothing written with it commits.
+	fresh := session(ws, uid("s"), at(2))
+	err := st.Update(ctx(t), func(tx host.Tx) error {
+		if err := tx.AdmitClaim(ctx(t), claim(ws, c.ClientSubmitID, s.ID)); err != nil {
+			return err
+		}
+		return tx.InsertSession(ctx(t), fresh)
+	})
+	wantIs(t, "admitted claim", err, host.ErrDuplicate)
+	if _, err := st.GetSession(ctx(t), ws, fresh.ID); !errors.Is(err, host.ErrNotFound) {
+		t.Fatalf("a session written with a duplicate admitted claim: %v, want ErrNotFound", err)
+	}
 
 	// The same ids in another workspace are distinct records.
 	os := session(other, s.ID, at(0))
