@@ -65,9 +65,7 @@ func (t *tx) InsertClaim(ctx context.Context, c host.SubmitClaim) error {
 	if err != nil {
 		return err
 	}
-	tag, err := t.tx.Exec(ctx, `INSERT INTO submit_claims (`+claimCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-		ON CONFLICT DO NOTHING`, args...)
+	tag, err := t.tx.Exec(ctx, insertClaimSQL, args...)
 	if err != nil {
 		return t.fail(classify("insert claim", err))
 	}
@@ -106,9 +104,12 @@ func claimArgs(c host.SubmitClaim) ([]any, error) {
 		string(c.State), c.CreatedAt, c.UpdatedAt}, nil
 }
 
-var admitClaimSQL = `WITH i AS (INSERT INTO submit_claims (` + claimCols + `)
+const insertClaimSQL = `INSERT INTO submit_claims (` + claimCols + `)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-	ON CONFLICT DO NOTHING RETURNING 1) ` + fenceSQL("EXISTS (SELECT 1 FROM i)", codeFenceDuplicate)
+	ON CONFLICT DO NOTHING`
+
+var admitClaimSQL = `WITH i AS (` + insertClaimSQL + ` RETURNING 1) ` +
+	fenceSQL("EXISTS (SELECT 1 FROM i)", codeFenceDuplicate)
 
 // UpdateClaim moves a claim along its lifecycle. Digest, content and
 // creation time are what make the ClientSubmitID idempotent, so they stay
