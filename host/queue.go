@@ -161,7 +161,8 @@ func (h *Host) enqueueIn(ctx context.Context, tx Tx, emit func(...Fact), s Sessi
 		WorkspaceID: s.WorkspaceID, ClientSubmitID: in.ClientSubmitID, SessionID: s.ID,
 		Digest: content.Digest(), Content: content, State: ClaimQueued, CreatedAt: now, UpdatedAt: now,
 	}
-	if err := tx.InsertClaim(ctx, claim); err != nil {
+	// A duplicate fails the admission; SendInput answers from the claim.
+	if err := tx.AdmitClaim(ctx, claim); err != nil {
 		return QueueEntry{}, err
 	}
 	e := QueueEntry{

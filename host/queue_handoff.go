@@ -118,7 +118,9 @@ func (h *Host) admitQueuedIn(ctx context.Context, tx Tx, emit func(...Fact), s *
 		WorkspaceID: s.WorkspaceID, ClientSubmitID: turn.ClientSubmitID, SessionID: s.ID, TurnID: turnID,
 		Digest: content.Digest(), Content: content, State: ClaimPrepared, CreatedAt: now, UpdatedAt: now,
 	}
-	if err := tx.InsertClaim(ctx, claim); err != nil {
+	// The claim's id is new (the Turn's), so no caller goes on after a
+	// duplicate: a store may send the insert with COMMIT.
+	if err := tx.AdmitClaim(ctx, claim); err != nil {
 		return turn, err
 	}
 	if err := tx.InsertTurn(ctx, turn); err != nil {

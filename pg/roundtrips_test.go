@@ -377,3 +377,42 @@ func rtSession(t *testing.T, st host.Store, rt host.Runtime) (*host.Host, string
 	}
 	return h, r.Session.ID
 }
+
+// TestQueuedPromptRoundTrips: a prompt sent while a Turn runs becomes a
+// queue entry in one transaction of 6 round trips: BEGIN with the
+// session's lock and read; the claim check; the claim's insert
+// (Tx.AdmitClaim: a duplicate refuses the transaction on the server, so
+// it waits for nothing and goes with the next statement) with the
+// session queue's; the queue's entries; the entry's insert; the outbox
+// insert with COMMIT. With InsertClaim, which reports a duplicate itself,
+// it was 7. The queue's statements could be deferred the same way; the
+// queued path is not measured.
+func TestQueuedPromptRoundTrips(t *testing.T) {
+	url, _ := testSchema(t)
+	tr := &rtTracer{}
+	st := openTest(t, withParams(url, map[string]string{"pool_max_conns": "1"}), Options{Tracer: tr, Logger: quietLogger()})
+	rt := storetest.NewSinkRuntime()
+	h, sid := rtSession(t, st, rt)
+	ctx := t.Context()
+	send := func(id string) host.SendResult {
+		t.Helper()
+		r, err := h.SendInput(ctx, host.SendInput{WorkspaceID: "ws-rt", SessionID: sid, ClientSubmitID: id,
+			Content: host.MessageContent{Text: "prompt " + id}, SubmittedBy: "rt", Placement: host.PlacementNextTurn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	send("running")
+	<-rt.Sinks   // the Turn runs until the test ends
+	send("warm") // warms the statement cache up
+	tr.reset()
+	if r := send("measured"); r.Disposition != host.DispositionFollowup {
+		t.Fatalf("disposition %q, want %q", r.Disposition, host.DispositionFollowup)
+	}
+	txs := tr.transactions()
+	if got, want := roundTrips(txs), []int{6}; !slices.Equal(got, want) {
+		t.Fatalf("round trips per transaction = %v, want %v; trips:%v", got, want, txs)
+	}
+	t.Logf("queued prompt:%v", txs[0])
+}
