@@ -108,8 +108,7 @@ const insertClaimSQL = `INSERT INTO submit_claims (` + claimCols + `)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 	ON CONFLICT DO NOTHING`
 
-var admitClaimSQL = `WITH i AS (` + insertClaimSQL + ` RETURNING 1) ` +
-	fenceSQL("EXISTS (SELECT 1 FROM i)", codeFenceDuplicate)
+var admitClaimSQL = fenceRows(insertClaimSQL+` RETURNING 1`, codeFenceDuplicate)
 
 // UpdateClaim moves a claim along its lifecycle. Digest, content and
 // creation time are what make the ClientSubmitID idempotent, so they stay
@@ -143,6 +142,5 @@ func (t *tx) SetClaimState(ctx context.Context, ws, clientSubmitID string, state
 	return nil
 }
 
-var setClaimStateSQL = `WITH u AS (UPDATE submit_claims SET state = $1, updated_at = $2
-	WHERE workspace_id = $3 AND client_submit_id = $4 RETURNING 1) ` +
-	fenceSQL("EXISTS (SELECT 1 FROM u)", codeFenceNotFound)
+var setClaimStateSQL = fenceRows(`UPDATE submit_claims SET state = $1, updated_at = $2
+	WHERE workspace_id = $3 AND client_submit_id = $4 RETURNING 1`, codeFenceNotFound)

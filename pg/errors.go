@@ -49,6 +49,12 @@ func fenceSQL(check, state string) string {
 	return "SELECT ensemble_fence(" + check + ", '" + state + "')"
 }
 
+// fenceRows is fenceSQL for the commonest check: query (a read that locks,
+// or a write with RETURNING) yields a row.
+func fenceRows(query, state string) string {
+	return "WITH f AS (" + query + ") " + fenceSQL("EXISTS (SELECT 1 FROM f)", state)
+}
+
 // classify maps driver errors onto the host sentinels so the Host can tell
 // a conflict from a missing row from a database it cannot reach: unique
 // violations are host.ErrDuplicate; lost connections, server shutdown,

@@ -134,6 +134,6 @@ func (t *tx) CheckLease(ctx context.Context, ws, sid, owner string, gen int64) e
 	return nil
 }
 
-var checkLeaseSQL = `WITH l AS (SELECT 1 FROM session_leases
+var checkLeaseSQL = fenceRows(`SELECT 1 FROM session_leases
 	WHERE workspace_id = $1 AND session_id = $2 AND owner = $3 AND generation = $4
-	FOR KEY SHARE) ` + fenceSQL("EXISTS (SELECT 1 FROM l)", codeFenceLease)
+	FOR KEY SHARE`, codeFenceLease)

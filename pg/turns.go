@@ -98,9 +98,9 @@ func (t *tx) InsertTurn(ctx context.Context, tu host.Turn) error {
 
 // insertTurnSQL refuses the transaction on the server when the Turn is a
 // duplicate, so it may go with COMMIT.
-var insertTurnSQL = `WITH i AS (INSERT INTO turns (` + turnCols + `)
+var insertTurnSQL = fenceRows(`INSERT INTO turns (`+turnCols+`)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
-	ON CONFLICT DO NOTHING RETURNING 1) ` + fenceSQL("EXISTS (SELECT 1 FROM i)", codeFenceDuplicate)
+	ON CONFLICT DO NOTHING RETURNING 1`, codeFenceDuplicate)
 
 // UpdateTurn rewrites the mutable columns. Seq, the identity anchor and the
 // creation time are immutable and left as inserted; applied_seq only moves
@@ -156,11 +156,11 @@ func (t *tx) ExpectOutput(ctx context.Context, ws, sessionID, turnID string, app
 	return nil
 }
 
-var expectOutputSQL = `WITH f AS (SELECT 1 FROM sessions s
+var expectOutputSQL = fenceRows(`SELECT 1 FROM sessions s
 	JOIN turns t ON t.workspace_id = s.workspace_id AND t.session_id = s.id
 	WHERE s.workspace_id = $1 AND s.id = $2 AND t.id = $3
 	AND s.message_version = $4 AND t.applied_seq = $5 AND t.phase = $6
-	FOR UPDATE OF s) ` + fenceSQL("EXISTS (SELECT 1 FROM f)", codeFenceNotFound)
+	FOR UPDATE OF s`, codeFenceNotFound)
 
 const advanceTurnSQL = `UPDATE turns SET applied_seq = GREATEST(applied_seq, $1), updated_at = $2
 	WHERE workspace_id = $3 AND session_id = $4 AND id = $5`
