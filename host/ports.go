@@ -30,8 +30,9 @@ type Store interface {
 	// Quarantine sets a record aside so later scans skip it.
 	Quarantine(ctx context.Context, q Quarantined) error
 
-	// PendingFacts returns outbox rows not yet published, oldest first,
-	// created at or before the given time.
+	// PendingFacts returns the facts of outbox rows not yet published,
+	// oldest first, created at or before the given time: from at most limit
+	// rows, every fact of each (a row is never split).
 	PendingFacts(ctx context.Context, before time.Time, limit int) ([]OutboxRow, error)
 	// MarkPublished records that rows were delivered; they are never
 	// pending again (both stores delete them).
@@ -91,9 +92,10 @@ type Tx interface {
 	// its turns, messages and claims (failed-create compensation only).
 	DeleteProvisionalSession(ctx context.Context, ws, id string) error
 	// AppendFacts writes outbox rows in this transaction and returns their
-	// ids, one per fact, increasing. A store may send the insert with
-	// COMMIT and fill the slice's elements then: read them only after
-	// Update returned nil.
+	// ids, one per fact, not decreasing: the facts of one workspace share
+	// one row and its id, and a later call's rows have greater ids. A store
+	// may send the insert with COMMIT and fill the slice's elements then:
+	// read them only after Update returned nil.
 	AppendFacts(ctx context.Context, facts ...Fact) ([]int64, error)
 
 	// Interactions and durable runtime operations (ports_interactions.go).
@@ -152,7 +154,9 @@ type MessagePage struct {
 	HasMore  bool
 }
 
-// OutboxRow is one durable fact awaiting publication.
+// OutboxRow is one durable fact awaiting publication. ID is its outbox
+// row's: the facts a transaction appended share one row, which is
+// published and marked as a whole.
 type OutboxRow struct {
 	ID   int64
 	Fact Fact

@@ -136,7 +136,9 @@ func (p *publisher) keepDelivered(ids []int64) {
 }
 
 // undelivered returns the facts of rows the fast path did not deliver, and
-// forgets every row's id: the relay publishes and marks them itself.
+// forgets every row's id: the relay publishes and marks them itself. The
+// facts of one row share its id, so ids are forgotten only after all were
+// looked up.
 func (p *publisher) undelivered(rows []OutboxRow) []Fact {
 	p.deliveredMu.Lock()
 	defer p.deliveredMu.Unlock()
@@ -145,6 +147,8 @@ func (p *publisher) undelivered(rows []OutboxRow) []Fact {
 		if !p.delivered[r.ID] {
 			facts = append(facts, r.Fact)
 		}
+	}
+	for _, r := range rows {
 		delete(p.delivered, r.ID)
 	}
 	return facts

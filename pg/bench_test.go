@@ -65,7 +65,7 @@ func benchSubmits(b *testing.B, clients int) {
 		sids[i] = r.Session.ID
 		// Warm up: the first prompt of a session starts its provider
 		// session; the others give each session a history to plan on.
-		for n := range warmTurns {
+		for n := range warmTurns(clients) {
 			submitAndSettle(b, h, rt, ws, sids[i], fmt.Sprintf("warm-%d-%d", i, n))
 		}
 	}
@@ -99,8 +99,20 @@ func benchSubmits(b *testing.B, clients int) {
 	}
 }
 
-// warmTurns is how many prompts each session answers before the timer.
-const warmTurns = 20
+// warmTurns is how many prompts each session answers before the timer:
+// 20, and more when there are few sessions, so the schema holds warmTotal
+// Turns when analyzeSchema runs.
+func warmTurns(clients int) int { return max(20, (warmTotal+clients-1)/clients) }
+
+// warmTotal keeps the tables past their first pages when they are
+// analyzed. Statistics taken on a one-page table plan every key lookup as
+// a sequential scan, and a prepared statement keeps its plan while the
+// table grows until the next ANALYZE (autovacuum's comes after each tenth
+// of growth, a minute apart at most): with 20 warm Turns, the one-client
+// run's session grew to 2,000 Turns in seconds and every Turn read, Turn
+// update and claim update scanned the whole table (docs/performance.md,
+// "A one-client benchmark planned on one page").
+const warmTotal = 500
 
 // analyzeSchema gives the planner the statistics autovacuum gives a running
 // deployment within a minute of its first writes. A short benchmark on a

@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -18,13 +17,14 @@ import (
 )
 
 // AppendFacts writes facts to the outbox inside the caller's transaction, so
-// they become durable exactly when the state they describe does. All facts
-// go in one statement; identity values are drawn in row order, so the
-// sorted ids line up with facts. The statement is deferred: it goes with
-// COMMIT (or the next statement), and the returned slice is filled when
-// its rows come back, before Update returns (host.Tx.AppendFacts). The
-// row updates queued just before it (the Turn's, the session's) run as
-// parts of it: one statement for the server to execute instead of three.
+// they become durable exactly when the state they describe does: one row
+// for the facts of one workspace (sqlstore.FactRows), all rows in one
+// statement; identity values are drawn in row order, so the sorted ids
+// line up with rows. The statement is deferred: it goes with COMMIT (or
+// the next statement), and the returned slice is filled when its rows come
+// back, before Update returns (host.Tx.AppendFacts). The row updates
+// queued just before it (the Turn's, the session's) run as parts of it:
+// one statement for the server to execute instead of three.
 func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, error) {
 	if t.failed != nil {
 		return nil, t.failed
@@ -32,14 +32,14 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 	if len(facts) == 0 {
 		return []int64{}, nil
 	}
-	ws := make([]string, len(facts))
-	payloads := make([]string, len(facts))
-	for i, f := range facts {
-		b, err := json.Marshal(f)
-		if err != nil {
-			return nil, fmt.Errorf("pg: append fact: %w", err)
-		}
-		ws[i], payloads[i] = f.WorkspaceID, string(b)
+	rows, err := sqlstore.FactRows(facts)
+	if err != nil {
+		return nil, fmt.Errorf("pg: append facts: %w", err)
+	}
+	ws := make([]string, len(rows))
+	payloads := make([]string, len(rows))
+	for i, r := range rows {
+		ws[i], payloads[i] = r.WorkspaceID, r.JSON
 	}
 	parts := t.tx.takeUpdates()
 	sql, args := appendFactsSQL(parts, ws, payloads)
@@ -56,8 +56,8 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 	}
 	op.WriteString("append facts")
 	t.tx.queue(deferred{op: op.String(), late: true, sql: sql, args: args,
-		scan: func(rows pgx.Rows) error {
-			err := rows.Scan(dest...)
+		scan: func(r pgx.Rows) error {
+			err := r.Scan(dest...)
 			got = append(got, *dest[0].(*int64))
 			return err
 		},
@@ -67,11 +67,11 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 					return err
 				}
 			}
-			if len(got) != len(ids) {
-				return fmt.Errorf("pg: append facts: %d ids for %d facts", len(got), len(ids))
+			if len(got) != len(rows) {
+				return fmt.Errorf("pg: append facts: %d ids for %d rows", len(got), len(rows))
 			}
 			slices.Sort(got)
-			copy(ids, got)
+			copy(ids, sqlstore.FactIDs(rows, got))
 			return nil
 		}})
 	return ids, nil

@@ -31,8 +31,9 @@ func (s *Store) ClaimFacts(ctx context.Context, before time.Time, limit int, lea
 			WHERE o.id = c.id
 			RETURNING o.id, o.fact_json, o.created_at`,
 			[]any{before, limit, lease.Seconds()}, s.facts(ctx, limit))
-		// RETURNING has no order; the relay publishes oldest first.
-		slices.SortFunc(out, func(a, b host.OutboxRow) int {
+		// RETURNING has no order; the relay publishes oldest first. Stable:
+		// the facts of one row keep their order.
+		slices.SortStableFunc(out, func(a, b host.OutboxRow) int {
 			if c := a.At.Compare(b.At); c != 0 {
 				return c
 			}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -14,14 +13,14 @@ import (
 // AppendFacts writes facts to the outbox inside the caller's transaction, so
 // they become durable exactly when the state they describe does.
 func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, error) {
+	rows, err := sqlstore.FactRows(facts)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: append facts: %w", err)
+	}
 	now := ms(time.Now())
-	ids := make([]int64, 0, len(facts))
-	for _, f := range facts {
-		b, err := json.Marshal(f)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: append fact: %w", err)
-		}
-		res, err := t.tx.ExecContext(ctx, insertFactSQL, f.WorkspaceID, string(b), now)
+	rowIDs := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		res, err := t.tx.ExecContext(ctx, insertFactSQL, r.WorkspaceID, r.JSON, now)
 		if err != nil {
 			return nil, classify("append fact", err)
 		}
@@ -29,9 +28,9 @@ func (t *tx) AppendFacts(ctx context.Context, facts ...host.Fact) ([]int64, erro
 		if err != nil {
 			return nil, classify("append fact", err)
 		}
-		ids = append(ids, id)
+		rowIDs = append(rowIDs, id)
 	}
-	return ids, nil
+	return sqlstore.FactIDs(rows, rowIDs), nil
 }
 
 const insertFactSQL = `INSERT INTO outbox (workspace_id, fact_json, created_at) VALUES (?, ?, ?)`

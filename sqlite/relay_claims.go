@@ -39,16 +39,25 @@ func (s *Store) ClaimFacts(ctx context.Context, before time.Time, limit int, lea
 			delete(s.relay.until, id)
 		}
 	}
+	// The facts of one row share its id and come together: a row is
+	// claimed, and counted against limit, at its first fact.
 	out := rows[:0]
+	var claimed, prev int64
 	for _, r := range rows {
-		if len(out) == limit {
-			break
+		if r.ID != prev {
+			prev, claimed = r.ID, 0
+			if len(out) >= limit {
+				break
+			}
+			if _, held := s.relay.until[r.ID]; held {
+				continue
+			}
+			s.relay.until[r.ID] = now.Add(lease)
+			claimed = r.ID
 		}
-		if _, held := s.relay.until[r.ID]; held {
-			continue
+		if r.ID == claimed {
+			out = append(out, r)
 		}
-		s.relay.until[r.ID] = now.Add(lease)
-		out = append(out, r)
 	}
 	return out, nil
 }

@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) host.Store) {
 		{"ListMessagesLimits", testListMessagesLimits},
 		{"UnsettledAndQuarantine", testUnsettledAndQuarantine},
 		{"Outbox", testOutbox},
+		{"OutboxClaimsWholeRows", testOutboxClaimsWholeRows},
 		{"DeleteProvisionalSession", testDeleteProvisionalSession},
 		{"ConcurrentUpdateNoLostUpdate", testConcurrentUpdate},
 		{"InteractionRoundTrip", testInteractionRoundTrip},
@@ -1019,9 +1020,10 @@ func testOutbox(t *testing.T, st host.Store) {
 		rest, err = tx.AppendFacts(ctx(t), facts[1:]...)
 		return err
 	})
+	// The facts of one call share a row: a transaction writes one.
 	ids := append(slices.Clone(first), rest...)
-	if len(ids) != 3 || !slices.IsSorted(ids) || ids[0] == ids[1] || ids[1] == ids[2] {
-		t.Fatalf("AppendFacts ids = %v, want 3 increasing ids", ids)
+	if len(ids) != 3 || ids[0] >= ids[1] || ids[1] != ids[2] {
+		t.Fatalf("AppendFacts ids = %v, want two rows: [a b b] with a < b", ids)
 	}
 	end := time.Now().Add(time.Second)
 
@@ -1057,21 +1059,80 @@ func testOutbox(t *testing.T, st host.Store) {
 	if len(mine(rows)) != 0 {
 		t.Fatal("PendingFacts returned facts created after the cutoff")
 	}
-	rows, err = st.PendingFacts(ctx(t), end, 2)
-	noErr(t, "PendingFacts limit 2", err)
-	if len(rows) != 2 {
-		t.Fatalf("limit 2 returned %d rows", len(rows))
+	// The limit counts rows, and a row's facts come whole.
+	rows, err = st.PendingFacts(ctx(t), end, 1)
+	noErr(t, "PendingFacts limit 1", err)
+	if len(rows) < 1 || len(rows) > 2 || (len(rows) == 2 && rows[0].ID != rows[1].ID) {
+		t.Fatalf("limit 1 returned %+v, want the facts of one row", rows)
+	}
+	all, err := st.PendingFacts(ctx(t), end, 1000)
+	noErr(t, "PendingFacts", err)
+	if rows[len(rows)-1].ID != all[len(rows)-1].ID || (len(all) > len(rows) && all[len(rows)].ID == rows[0].ID) {
+		t.Fatalf("limit 1 returned %+v, a row split from %+v", rows, all)
 	}
 
-	noErr(t, "MarkPublished", st.MarkPublished(ctx(t), ids[:2]))
-	noErr(t, "MarkPublished again", st.MarkPublished(ctx(t), ids[:2]))
+	noErr(t, "MarkPublished", st.MarkPublished(ctx(t), ids[:1]))
+	noErr(t, "MarkPublished again", st.MarkPublished(ctx(t), ids[:1]))
 	noErr(t, "MarkPublished none", st.MarkPublished(ctx(t), nil))
 	rows, err = st.PendingFacts(ctx(t), end, 1000)
 	noErr(t, "PendingFacts after publish", err)
 	got = mine(rows)
-	if len(got) != 1 || got[0].ID != ids[2] {
-		t.Fatalf("pending after publishing two: %+v, want only id %d", got, ids[2])
+	if len(got) != 2 || got[0].ID != ids[1] || got[1].ID != ids[2] ||
+		!reflect.DeepEqual(got[0].Fact, facts[1]) || !reflect.DeepEqual(got[1].Fact, facts[2]) {
+		t.Fatalf("pending after publishing the first row: %+v, want the second row's two facts", got)
 	}
+
+	// Facts of two workspaces appended together go in two rows, each
+	// scoped to its workspace.
+	other := uid("ws")
+	var two []int64
+	update(t, st, func(tx host.Tx) (err error) {
+		two, err = tx.AppendFacts(ctx(t), host.Fact{WorkspaceID: ws, Kind: host.FactSessionChanged, SessionID: "s3"},
+			host.Fact{WorkspaceID: other, Kind: host.FactSessionChanged, SessionID: "s4"})
+		return err
+	})
+	if len(two) != 2 || two[0] >= two[1] || two[0] <= ids[2] {
+		t.Fatalf("AppendFacts of two workspaces: ids %v, want two new rows", two)
+	}
+	noErr(t, "MarkPublished", st.MarkPublished(ctx(t), append(ids, two...)))
+}
+
+// testOutboxClaimsWholeRows: a relay claims a transaction's row with all
+// its facts, in the order they were appended, and another relay's claim
+// skips every one of them until the lease ends.
+func testOutboxClaimsWholeRows(t *testing.T, st host.Store) {
+	ws := uid("ws")
+	var facts []host.Fact
+	for v := range 20 {
+		facts = append(facts, host.Fact{WorkspaceID: ws, Kind: host.FactTranscriptAdvanced, SessionID: "s1", Version: int64(v + 1)})
+	}
+	update(t, st, func(tx host.Tx) error {
+		_, err := tx.AppendFacts(ctx(t), facts...)
+		return err
+	})
+	end := time.Now().Add(time.Second)
+	var ids []int64
+	mine := func(rows []host.OutboxRow) []host.Fact {
+		var out []host.Fact
+		for _, r := range rows {
+			if r.Fact.WorkspaceID == ws {
+				out = append(out, r.Fact)
+				ids = append(ids, r.ID)
+			}
+		}
+		return out
+	}
+	rows, err := st.ClaimFacts(ctx(t), end, 1000, time.Minute)
+	noErr(t, "ClaimFacts", err)
+	if got := mine(rows); !reflect.DeepEqual(got, facts) {
+		t.Fatalf("claimed %d facts of the row %+v, want its 20 in order", len(got), got)
+	}
+	again, err := st.ClaimFacts(ctx(t), end, 1000, time.Minute)
+	noErr(t, "ClaimFacts again", err)
+	if got := mine(again); len(got) != 0 {
+		t.Fatalf("a second claim took %d facts of a claimed row", len(got))
+	}
+	noErr(t, "MarkPublished", st.MarkPublished(ctx(t), ids))
 }
 
 // ---- compensation ----
