@@ -36,15 +36,11 @@ func FactRows(facts []host.Fact) ([]FactRow, error) {
 		for end < len(facts) && facts[end].WorkspaceID == facts[start].WorkspaceID {
 			end++
 		}
-		var (
-			b   []byte
-			err error
-		)
+		var v any = facts[start:end]
 		if end-start == 1 {
-			b, err = json.Marshal(facts[start])
-		} else {
-			b, err = json.Marshal(facts[start:end])
+			v = facts[start]
 		}
+		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("encode facts: %w", err)
 		}
@@ -56,7 +52,7 @@ func FactRows(facts []host.Fact) ([]FactRow, error) {
 
 // FactIDs gives each fact the id of the row FactRows put it in.
 func FactIDs(rows []FactRow, rowIDs []int64) []int64 {
-	ids := make([]int64, 0, len(rows))
+	var ids []int64
 	for i, r := range rows {
 		for range r.Facts {
 			ids = append(ids, rowIDs[i])
