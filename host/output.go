@@ -343,7 +343,7 @@ func (k *turnSink) applyOutput(ctx context.Context, tx Tx, emit func(...Fact), t
 		return false, nil, err
 	}
 	now := k.h.nowUTC()
-	f, lens, err := k.h.appendTranscript(ctx, tx, s, *t, mergeOutput(fresh), now, known)
+	f, lens, err := k.h.appendTranscript(ctx, tx, s, *t, mergeOutput(fresh), now, known, t.AppliedSeq == 0)
 	if err != nil {
 		return false, nil, err
 	}
@@ -405,8 +405,12 @@ func mergeOutput(evs []OutputEvent) []MessageAppend {
 // built from what the store wrote, and the lengths of the messages left
 // streaming: known's, moved by these appends. known (nil: none) holds
 // lengths the caller's fence vouches for; an append to one of them tells
-// the store its offset (MessageAppend.OffsetKnown). The caller writes s.
-func (h *Host) appendTranscript(ctx context.Context, tx Tx, s *Session, t Turn, parts []MessageAppend, now time.Time, known openLens) (Fact, openLens, error) {
+// the store its offset (MessageAppend.OffsetKnown). With unwritten no
+// output of t was applied before (its applied sequence, which every output
+// commit moves, is 0 under the caller's fence), so every message is new
+// (MessageAppend.New): output keys name the messages of t alone. The
+// caller writes s.
+func (h *Host) appendTranscript(ctx context.Context, tx Tx, s *Session, t Turn, parts []MessageAppend, now time.Time, known openLens, unwritten bool) (Fact, openLens, error) {
 	d := TranscriptDelta{FromVersion: s.MessageVersion, At: now, Messages: make([]MessageChange, 0, len(parts))}
 	lens := maps.Clone(known)
 	if lens == nil {
@@ -418,6 +422,7 @@ func (h *Host) appendTranscript(ctx context.Context, tx Tx, s *Session, t Turn, 
 		a.ID = messageID(t, a.ID)
 		a.Version, a.At = s.MessageVersion, now
 		a.Offset, a.OffsetKnown = known[a.ID]
+		a.New = unwritten
 		res, err := tx.AppendMessage(ctx, a)
 		if err != nil {
 			return Fact{}, nil, err

@@ -77,11 +77,12 @@ type InteractionTx interface {
 	InsertInteraction(ctx context.Context, i Interaction) error
 	UpdateInteraction(ctx context.Context, i Interaction, from InteractionState) error
 	TurnInteractions(ctx context.Context, ws, sessionID, turnID string) ([]Interaction, error)
-	// SettleAhead says that the Turn settles later in this transaction,
-	// its session locked already: a store may read what the settlement
-	// reads (TurnInteractions and the queue reads after it) with its next
-	// round trip and answer from that while nothing it read was written
-	// since. Doing nothing is correct.
+	// SettleAhead says that the Turn may settle later in this transaction:
+	// a store may read what the settlement reads (TurnInteractions and the
+	// queue reads after it) with its next round trip once it holds the
+	// session's lock (called before the lock: with the lock's round trip),
+	// and answer from that while nothing it read was written since. Doing
+	// nothing is correct.
 	SettleAhead(ctx context.Context, ws, sessionID, turnID string)
 	LatestTurn(ctx context.Context, ws, sessionID string) (Turn, error)
 	RuntimeOperation(ctx context.Context, ws, id string) (RuntimeOperation, error)

@@ -30,6 +30,9 @@ type OutputTx interface {
 	// since): the append must then find exactly that, or fail the
 	// transaction with ErrNotFound, and a store may send it with the
 	// transaction's next round trip instead of waiting for its result.
+	// With a.New the caller vouches that the message does not exist yet
+	// (no output of its Turn was applied): the append must create it, on
+	// the same terms.
 	AppendMessage(ctx context.Context, a MessageAppend) (AppendResult, error)
 	// AdvanceTurn records an output commit on its Turn: applied_seq moves
 	// forward to seq and updated_at becomes at; no other column is
@@ -66,6 +69,8 @@ type MessageAppend struct {
 	// OffsetKnown (AppendMessage).
 	Offset      int
 	OffsetKnown bool
+	// New: the message does not exist yet (AppendMessage).
+	New bool
 }
 
 // AppendResult is what AppendMessage wrote.

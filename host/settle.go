@@ -90,7 +90,7 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 		closing = append(closing, MessageAppend{ID: key, Role: m.Role, Kind: m.Kind, Done: true})
 	}
 	if len(closing) > 0 {
-		f, _, err := h.appendTranscript(ctx, tx, &s, t, closing, now, nil)
+		f, _, err := h.appendTranscript(ctx, tx, &s, t, closing, now, nil, false)
 		if err != nil {
 			return t, err
 		}

@@ -166,6 +166,11 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 		lens        openLens
 	)
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		if term != nil || a.More != nil {
+			// The answer may end here: the settlement's reads go with the
+			// Turn's, even if nothing more arrives (one cheap read).
+			tx.SettleAhead(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
+		}
 		t, s, err := k.load(ctx, tx, fenceUnsettled)
 		// A retry after an ambiguous commit finds the identity bound and
 		// the held output applied (sequence numbers): it writes nothing.
@@ -338,6 +343,7 @@ func (k *turnSink) ended(t Turn) {
 func (k *turnSink) settleWithOutput(ctx context.Context, term Terminal, batch []OutputEvent) (Turn, error) {
 	var out Turn
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
+		tx.SettleAhead(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID) // with the Turn's read
 		t, s, err := k.load(ctx, tx, fenceUnsettled)
 		if errors.Is(err, errTurnSettled) {
 			out = t // settled already (or a retry after an ambiguous commit)
@@ -346,7 +352,6 @@ func (k *turnSink) settleWithOutput(ctx context.Context, term Terminal, batch []
 		if err != nil {
 			return err
 		}
-		tx.SettleAhead(ctx, t.WorkspaceID, t.SessionID, t.ID)
 		if len(batch) > 0 {
 			// settleIn writes the Turn and the session.
 			if _, _, err := k.applyOutput(ctx, tx, emit, &t, &s, batch, nil); err != nil {

@@ -125,14 +125,19 @@ func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.Appe
 	if err != nil {
 		return host.AppendResult{}, err
 	}
-	if a.OffsetKnown {
+	if a.OffsetKnown || a.New {
 		// Nothing to wait for: the statement refuses the transaction on
-		// the server unless it found the message a.Offset long, so it goes
-		// with the next round trip (COMMIT's, for an output commit).
-		t.tx.queue(deferred{op: "append message " + a.ID, late: true, sql: appendKnownSQL,
+		// the server unless it found the message a.Offset long (or created
+		// it), so it goes with the next round trip (COMMIT's, for an
+		// output commit).
+		sql, want := appendKnownSQL, a.Offset+a.TextLen
+		if a.New {
+			sql, want = appendNewSQL, a.TextLen
+		}
+		t.tx.queue(deferred{op: "append message " + a.ID, late: true, sql: sql,
 			args: []any{a.WorkspaceID, a.SessionID, a.ID, a.TurnID, string(a.Role), string(a.Kind), a.Version,
-				tool, !a.Done, a.At, a.Text, a.TextLen, a.Offset + a.TextLen}})
-		return host.AppendResult{Offset: a.Offset}, nil
+				tool, !a.Done, a.At, a.Text, a.TextLen, want}})
+		return host.AppendResult{Offset: a.Offset, Created: a.New}, nil
 	}
 	var n, ordinal int64
 	err = t.tx.QueryRow(ctx, appendMessageSQL,
@@ -155,6 +160,11 @@ const appendMessageSQL = appendCTEs + `SELECT text_len, ordinal FROM m`
 // knows: it fails the transaction unless the message existed and is now
 // $13 long.
 var appendKnownSQL = appendCTEs + fenceSQL("text_len = $13 AND ordinal <> $7", codeFenceNotFound) + ` FROM m`
+
+// appendNewSQL is appendMessageSQL for a message the caller knows is new:
+// it fails the transaction unless this statement created the message
+// (its ordinal is this version) $13 long.
+var appendNewSQL = appendCTEs + fenceSQL("text_len = $13 AND ordinal = $7", codeFenceNotFound) + ` FROM m`
 
 const appendCTEs = `WITH m AS (
 	INSERT INTO messages (workspace_id, session_id, id, turn_id, role,

@@ -145,6 +145,7 @@ func (t *tx) lockSession(ctx context.Context, ws, id string, readAhead bool) err
 		}
 	}
 	t.tx.queue(d)
+	t.probeAfterLock(k)
 	return nil
 }
 

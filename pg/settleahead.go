@@ -54,11 +54,34 @@ type probeAhead struct {
 }
 
 // SettleAhead queues the settlement probe of turnID for the next round
-// trip. It does nothing unless this transaction holds the session's lock.
+// trip, or, before this transaction holds the session's lock, right after
+// the lock statement once that is queued (lockSession): a sink's fenced
+// load then carries it, and the settlement reads nothing of its own. A
+// probe already ahead and current is kept.
 func (t *tx) SettleAhead(_ context.Context, ws, sessionID, turnID string) {
-	if t.failed != nil || !t.locked[sessionKey{ws, sessionID}] {
+	if t.failed != nil {
 		return
 	}
+	if p := t.probeAhead; p != nil && p.ws == ws && p.session == sessionID && p.turn == turnID && p.touches == t.tx.settleTouches {
+		return
+	}
+	if !t.locked[sessionKey{ws, sessionID}] {
+		t.probeWanted = &probeAhead{ws: ws, session: sessionID, turn: turnID}
+		return
+	}
+	t.queueProbe(ws, sessionID, turnID)
+}
+
+// probeAfterLock queues the wanted probe of the session whose lock
+// statement was just queued.
+func (t *tx) probeAfterLock(k sessionKey) {
+	if w := t.probeWanted; w != nil && w.ws == k.ws && w.session == k.id {
+		t.probeWanted = nil
+		t.queueProbe(w.ws, w.session, w.turn)
+	}
+}
+
+func (t *tx) queueProbe(ws, sessionID, turnID string) {
 	p := &probeAhead{ws: ws, session: sessionID, turn: turnID}
 	t.tx.queue(deferred{op: "probe settlement reads", sql: probeSettleSQL,
 		args: []any{ws, sessionID, turnID, string(host.QueueQueued)},

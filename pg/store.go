@@ -230,6 +230,9 @@ type tx struct {
 	queueAhead *queueAhead
 	// probeAhead is the settlement probe sent ahead (SettleAhead).
 	probeAhead *probeAhead
+	// probeWanted is a SettleAhead made before the session's lock: the
+	// probe follows the lock statement when it is queued.
+	probeWanted *probeAhead
 }
 
 var _ host.Tx = (*tx)(nil)

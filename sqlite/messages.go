@@ -151,11 +151,15 @@ const deletePartsSQL = `DELETE FROM message_parts
 // append closes it.
 // With a.OffsetKnown it refuses (ErrNotFound, the transaction is then
 // rolled back by the caller) an append that did not find the message
-// a.Offset long.
+// a.Offset long, and with a.New one that did not create it.
 func (t *tx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {
 	res, err := t.appendMessage(ctx, a)
-	if err == nil && a.OffsetKnown && (res.Created || res.Offset != a.Offset) {
+	switch {
+	case err != nil:
+	case a.OffsetKnown && (res.Created || res.Offset != a.Offset):
 		return host.AppendResult{}, dialect.NotFound(fmt.Sprintf("message %s at length %d", a.ID, a.Offset))
+	case a.New && !res.Created:
+		return host.AppendResult{}, dialect.NotFound(fmt.Sprintf("message %s not yet written", a.ID))
 	}
 	return res, err
 }

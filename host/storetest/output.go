@@ -116,6 +116,29 @@ func testAppendKnownOffset(t *testing.T, st host.Store) {
 	if len(page.Messages) != 1 || page.Messages[0].Content.Text != "a😀bcd" || page.Messages[0].Version != 4 || page.Messages[0].Streaming {
 		t.Fatalf("messages after the refused appends = %+v, want one closed message \"a😀bcd\" at version 4", page.Messages)
 	}
+
+	// New: the caller vouches the message is absent. It is created with
+	// its text; an existing message refuses the transaction.
+	fresh := a
+	fresh.ID, fresh.Version, fresh.Text, fresh.TextLen, fresh.At, fresh.New = "t1.text-3", 5, "new", 3, at(5), true
+	update(t, st, func(tx host.Tx) (err error) { res, err = tx.AppendMessage(ctx(t), fresh); return err })
+	if !res.Created || res.Offset != 0 {
+		t.Fatalf("append of a new message = %+v, want it created at offset 0", res)
+	}
+	empty := fresh // a message without text yet: its length says nothing
+	empty.ID, empty.Version, empty.Text, empty.TextLen, empty.New = "t1.tool-1", 6, "", 0, false
+	update(t, st, func(tx host.Tx) error { _, err := tx.AppendMessage(ctx(t), empty); return err })
+	for _, id := range []string{"t1.text-1", "t1.text-3", "t1.tool-1"} { // closed, streaming, empty
+		again := fresh
+		again.ID, again.Version, again.At = id, 7, at(7)
+		refused("append of a new message that exists", again)
+	}
+	page, err = st.ListMessages(ctx(t), ws, s.ID, host.MessageQuery{})
+	noErr(t, "ListMessages", err)
+	if len(page.Messages) != 3 || page.Messages[0].Content.Text != "a😀bcd" || page.Messages[1].Content.Text != "new" ||
+		page.Messages[1].Version != 5 || page.Messages[2].Content.Text != "" {
+		t.Fatalf("messages after the refused new appends = %+v, want \"a😀bcd\", \"new\" at version 5 and an empty one", page.Messages)
+	}
 }
 
 // testAppliedSeq: a Turn's applied output sequence round-trips and only
