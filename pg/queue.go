@@ -194,31 +194,48 @@ func (t *tx) InsertQueueEntry(ctx context.Context, e host.QueueEntry) (host.Queu
 	if !e.State.Valid() {
 		return e, fmt.Errorf("pg: insert queue entry %s: unknown state %q", e.ID, e.State)
 	}
-	rev, err := t.bumpQueue(ctx, e.WorkspaceID, e.SessionID)
-	if err != nil {
+	if t.failed != nil {
+		return e, t.failed
+	}
+	if err := t.lockSession(ctx, e.WorkspaceID, e.SessionID, false); err != nil {
 		return e, err
 	}
-	if err := t.tx.QueryRow(ctx, `SELECT COALESCE(MAX(position), 0) + 1 FROM queue_entries
-		WHERE workspace_id = $1 AND session_id = $2`, e.WorkspaceID, e.SessionID).Scan(&e.Position); err != nil {
-		return e, t.fail(classify("insert queue entry", err))
-	}
-	e.Revision, e.AdmittedRevision = rev, rev
-	// ON CONFLICT DO NOTHING keeps the transaction usable when the id or
-	// the clientSubmitId is taken: the caller answers from the other row.
-	tag, err := t.tx.Exec(ctx, `INSERT INTO queue_entries (`+queueCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
-		ON CONFLICT DO NOTHING`,
-		e.WorkspaceID, e.SessionID, e.ID, e.Position, string(e.Disposition), string(e.State),
+	var inserted bool
+	if err := t.tx.QueryRow(ctx, insertQueueEntrySQL,
+		e.WorkspaceID, e.SessionID, e.ID, string(e.Disposition), string(e.State),
 		e.ClientSubmitID, e.Author, e.AuthorName, string(content), e.Digest, e.TargetTurnID,
-		e.TurnID, e.AdmittedRevision, e.Revision, e.RetractedBy, e.CreatedAt, e.UpdatedAt)
-	if err != nil {
+		e.TurnID, e.RetractedBy, e.CreatedAt, e.UpdatedAt).Scan(&e.Revision, &e.Position, &inserted); err != nil {
 		return e, t.fail(classify("insert queue entry "+e.ID, err))
 	}
-	if tag.RowsAffected() == 0 {
+	e.AdmittedRevision = e.Revision
+	if !inserted {
 		return e, dialect.Duplicate("insert queue entry " + e.ID)
 	}
 	return e, nil
 }
+
+// insertQueueEntrySQL bumps the session's queue revision, takes the next
+// position and inserts the entry stamped with both, in one statement: one
+// round trip where the three took three. The parts read one snapshot, as
+// the three statements did under the session's lock. ON CONFLICT DO
+// NOTHING keeps the transaction usable when the id or the clientSubmitId
+// is taken (the caller answers from the other row); the revision is bumped
+// either way, as it was.
+const insertQueueEntrySQL = `WITH r AS (
+	INSERT INTO session_queues (workspace_id, session_id, revision) VALUES ($1, $2, 1)
+	ON CONFLICT (workspace_id, session_id) DO UPDATE SET revision = session_queues.revision + 1
+	RETURNING revision
+), p AS (
+	SELECT COALESCE(MAX(position), 0) + 1 AS position FROM queue_entries
+	WHERE workspace_id = $1 AND session_id = $2
+), i AS (
+	INSERT INTO queue_entries (` + queueCols + `)
+	SELECT $1, $2, $3, p.position, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+		r.revision, r.revision, $13, $14::timestamptz, $15::timestamptz FROM r, p
+	ON CONFLICT DO NOTHING
+	RETURNING 1
+)
+SELECT r.revision, p.position, EXISTS (SELECT 1 FROM i) FROM r, p`
 
 func (t *tx) UpdateQueueEntry(ctx context.Context, e host.QueueEntry) (host.QueueEntry, error) {
 	if !e.State.Valid() {

@@ -390,14 +390,14 @@ func rtSession(t *testing.T, st host.Store, rt host.Runtime) (*host.Host, string
 }
 
 // TestQueuedPromptRoundTrips: a prompt sent while a Turn runs becomes a
-// queue entry in one transaction of 6 round trips: BEGIN with the
+// queue entry in one transaction of 4 round trips: BEGIN with the
 // session's lock and read; the claim check; the claim's insert
 // (Tx.AdmitClaim: a duplicate refuses the transaction on the server, so
 // it waits for nothing and goes with the next statement) with the
-// session queue's; the queue's entries; the entry's insert; the outbox
-// insert with COMMIT. With InsertClaim, which reports a duplicate itself,
-// it was 7. The queue's statements could be deferred the same way; the
-// queued path is not measured.
+// entry's insert, which bumps the queue's revision and takes the next
+// position in the same statement (insertQueueEntrySQL); the outbox insert
+// with COMMIT. With InsertClaim, which reports a duplicate itself, it was
+// 7; with the revision, the position and the entry in three statements, 6.
 func TestQueuedPromptRoundTrips(t *testing.T) {
 	url, _ := testSchema(t)
 	tr := &rtTracer{}
@@ -422,7 +422,7 @@ func TestQueuedPromptRoundTrips(t *testing.T) {
 		t.Fatalf("disposition %q, want %q", r.Disposition, host.DispositionFollowup)
 	}
 	txs := tr.transactions()
-	if got, want := roundTrips(txs), []int{6}; !slices.Equal(got, want) {
+	if got, want := roundTrips(txs), []int{4}; !slices.Equal(got, want) {
 		t.Fatalf("round trips per transaction = %v, want %v; trips:%v", got, want, txs)
 	}
 	t.Logf("queued prompt:%v", txs[0])
