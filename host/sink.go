@@ -167,8 +167,9 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 	)
 	err := k.h.commit(ctx, func(tx Tx, emit func(...Fact)) error {
 		if term != nil || a.More != nil {
-			// The answer may end here: the settlement's reads go with the
-			// Turn's, even if nothing more arrives (one cheap read).
+			// The answer may end here (only More can bring its end later):
+			// the settlement's reads go with the Turn's, even if nothing
+			// more arrives (one cheap read).
 			tx.SettleAhead(ctx, k.ref.WorkspaceID, k.ref.SessionID, k.ref.TurnID)
 		}
 		t, s, err := k.load(ctx, tx, fenceUnsettled)
@@ -190,9 +191,6 @@ func (k *turnSink) Accepted(ctx context.Context, a Acceptance) error {
 				known := knownOutcome(*end)
 				term = &known
 			}
-		}
-		if term != nil {
-			tx.SettleAhead(ctx, t.WorkspaceID, t.SessionID, t.ID)
 		}
 		turnDirty, sessDirty := false, false
 		if !retry {

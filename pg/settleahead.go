@@ -56,13 +56,9 @@ type probeAhead struct {
 // SettleAhead queues the settlement probe of turnID for the next round
 // trip, or, before this transaction holds the session's lock, right after
 // the lock statement once that is queued (lockSession): a sink's fenced
-// load then carries it, and the settlement reads nothing of its own. A
-// probe already ahead and current is kept.
+// load then carries it, and the settlement reads nothing of its own.
 func (t *tx) SettleAhead(_ context.Context, ws, sessionID, turnID string) {
 	if t.failed != nil {
-		return
-	}
-	if p := t.probeAhead; p != nil && p.ws == ws && p.session == sessionID && p.turn == turnID && p.touches == t.tx.settleTouches {
 		return
 	}
 	if !t.locked[sessionKey{ws, sessionID}] {
