@@ -166,6 +166,12 @@ func (t *tx) TurnQueueEntries(ctx context.Context, ws, sessionID, turnID string)
 	})
 }
 
+// bumpQueueSQL creates the session's queue row at revision 1 or adds one
+// to its revision, and returns the revision.
+const bumpQueueSQL = `INSERT INTO session_queues (workspace_id, session_id, revision) VALUES ($1, $2, 1)
+	ON CONFLICT (workspace_id, session_id) DO UPDATE SET revision = session_queues.revision + 1
+	RETURNING revision`
+
 // bumpQueue increments the session's queue revision (creating the row at
 // 1) under the session lock and returns it.
 func (t *tx) bumpQueue(ctx context.Context, ws, sessionID string) (int64, error) {
@@ -176,10 +182,7 @@ func (t *tx) bumpQueue(ctx context.Context, ws, sessionID string) (int64, error)
 		return 0, err
 	}
 	var rev int64
-	err := t.tx.QueryRow(ctx, `INSERT INTO session_queues (workspace_id, session_id, revision)
-		VALUES ($1, $2, 1)
-		ON CONFLICT (workspace_id, session_id) DO UPDATE SET revision = session_queues.revision + 1
-		RETURNING revision`, ws, sessionID).Scan(&rev)
+	err := t.tx.QueryRow(ctx, bumpQueueSQL, ws, sessionID).Scan(&rev)
 	if err != nil {
 		return 0, t.fail(classify("bump queue revision", err))
 	}
@@ -221,11 +224,7 @@ func (t *tx) InsertQueueEntry(ctx context.Context, e host.QueueEntry) (host.Queu
 // NOTHING keeps the transaction usable when the id or the clientSubmitId
 // is taken (the caller answers from the other row); the revision is bumped
 // either way, as it was.
-const insertQueueEntrySQL = `WITH r AS (
-	INSERT INTO session_queues (workspace_id, session_id, revision) VALUES ($1, $2, 1)
-	ON CONFLICT (workspace_id, session_id) DO UPDATE SET revision = session_queues.revision + 1
-	RETURNING revision
-), p AS (
+const insertQueueEntrySQL = `WITH r AS (` + bumpQueueSQL + `), p AS (
 	SELECT COALESCE(MAX(position), 0) + 1 AS position FROM queue_entries
 	WHERE workspace_id = $1 AND session_id = $2
 ), i AS (
