@@ -92,8 +92,8 @@ type Tx interface {
 	// its turns, messages and claims (failed-create compensation only).
 	DeleteProvisionalSession(ctx context.Context, ws, id string) error
 	// AppendFacts writes outbox rows in this transaction and returns their
-	// ids, one per fact, not decreasing: the facts of one workspace share
-	// one row and its id, and a later call's rows have greater ids. A store
+	// ids, one per fact, not decreasing: each run of one workspace's facts
+	// shares one row and its id, and a later call's rows have greater ids. A store
 	// may send the insert with COMMIT and fill the slice's elements then:
 	// read them only after Update returned nil.
 	AppendFacts(ctx context.Context, facts ...Fact) ([]int64, error)

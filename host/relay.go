@@ -35,10 +35,7 @@ func (h *Host) RelayOnce(ctx context.Context) error {
 		if err != nil || len(rows) == 0 {
 			return err
 		}
-		ids := make([]int64, len(rows))
-		for i, r := range rows {
-			ids[i] = r.ID
-		}
+		ids := rowIDs(rows)
 		facts := h.pub.undelivered(rows)
 		if h.pub.observer != nil && len(facts) > 0 {
 			if err := h.pub.observer.Publish(ctx, dedupeFacts(facts)); err != nil {
@@ -48,8 +45,20 @@ func (h *Host) RelayOnce(ctx context.Context) error {
 		if err := h.store.MarkPublished(ctx, ids); err != nil {
 			return err
 		}
-		if len(rows) < 500 {
+		if len(ids) < 500 { // the limit counts rows, not facts
 			return nil
 		}
 	}
+}
+
+// rowIDs lists the outbox rows of facts once each: a row's facts share its
+// id and come together.
+func rowIDs(rows []OutboxRow) []int64 {
+	ids := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		if len(ids) == 0 || ids[len(ids)-1] != r.ID {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
 }

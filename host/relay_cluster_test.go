@@ -103,3 +103,64 @@ func TestRelayAcrossReplicasPublishesEachMissedFactOnce(t *testing.T) {
 		t.Fatalf("A republished %d facts B had already relayed", n-10)
 	}
 }
+
+// markRecorder records the ids the relay marks published.
+type markRecorder struct {
+	host.Store
+	mu  sync.Mutex
+	ids []int64
+}
+
+func (m *markRecorder) MarkPublished(ctx context.Context, ids []int64) error {
+	m.mu.Lock()
+	m.ids = append(m.ids, ids...)
+	m.mu.Unlock()
+	return m.Store.MarkPublished(ctx, ids)
+}
+
+// The relay publishes every fact of a row it took and marks the row
+// published once, whatever the number of its facts.
+func TestRelayMarksEachRowOnce(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rec := &markRecorder{Store: store}
+	obs := &countingObserver{}
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	h := host.New(host.Config{Store: rec, Runtime: describeOnly{}, Observer: obs, Now: later})
+	for r := range 3 { // three transactions of three facts: three rows
+		if err := store.Update(ctx, func(tx host.Tx) error {
+			_, err := tx.AppendFacts(ctx,
+				host.Fact{WorkspaceID: "w", Kind: host.FactTranscriptAdvanced, SessionID: "s", Version: int64(3*r + 1)},
+				host.Fact{WorkspaceID: "w", Kind: host.FactTranscriptAdvanced, SessionID: "s", Version: int64(3*r + 2)},
+				host.Fact{WorkspaceID: "w", Kind: host.FactTranscriptAdvanced, SessionID: "s", Version: int64(3*r + 3)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.RelayOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := obs.count(); n != 9 {
+		t.Fatalf("relay published %d facts, want the 9 of the three rows", n)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	seen := map[int64]bool{}
+	for _, id := range rec.ids {
+		if seen[id] {
+			t.Fatalf("row %d marked published twice: %v", id, rec.ids)
+		}
+		seen[id] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("marked rows %v, want 3", rec.ids)
+	}
+	if rows, err := store.PendingFacts(ctx, later(), 100); err != nil || len(rows) != 0 {
+		t.Fatalf("still pending: %d rows, %v", len(rows), err)
+	}
+}

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -84,8 +85,11 @@ func (h *Host) settleIn(ctx context.Context, tx Tx, emit func(...Fact), t Turn, 
 	var closing []MessageAppend
 	for _, key := range slices.Compact(slices.Sorted(slices.Values(openKeys))) {
 		m, err := tx.Message(ctx, t.WorkspaceID, t.SessionID, messageID(t, key))
-		if err != nil || !m.Streaming {
-			continue
+		if errors.Is(err, ErrNotFound) || err == nil && !m.Streaming {
+			continue // never written, or closed already
+		}
+		if err != nil {
+			return t, err
 		}
 		closing = append(closing, MessageAppend{ID: key, Role: m.Role, Kind: m.Kind, Done: true})
 	}

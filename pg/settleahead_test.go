@@ -110,6 +110,68 @@ func TestSettleAheadNeedsTheSessionLock(t *testing.T) {
 	}
 }
 
+// TestSettleAheadBeforeTheLockReadsAfterIt: a probe asked for before the
+// session's lock is read after the lock is granted, so it sees what the
+// transaction the lock waited for committed.
+func TestSettleAheadBeforeTheLockReadsAfterIt(t *testing.T) {
+	f := newDeferredFixture(t)
+	ctx := t.Context()
+	locked, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() { // holds the session's lock, then writes an interaction
+		done <- f.st.Update(ctx, func(tx host.Tx) error {
+			if _, err := tx.Session(ctx, f.ws, f.sid); err != nil {
+				return err
+			}
+			close(locked)
+			<-release
+			return tx.InsertInteraction(ctx, f.pendingInteraction("req-late"))
+		})
+	}()
+	<-locked
+	admin := adminConn(t)
+	waited := make(chan struct{})
+	go func() { // lets the writer commit once the settlement waits for the lock
+		defer close(release)
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			var waiting bool
+			if err := admin.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+				WHERE application_name = $1 AND wait_event_type = 'Lock'`, f.schema).Scan(&waiting); err != nil {
+				t.Error(err)
+				return
+			}
+			if waiting {
+				close(waited)
+				return
+			}
+		}
+	}()
+	var got []host.Interaction
+	err := f.st.Update(ctx, func(tx host.Tx) error {
+		tx.SettleAhead(ctx, f.ws, f.sid, f.queued.ID) // before the lock
+		if _, err := tx.Turn(ctx, f.ws, f.sid, f.queued.ID); err != nil {
+			return err
+		}
+		var err error
+		got, err = tx.TurnInteractions(ctx, f.ws, f.sid, f.queued.ID)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	select {
+	case <-waited:
+	default:
+		t.Fatal("the settlement never waited for the session's lock")
+	}
+	if len(got) != 1 || got[0].RequestID != "req-late" {
+		t.Fatalf("interactions = %+v, want req-late, committed while the lock was awaited", got)
+	}
+}
+
 // pendingInteraction is a pending approval of the fixture's queued Turn.
 func (f *deferredFixture) pendingInteraction(requestID string) host.Interaction {
 	now := time.Now().UTC().Truncate(time.Millisecond)

@@ -43,10 +43,11 @@ func (s *Store) ClaimFacts(ctx context.Context, before time.Time, limit int, lea
 	// claimed, and counted against limit, at its first fact.
 	out := rows[:0]
 	var claimed, prev int64
+	n := 0 // rows claimed
 	for _, r := range rows {
 		if r.ID != prev {
 			prev, claimed = r.ID, 0
-			if len(out) >= limit {
+			if n >= limit {
 				break
 			}
 			if _, held := s.relay.until[r.ID]; held {
@@ -54,6 +55,7 @@ func (s *Store) ClaimFacts(ctx context.Context, before time.Time, limit int, lea
 			}
 			s.relay.until[r.ID] = now.Add(lease)
 			claimed = r.ID
+			n++
 		}
 		if r.ID == claimed {
 			out = append(out, r)

@@ -38,6 +38,9 @@ type faultStore struct {
 	failQueueReads atomic.Bool
 	// failClaimReads makes that many next GetClaim calls fail unavailable.
 	failClaimReads atomic.Int64
+	// failMessageReads makes that many next Tx.Message calls fail
+	// unavailable (a read inside a write transaction that fails).
+	failMessageReads atomic.Int64
 	// dieAfter, when set, is asked after each committed transaction; true
 	// kills the process right there: the commit is durable, but from then
 	// on this store refuses every write and goal read, so the Host that
@@ -156,7 +159,7 @@ func (s *faultStore) Update(ctx context.Context, fn func(host.Tx) error) error {
 	var ft *faultTx
 	fault := sinkCommit
 	err := s.Store.Update(ctx, func(tx host.Tx) error {
-		ft = &faultTx{Tx: tx, hook: hook, failTombstones: s.failTombstones.Load()}
+		ft = &faultTx{Tx: tx, hook: hook, failTombstones: s.failTombstones.Load(), failMessageReads: &s.failMessageReads}
 		if err := fn(ft); err != nil {
 			return err
 		}
@@ -214,6 +217,7 @@ type faultTx struct {
 	goalOpInserted, goalOpUpdated bool
 	failTombstones                bool
 	queueUpdated                  bool // an UpdateQueueEntry call (onQueueCommitted)
+	failMessageReads              *atomic.Int64
 }
 
 func (tx *faultTx) UpdateQueueEntry(ctx context.Context, e host.QueueEntry) (host.QueueEntry, error) {
@@ -270,6 +274,13 @@ func (tx *faultTx) AdvanceTurn(ctx context.Context, ws, sessionID, turnID string
 func (tx *faultTx) AdvanceSession(ctx context.Context, ws, id string, version int64, at time.Time) error {
 	tx.calls++
 	return tx.Tx.AdvanceSession(ctx, ws, id, version, at)
+}
+
+func (tx *faultTx) Message(ctx context.Context, ws, sessionID, id string) (host.Message, error) {
+	if n := tx.failMessageReads; n != nil && n.Add(-1) >= 0 {
+		return host.Message{}, fmt.Errorf("conformance: message read failed: %w", host.ErrUnavailable)
+	}
+	return tx.Tx.Message(ctx, ws, sessionID, id)
 }
 
 func (tx *faultTx) AppendMessage(ctx context.Context, a host.MessageAppend) (host.AppendResult, error) {

@@ -776,6 +776,28 @@ var OutputFinalWithSettlement = Scenario{"output/final_output_commits_with_settl
 	}
 }}
 
+// OutputSettlementReadFails: a settlement that cannot read a message it
+// must close fails whole, and its retry closes the message; it never
+// settles the Turn with the message left streaming.
+var OutputSettlementReadFails = Scenario{"output/settlement_fails_when_a_message_read_fails", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	evs := []host.OutputEvent{{Seq: 1, Key: "text-1", Kind: host.KindText, Text: "left open"}}
+	rt := &scriptRuntime{events: evs}
+	// Armed once the last output committed: the next transaction to read
+	// a message is the settlement's closing of text-1.
+	rt.afterOutput = func(host.TurnRef, []host.OutputEvent) { f.store.failMessageReads.Store(1) }
+	f.useScript(rt)
+	s := f.createEmpty()
+	tr := f.waitSettled(f.mustSend(s.ID, "read-fails-1", "go"))
+	if tr.Outcome != host.OutcomeCompleted {
+		t.Fatalf("turn: %+v", tr)
+	}
+	if n := f.store.failMessageReads.Load(); n >= 1 {
+		t.Fatalf("the settlement never read the open message (fault still armed: %d)", n)
+	}
+	f.expectNoStreaming(s.ID)
+}}
+
 var PublishNeverDelaysCommits = Scenario{"commit/publish_never_delays_commits", func(t *testing.T, d Driver) {
 	f := newFixture(t, d)
 	s := f.createEmpty()

@@ -52,6 +52,7 @@ func Scenarios() []Scenario {
 		OutputInlineCommitsOnCaller,
 		InlinePublishBeforeCommitReturns,
 		OutputFinalWithSettlement,
+		OutputSettlementReadFails,
 		ReservedIDSpace,
 		CreateRetryNeverInvisible,
 		LostAdmissionAck,

@@ -1059,11 +1059,24 @@ func testOutbox(t *testing.T, st host.Store) {
 	if len(mine(rows)) != 0 {
 		t.Fatal("PendingFacts returned facts created after the cutoff")
 	}
-	// The limit counts rows, and a row's facts come whole.
+	// The limit counts rows, and a row's facts come whole: limit 2 gives
+	// the first two pending rows (ours, unless another subtest sharing the
+	// store left older ones), every fact of each.
+	all, err := st.PendingFacts(ctx(t), end, 1000)
+	noErr(t, "PendingFacts", err)
+	var firstTwo []host.OutboxRow
+	for i, n := 0, 0; i < len(all); i++ {
+		if i == 0 || all[i].ID != all[i-1].ID {
+			if n++; n > 2 {
+				break
+			}
+		}
+		firstTwo = append(firstTwo, all[i])
+	}
 	rows, err = st.PendingFacts(ctx(t), end, 2)
 	noErr(t, "PendingFacts limit 2", err)
-	if len(rows) != 3 || rows[1].ID != rows[2].ID {
-		t.Fatalf("limit 2 returned %+v, want both rows' three facts", rows)
+	if !reflect.DeepEqual(rows, firstTwo) {
+		t.Fatalf("limit 2 returned %+v, want the first two rows whole: %+v", rows, firstTwo)
 	}
 
 	noErr(t, "MarkPublished", st.MarkPublished(ctx(t), ids[:1]))
@@ -1126,6 +1139,37 @@ func testOutboxClaimsWholeRows(t *testing.T, st host.Store) {
 	noErr(t, "ClaimFacts again", err)
 	if got := mine(again); len(got) != 0 {
 		t.Fatalf("a second claim took %d facts of a claimed row", len(got))
+	}
+	noErr(t, "MarkPublished", st.MarkPublished(ctx(t), ids))
+
+	// The limit counts rows, not facts: two rows of three facts fit a
+	// limit of two, whole. Every other pending row is held by the claims
+	// above, so these two are the only ones to claim.
+	ws2 := uid("ws")
+	var two []host.Fact
+	for r := range 2 {
+		row := make([]host.Fact, 3)
+		for i := range row {
+			row[i] = host.Fact{WorkspaceID: ws2, Kind: host.FactTranscriptAdvanced, SessionID: "s2", Version: int64(3*r + i + 1)}
+		}
+		update(t, st, func(tx host.Tx) error {
+			_, err := tx.AppendFacts(ctx(t), row...)
+			return err
+		})
+		two = append(two, row...)
+	}
+	rows, err = st.ClaimFacts(ctx(t), time.Now().Add(time.Second), 2, time.Minute)
+	noErr(t, "ClaimFacts limit 2", err)
+	var got []host.Fact
+	ids = ids[:0]
+	for _, r := range rows {
+		if r.Fact.WorkspaceID == ws2 {
+			got = append(got, r.Fact)
+			ids = append(ids, r.ID)
+		}
+	}
+	if !reflect.DeepEqual(got, two) {
+		t.Fatalf("limit 2 claimed %d facts %+v, want both rows' 6 in order", len(got), got)
 	}
 	noErr(t, "MarkPublished", st.MarkPublished(ctx(t), ids))
 }
