@@ -187,3 +187,39 @@ func TestDeferredWriteConnectionLostAtCommit(t *testing.T) {
 		t.Fatalf("last round trip = %v, want %v (the deferred writes with COMMIT)", last, want)
 	}
 }
+
+// TestCommitOutlivesTheCallersCancellation: a context cancelled while
+// COMMIT's round trip is in flight does not cut it. Cut, it reported
+// "canceled" whether or not the server had committed (here it had not
+// yet; a moment later it would have, and the caller would have taken a
+// made commit for one not made): now the round trip finishes and Update
+// reports what happened.
+func TestCommitOutlivesTheCallersCancellation(t *testing.T) {
+	f := newDeferredFixture(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	err := f.st.Update(ctx, func(htx host.Tx) error {
+		tu, err := htx.Turn(ctx, f.ws, f.sid, f.queued.ID)
+		if err != nil {
+			return err
+		}
+		tu.Phase = host.PhaseDispatched
+		if err := htx.UpdateTurn(ctx, tu); err != nil {
+			return err
+		}
+		// Holds COMMIT's round trip on the server past the cancellation.
+		htx.(*tx).tx.queue(deferred{op: "sleep", sql: "SELECT pg_sleep(0.4)"})
+		time.AfterFunc(150*time.Millisecond, cancel)
+		return nil
+	})
+	if ctx.Err() == nil {
+		t.Fatal("the context was not cancelled during COMMIT's round trip")
+	}
+	tu, gerr := f.st.GetTurn(t.Context(), f.ws, f.sid, f.queued.ID)
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	if err != nil || tu.Phase != host.PhaseDispatched {
+		t.Fatalf("Update = %v with the Turn %s; want the commit reported as made", err, tu.Phase)
+	}
+}

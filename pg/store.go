@@ -60,6 +60,11 @@ const (
 	idleInTxTimeout = 60 * time.Second
 )
 
+// commitTimeout bounds COMMIT's round trip, which runs whatever the
+// caller's context says (txConn.commit): the deferred writes it carries
+// wait at most lockTimeout each for a row lock.
+const commitTimeout = 2 * lockTimeout
+
 // Open connects to the database at url (a postgres:// URL; pgx and pgxpool
 // parameters such as pool_max_conns or search_path may be given in it) and,
 // unless opts.NoMigrate, applies pending migrations.

@@ -258,12 +258,24 @@ func (c *txConn) commit(ctx context.Context) error {
 	if !c.begun && len(c.queued) == 0 {
 		return nil
 	}
-	tag, err := c.Exec(ctx, "commit")
+	// Once COMMIT is sent, its outcome is the store's to learn, not the
+	// caller's to abandon: cancelled mid-flight, the transaction may still
+	// commit on the server while the caller hears a plain cancellation and
+	// takes it as not written (an admission's Turn then stays dispatched
+	// with nothing to send it). So COMMIT's round trip ignores the caller's
+	// cancellation, bounded by commitTimeout; past it the outcome is
+	// unknown, which ErrUnavailable says.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	tag, err := c.Exec(cctx, "commit")
 	if err != nil && c.t.failed != nil && errors.Is(err, c.t.failed) {
 		return err // a deferred write failed, reported as itself
 	}
 	if err != nil {
 		c.t.store.lost(err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("pg: commit: outcome unknown: %w: %w", host.ErrUnavailable, err)
+		}
 		return classify("commit", err)
 	}
 	if tag.String() == "ROLLBACK" {
