@@ -35,7 +35,9 @@ import (
 //     new state, an output commit's checks) is a statement whose check may
 //     refuse the transaction; it refuses on the server (ensemble_fence,
 //     migration 00018), so one still queued at commit goes in COMMIT's
-//     batch and COMMIT then answers ROLLBACK.
+//     batch: refused, it makes the server skip the rest of the batch,
+//     COMMIT included (one Sync ends the batch), and release rolls the
+//     failed transaction back.
 //
 // A failure of BEGIN or of a deferred statement is recorded on the tx (the
 // server aborted the transaction, so every later call fails with it) and is
@@ -279,8 +281,11 @@ func (c *txConn) commit(ctx context.Context) error {
 		return classify("commit", err)
 	}
 	if tag.String() == "ROLLBACK" {
-		// The server had aborted the transaction; every statement's failure
-		// is reported before COMMIT is sent, so this is not expected.
+		// COMMIT answers ROLLBACK only in a transaction the server had
+		// aborted before it. A statement of COMMIT's own batch that fails
+		// makes the server skip COMMIT (its error is returned above), and
+		// one that failed earlier stops the transaction before COMMIT is
+		// sent: a guard, not expected.
 		return fmt.Errorf("pg: commit: transaction was rolled back: %w", host.ErrUnavailable)
 	}
 	return nil
