@@ -62,8 +62,10 @@ func (t *topic) resumeLocked(v int64, read *host.Changes) (res protocol.Subscrib
 	if sv.session == nil || v > sv.lastVer {
 		return res, nil, false
 	}
+	presence := t.presenceLocked()
 	ch := &protocol.SessionChanges{Session: protocol.FromSession(*sv.session),
-		Turns: nonNil(protocol.FromTurns(sv.turns)), Messages: []protocol.Message{}}
+		Turns: nonNil(protocol.FromTurns(sv.turns)), Messages: []protocol.Message{},
+		InteractionTree: sv.tree, Presence: &presence, Goal: t.goalLocked(), Queue: sv.queue}
 	res = protocol.SubscribeResult{Sub: t.name, Epoch: t.epoch, Recovered: true, Changes: ch}
 	if evs, seq, found := t.ring.after(v); found {
 		res.Seq, res.Position = seq, &protocol.Position{Epoch: t.streamEpoch, Version: v}

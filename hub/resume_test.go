@@ -233,3 +233,52 @@ func TestRingPositions(t *testing.T) {
 		t.Fatalf("verAt(2) = %d, want 0 (evicted)", v)
 	}
 }
+
+// TestResumeFromPositionCarriesTheTree: what changed beside the transcript
+// while a watcher was away (here an approval the agent asked for) comes
+// with a recovery from its position on another hub, in `changes`, as the
+// current state; events only say what changes after the resume.
+func TestResumeFromPositionCarriesTheTree(t *testing.T) {
+	st := openSQLite(t)
+	w := newTranscriptWriter(t, st, 2)
+	bus := NewLocalBus()
+	reader := host.New(host.Config{Store: st})
+	a := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2})
+	defer a.Close()
+	c := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2})
+	defer c.Close()
+	s := &stream{w: w, bus: bus, id: "answer"}
+	s.chunk(t, "Let me run ")
+	cl := watch(t, a, w.ws, w.sid, nil)
+	s.chunk(t, "the tests.")
+	cl.drain(w.ver)
+	pos := protocol.Position{Epoch: a.streamEpochFor(t, w.ws, w.sid), Version: cl.pos}
+	_ = cl.c.CloseNow()
+
+	// Away: the agent asks for an approval; no message version moves.
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	if err := st.Update(ctx, func(tx host.Tx) error {
+		return tx.InsertInteraction(ctx, host.Interaction{WorkspaceID: w.ws, SessionID: w.sid, TurnID: w.turn,
+			RequestID: "req-away", RootSessionID: w.sid, Kind: host.InteractionApproval, Title: "run the tests?",
+			State: host.InteractionPending, CreatedAt: now, UpdatedAt: now})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = bus.Publish(ctx, []host.Fact{{WorkspaceID: w.ws, Kind: host.FactInteractionTreeDirty, SessionID: w.sid, TurnID: w.turn}})
+
+	res, err := subscribeErr(t, c, SubscribeRequest{Workspace: w.ws, Topic: TopicSession, SessionID: w.sid, Position: &pos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Recovered || res.Changes == nil {
+		t.Fatalf("resume on hub C: %+v, want recovered with changes", res)
+	}
+	tree := res.Changes.InteractionTree
+	if tree == nil || len(tree.Interactions) != 1 || tree.Interactions[0].RequestID != "req-away" {
+		t.Fatalf("changes.interactionTree = %+v, want the approval asked while away", tree)
+	}
+	if p := res.Changes.Presence; p == nil || p.SessionID != w.sid {
+		t.Fatalf("changes.presence = %+v, want the session's", p)
+	}
+}

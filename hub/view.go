@@ -163,15 +163,20 @@ func (t *topic) sessionSnapshotLocked() (protocol.SessionSnapshot, error) {
 		w := protocol.FromAgentInfo(*a)
 		agent = &w
 	}
-	var goal *protocol.GoalState
-	if sv.goal != nil {
-		g := protocol.FromGoalState(*sv.goal)
-		goal = &g
-	}
 	return protocol.SessionSnapshot{Session: protocol.FromSession(*sv.session), Turns: nonNil(protocol.FromTurns(sv.turns)),
 		TurnsHasMore: sv.turnsMore, Messages: protocol.FromMessages(sv.messagesAfter(-1)), MessagesHasMore: sv.msgsMore,
 		InteractionTree: sv.tree, Interactions: nonNil(protocol.FromInteractions(sv.history)), Presence: t.presenceLocked(),
-		Agent: agent, Goal: goal, Queue: sv.queue}, nil
+		Agent: agent, Goal: t.goalLocked(), Queue: sv.queue}, nil
+}
+
+// goalLocked is the session's goal as the wire carries it (nil: it never
+// had one). Caller holds mu.
+func (t *topic) goalLocked() *protocol.GoalState {
+	if t.sv.goal == nil {
+		return nil
+	}
+	g := protocol.FromGoalState(*t.sv.goal)
+	return &g
 }
 
 // AgentReader (Config.Agent) says what the agent attests now (the Host

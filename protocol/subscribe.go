@@ -18,13 +18,20 @@ type Position struct {
 }
 
 // SessionChanges is what a recovery from a position carries besides the
-// replayed events: the current session and turn window (latest-wins state
-// the position does not order) and, when the missed messages are not
-// replayed as events, every message changed after the position, complete.
+// replayed events: the current session and turn window, the execution
+// tree's interactions, presence, goal and queue (latest-wins state the
+// position does not order: another replica emitted their events in
+// another order, or while the client was away) and, when the missed
+// messages are not replayed as events, every message changed after the
+// position, complete.
 type SessionChanges struct {
-	Session  Session   `json:"session"`
-	Turns    []Turn    `json:"turns"`
-	Messages []Message `json:"messages"`
+	Session         Session              `json:"session"`
+	Turns           []Turn               `json:"turns"`
+	Messages        []Message            `json:"messages"`
+	InteractionTree *InteractionSnapshot `json:"interactionTree,omitempty"`
+	Presence        *Presence            `json:"presence,omitempty"`
+	Goal            *GoalState           `json:"goal,omitempty"`
+	Queue           *QueueState          `json:"queue,omitempty"`
 }
 
 // SubscribeResult answers subscribe. Recovered: the client's state is

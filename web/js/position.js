@@ -31,9 +31,10 @@ export function withPosition(input, pos) {
 }
 
 // applyChanges applies the `changes` of a recovered subscribe (the current
-// session and turn window, and complete messages changed after the
-// position) through the store's own event handling, as latest-wins
-// updates. Returns whether anything was applied.
+// session and turn window, the interaction tree, presence, goal and queue,
+// and complete messages changed after the position) through the store's
+// own event handling, as latest-wins updates. Returns whether anything was
+// applied.
 export function applyChanges(applyEvent, state, changes) {
   if (!changes) return false;
   let any = false;
@@ -44,5 +45,9 @@ export function applyChanges(applyEvent, state, changes) {
   for (const message of Array.isArray(changes.messages) ? changes.messages : []) {
     any = applyEvent(state, 'message_update', { message }) || any;
   }
+  if (changes.interactionTree) any = applyEvent(state, 'interaction_snapshot', changes.interactionTree) || any;
+  if (changes.presence) any = applyEvent(state, 'presence', changes.presence) || any;
+  if (changes.goal) any = applyEvent(state, 'goal_state', changes.goal) || any;
+  if (changes.queue) any = applyEvent(state, 'queue', changes.queue) || any;
   return any;
 }

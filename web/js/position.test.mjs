@@ -36,3 +36,16 @@ test('recovered changes apply as latest-wins updates, in order', () => {
   assert.deepEqual(seen.map(([k]) => k), ['session_summary', 'turn_update', 'message_update', 'message_update']);
   assert.equal(applyChanges(apply, {}, null), false);
 });
+
+test('recovered changes bring the tree, presence, goal and queue forward', () => {
+  const seen = [];
+  const apply = (_s, kind, payload) => { seen.push([kind, payload]); return true; };
+  const tree = { rootSessionId: 's', turnId: 't', interactions: [{ requestId: 'req-away', state: 'pending' }] };
+  const presence = { sessionId: 's', watchers: [] };
+  const goal = { objective: 'ship it' };
+  const queue = { sessionId: 's', revision: 3, entries: [] };
+  applyChanges(apply, {}, { session: { id: 's' }, turns: [], messages: [], interactionTree: tree, presence, goal, queue });
+  assert.deepEqual(seen.map(([k]) => k), ['session_summary', 'interaction_snapshot', 'presence', 'goal_state', 'queue']);
+  assert.equal(seen[1][1], tree);
+  assert.equal(seen[4][1], queue);
+});
