@@ -21,6 +21,10 @@ func validPosition(p *protocol.Position, kind topicKind) error {
 	return nil
 }
 
+// catchUpPages bounds the store reads a resume makes to bring a lagging
+// view up to the client's position.
+const catchUpPages = 10
+
 // prepareResume brings the view up to the position and reads from the store
 // what the view's window no longer holds. Caller holds readMu. A nil result
 // with a nil error means "answer with a snapshot".
@@ -29,17 +33,25 @@ func (t *topic) prepareResume(ctx context.Context, v int64) (*host.Changes, erro
 	lastVer, floor := t.sv.lastVer, t.sv.floor
 	_, _, inRing := t.ring.after(v)
 	t.mu.Unlock()
-	if v > lastVer {
+	for page := 0; v > lastVer; page++ {
 		// The client saw a commit this replica's bus has not delivered
-		// yet: catch up from the store, then judge again.
+		// yet: catch up from the store (a read takes msgPage messages),
+		// then judge again; one this far behind gets a snapshot.
+		if page == catchUpPages {
+			return nil, nil
+		}
 		if err := t.refreshSession(ctx, dirtySet{rest: true}); err != nil {
 			return nil, err
 		}
 		t.mu.Lock()
 		lastVer = t.sv.lastVer
+		sess := t.sv.session
 		t.mu.Unlock()
-		if v > lastVer {
-			return nil, host.Errorf(host.CodeInvalidInput, "position version %d is ahead of the session (at %d)", v, lastVer)
+		switch {
+		case sess == nil:
+			return nil, host.Errorf(host.CodeNotFound, "session %s not found", t.sid)
+		case v > sess.MessageVersion:
+			return nil, host.Errorf(host.CodeInvalidInput, "position version %d is ahead of the session (at %d)", v, sess.MessageVersion)
 		}
 	}
 	if inRing || v >= floor {

@@ -282,3 +282,55 @@ func TestResumeFromPositionCarriesTheTree(t *testing.T) {
 		t.Fatalf("changes.presence = %+v, want the session's", p)
 	}
 }
+
+// TestResumeAheadOfALaggingReplica: a position this replica's view has not
+// reached, more than one store read behind (its bus lagged), is caught up
+// page by page and recovered; it is not "ahead of the session".
+func TestResumeAheadOfALaggingReplica(t *testing.T) {
+	st := openSQLite(t)
+	w := newTranscriptWriter(t, st, 3)
+	bus := NewLocalBus()
+	reader := host.New(host.Config{Store: st})
+	c := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2})
+	defer c.Close()
+	s := &stream{w: w, bus: bus, id: "first"}
+	s.chunk(t, "hello")
+	keep := watch(t, c, w.ws, w.sid, nil) // the topic stays loaded at this version
+	keep.drain(w.ver)
+	// msgPage and more new messages committed that this replica's bus
+	// never delivered.
+	ctx := context.Background()
+	for i := range msgPage + 100 {
+		w.clock = w.clock.Add(time.Millisecond)
+		ver := w.ver + 1
+		m := host.Message{WorkspaceID: w.ws, SessionID: w.sid, ID: fmt.Sprintf("m%d", i), TurnID: w.turn, Role: host.RoleAgent,
+			Kind: host.KindText, Version: ver, Ordinal: ver, CreatedAt: w.clock, UpdatedAt: w.clock}
+		m.Content.Text = "word"
+		if err := st.Update(ctx, func(tx host.Tx) error {
+			sess, err := tx.Session(ctx, w.ws, w.sid)
+			if err != nil {
+				return err
+			}
+			if err := tx.PutMessage(ctx, m); err != nil {
+				return err
+			}
+			sess.MessageVersion, sess.UpdatedAt = ver, w.clock
+			return tx.UpdateSession(ctx, sess)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		w.ver = ver
+	}
+	pos := protocol.Position{Epoch: c.streamEpochFor(t, w.ws, w.sid), Version: w.ver}
+	res, err := subscribeErr(t, c, SubscribeRequest{Workspace: w.ws, Topic: TopicSession, SessionID: w.sid, Position: &pos})
+	if err != nil {
+		t.Fatalf("resume at the store's head on a lagging replica: %v", err)
+	}
+	if !res.Recovered || res.Position == nil || res.Position.Version != w.ver {
+		t.Fatalf("resume: recovered %v at %+v, want recovered at %d", res.Recovered, res.Position, w.ver)
+	}
+	past := protocol.Position{Epoch: pos.Epoch, Version: w.ver + 1}
+	if _, err := subscribeErr(t, c, SubscribeRequest{Workspace: w.ws, Topic: TopicSession, SessionID: w.sid, Position: &past}); host.CodeOf(err) != host.CodeInvalidInput {
+		t.Fatalf("a position past the store's head: %v, want invalid_input", err)
+	}
+}
