@@ -90,21 +90,29 @@ func subscribeErr(t *testing.T, h *Hub, req SubscribeRequest) (protocol.Subscrib
 	return res, err
 }
 
+// replicaHubs opens a store with one session (a transcript writer on it),
+// a bus and n hubs over them: n replicas. The hubs close with the test.
+func replicaHubs(t *testing.T, n int, seed uint64) (host.Store, *transcriptWriter, *LocalBus, []*Hub) {
+	t.Helper()
+	st := openSQLite(t)
+	w := newTranscriptWriter(t, st, seed)
+	bus := NewLocalBus()
+	reader := host.New(host.Config{Store: st})
+	hubs := make([]*Hub, n)
+	for i := range hubs {
+		hubs[i] = New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2})
+		t.Cleanup(hubs[i].Close)
+	}
+	return st, w, bus, hubs
+}
+
 // TestResumeFromPositionOnAnotherHub: two hubs on one store and one bus are
 // two replicas. A watcher leaves hub A mid-answer and resumes from its
 // position on hub B: from B's ring (B has a watcher) it gets recovered:true
 // and exactly the missing suffix as deltas; on hub C, which has no topic
 // yet, it gets recovered:true with the changed message complete.
 func TestResumeFromPositionOnAnotherHub(t *testing.T) {
-	st := openSQLite(t)
-	w := newTranscriptWriter(t, st, 1)
-	bus := NewLocalBus()
-	reader := host.New(host.Config{Store: st})
-	hubs := make([]*Hub, 3)
-	for i := range hubs {
-		hubs[i] = New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2})
-		defer hubs[i].Close()
-	}
+	_, w, bus, hubs := replicaHubs(t, 3, 1)
 	s := &stream{w: w, bus: bus, id: "answer"}
 	s.chunk(t, "Once ")
 	a := watch(t, hubs[0], w.ws, w.sid, nil)
@@ -239,14 +247,8 @@ func TestRingPositions(t *testing.T) {
 // with a recovery from its position on another hub, in `changes`, as the
 // current state; events only say what changes after the resume.
 func TestResumeFromPositionCarriesTheTree(t *testing.T) {
-	st := openSQLite(t)
-	w := newTranscriptWriter(t, st, 2)
-	bus := NewLocalBus()
-	reader := host.New(host.Config{Store: st})
-	a := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2})
-	defer a.Close()
-	c := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2})
-	defer c.Close()
+	st, w, bus, hubs := replicaHubs(t, 2, 2)
+	a, c := hubs[0], hubs[1]
 	s := &stream{w: w, bus: bus, id: "answer"}
 	s.chunk(t, "Let me run ")
 	cl := watch(t, a, w.ws, w.sid, nil)
@@ -287,12 +289,8 @@ func TestResumeFromPositionCarriesTheTree(t *testing.T) {
 // reached, more than one store read behind (its bus lagged), is caught up
 // page by page and recovered; it is not "ahead of the session".
 func TestResumeAheadOfALaggingReplica(t *testing.T) {
-	st := openSQLite(t)
-	w := newTranscriptWriter(t, st, 3)
-	bus := NewLocalBus()
-	reader := host.New(host.Config{Store: st})
-	c := New(Config{Reader: reader, Goals: reader, Queues: reader, Agent: reader, Bus: bus, Workers: 2})
-	defer c.Close()
+	st, w, bus, hubs := replicaHubs(t, 1, 3)
+	c := hubs[0]
 	s := &stream{w: w, bus: bus, id: "first"}
 	s.chunk(t, "hello")
 	keep := watch(t, c, w.ws, w.sid, nil) // the topic stays loaded at this version
