@@ -53,6 +53,7 @@ func Scenarios() []Scenario {
 		InlinePublishBeforeCommitReturns,
 		OutputFinalWithSettlement,
 		OutputSettlementReadFails,
+		OutputRefusalKeepsTheTerminal,
 		ReservedIDSpace,
 		CreateRetryNeverInvisible,
 		LostAdmissionAck,
