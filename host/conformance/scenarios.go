@@ -59,6 +59,7 @@ func Scenarios() []Scenario {
 		LostAdmissionAck,
 		LostWarmAdmissionAck,
 		LostWarmAdmissionAckReconciled,
+		CancelUnsentPrompt,
 		QueuedTurnRedriven,
 		BeforeDispatchRetryable,
 		FollowUpSurvivesTransientFailure,
