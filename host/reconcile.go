@@ -332,6 +332,25 @@ func (h *Host) sendUnsent(ctx context.Context, t Turn) (out Turn, sent bool, err
 		h.work.release(t.ID)
 		return t, true, err
 	}
+	// The Turn as it stands now, not as the caller's list had it: one
+	// cancelled since is settled canceled instead of sent (it never was,
+	// so the outcome is exact, as for a queued Turn).
+	cur, err := h.store.GetTurn(ctx, t.WorkspaceID, t.SessionID, t.ID)
+	if err != nil {
+		return retry(err)
+	}
+	if cur.Settled() || cur.CancelRequested {
+		out, err := cur, error(nil)
+		if !cur.Settled() {
+			ref := TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
+			if out, err = h.settle(ctx, ref, Terminal{Outcome: OutcomeCanceled}, ""); err != nil {
+				return retry(err)
+			}
+		}
+		h.work.release(t.ID)
+		return out, true, nil
+	}
+	t = cur
 	// It was admitted to this replica's live provider session; send it
 	// only while both still hold (otherwise it stays for the
 	// reconciler's unknown outcome, as a Turn whose sending is unknown).

@@ -314,7 +314,10 @@ func (k *turnSink) Terminal(ctx context.Context, term Terminal) error {
 		// terminal for the reconciler), and after an ambiguous commit of
 		// the joint transaction both find the Turn settled.
 	}
-	if err := k.flush(ctx); err != nil && !errors.Is(err, errTurnSettled) {
+	// Output refused for good is reported already and must not keep the
+	// Turn open: the runtime forgets a Turn after its terminal, so a
+	// terminal returned with that refusal would never come again.
+	if err := k.flushFirst(ctx); err != nil {
 		return err
 	}
 	out, err := k.settleWithOutput(ctx, term, nil)

@@ -196,6 +196,32 @@ var LostWarmAdmissionAckReconciled = Scenario{"faults/lost_warm_admission_ack_is
 	}
 }}
 
+// A prompt admitted to a live agent session whose admission's
+// acknowledgement was lost is sent by the next retry or reconciler pass;
+// cancelled before that, it is settled canceled and never sent.
+var CancelUnsentPrompt = Scenario{"faults/cancel_of_an_unsent_prompt_never_sends_it", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	s := f.createEmpty()
+	f.waitSettled(f.mustSend(s.ID, "cu-0", "/sim words=1"))
+	f.store.failClaimReads.Store(2) // the confirmation and the claim's replay
+	f.store.onCommitted(firstOnly())
+	_, err := f.send(s.ID, "cu-1", "/sim words=3")
+	f.store.onCommitted(nil)
+	wantCode(t, err, host.CodeUnavailable)
+	tr := f.turnsWithSubmitID(s.ID, "cu-1")[0]
+	if _, err := f.host.CancelTurn(ctx, host.CancelInput{WorkspaceID: ws, SessionID: s.ID, TurnID: tr.ID, Wait: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	done := f.waitSettled(tr)
+	if done.Outcome != host.OutcomeCanceled {
+		t.Fatalf("turn: %+v, want canceled", done)
+	}
+	if n := f.runtime.dispatches.Load(); n != 1 {
+		t.Fatalf("the agent received %d prompts, want 1: the cancelled one was never to be sent", n)
+	}
+	f.expectBusy(s.ID, false)
+}}
+
 func (s *faultStore) GetClaim(ctx context.Context, ws, clientSubmitID string) (host.SubmitClaim, error) {
 	if s.failClaimReads.Add(-1) >= 0 {
 		return host.SubmitClaim{}, fmt.Errorf("conformance: store unreachable: %w", host.ErrUnavailable)

@@ -37,6 +37,11 @@ type scriptRuntime struct {
 	// as an agent's words that arrive while the acceptance reads the Turn,
 	// and the terminal too when that is all of them.
 	more int
+	// pastRefusals: an output the Host refuses for good does not end the
+	// stream; the rest and the terminal follow (as the ACP adapter does).
+	pastRefusals bool
+	// terminalErr is what the terminal's report returned.
+	terminalErr error
 
 	wg sync.WaitGroup // the streaming goroutines this runtime owns
 	mu sync.Mutex
@@ -108,7 +113,9 @@ func (r *scriptRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 				r.mu.Lock()
 				r.stopped = fmt.Errorf("output %d: %w", ev.Seq, err)
 				r.mu.Unlock()
-				return
+				if !r.pastRefusals {
+					return
+				}
 			}
 			if r.afterOutput != nil {
 				r.afterOutput(req.Ref, r.events[:i+1])
@@ -120,7 +127,10 @@ func (r *scriptRuntime) Dispatch(ctx context.Context, req host.DispatchRequest, 
 		if r.sentAll != nil {
 			close(r.sentAll)
 		}
-		_ = retrySink(func() error { return sink.Terminal(ctx, host.Terminal{Outcome: host.OutcomeCompleted}) })
+		err := retrySink(func() error { return sink.Terminal(ctx, host.Terminal{Outcome: host.OutcomeCompleted}) })
+		r.mu.Lock()
+		r.terminalErr = err
+		r.mu.Unlock()
 	}()
 	return nil
 }
@@ -795,6 +805,33 @@ var OutputSettlementReadFails = Scenario{"output/settlement_fails_when_a_message
 	if n := f.store.failMessageReads.Load(); n >= 1 {
 		t.Fatalf("the settlement never read the open message (fault still armed: %d)", n)
 	}
+	f.expectNoStreaming(s.ID)
+}}
+
+// OutputRefusalKeepsTheTerminal: output the Host refuses for good (here a
+// gap in the sequence) is reported and dropped; it does not keep the
+// terminal from settling the Turn, which would otherwise stay unsettled,
+// its session busy, with no runtime left to report it again.
+var OutputRefusalKeepsTheTerminal = Scenario{"output/refused_output_does_not_strand_the_terminal", func(t *testing.T, d Driver) {
+	f := newFixture(t, d)
+	rt := &scriptRuntime{pastRefusals: true, events: []host.OutputEvent{
+		{Seq: 1, Key: "text-1", Kind: host.KindText, Text: "first "},
+		{Seq: 3, Key: "text-1", Kind: host.KindText, Text: "after a gap"},
+	}}
+	f.useScript(rt)
+	s := f.createEmpty()
+	tr := f.waitSettled(f.mustSend(s.ID, "gap-1", "go"))
+	if tr.Outcome != host.OutcomeCompleted {
+		t.Fatalf("turn: %+v", tr)
+	}
+	rt.wg.Wait()
+	rt.mu.Lock()
+	terr := rt.terminalErr
+	rt.mu.Unlock()
+	if terr != nil {
+		t.Fatalf("terminal: %v", terr)
+	}
+	f.expectBusy(s.ID, false)
 	f.expectNoStreaming(s.ID)
 }}
 
