@@ -203,6 +203,9 @@ var CancelUnsentPrompt = Scenario{"faults/cancel_of_an_unsent_prompt_never_sends
 	f := newFixture(t, d)
 	s := f.createEmpty()
 	f.waitSettled(f.mustSend(s.ID, "cu-0", "/sim words=1"))
+	// No reconciler pass of its own: one between the lost admission and
+	// the cancel would send the prompt before it was cancelled.
+	f.stopOps()
 	f.store.failClaimReads.Store(2) // the confirmation and the claim's replay
 	f.store.onCommitted(firstOnly())
 	_, err := f.send(s.ID, "cu-1", "/sim words=3")
