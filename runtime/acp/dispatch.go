@@ -30,6 +30,7 @@ type turn struct {
 
 	released    chan struct{} // closed when the fence is released (endTurn)
 	releaseOnce sync.Once
+	cancelOnce  sync.Once // a Host cancel's repeats (Runtime.Cancel)
 
 	written    <-chan struct{}
 	evidence   chan struct{} // closed on the agent's first update or request for this prompt

@@ -235,7 +235,27 @@ func (r *Runtime) Cancel(ctx context.Context, ref host.TurnRef) (host.CancelRepo
 	if err != nil {
 		return host.CancelReport{}, fmt.Errorf("acp: session/cancel: %w", err)
 	}
+	// Written is not received: an agent may drop a cancel it reads before
+	// its prompt handler registered the prompt (cancelUntilDone), and the
+	// Host stops asking once this is confirmed. So it is repeated until
+	// the prompt is over.
+	t.cancelOnce.Do(func() { r.goOwned(func() { c.cancelUntilDone(t) }) })
 	return host.CancelReport{Confirmed: true}, nil
+}
+
+// goOwned runs f in a goroutine Shutdown waits for, unless Shutdown has
+// begun (the closed check and the Add under one lock, as for a dial).
+func (r *Runtime) goOwned(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		f()
+	}()
 }
 
 // Release forgets the live provider session here. A prompt still running

@@ -914,3 +914,32 @@ func TestAnswerDuringTheAcceptanceGoesWithIt(t *testing.T) {
 		t.Fatalf("answer %q: %d words, want 3", text.String(), n)
 	}
 }
+
+// TestCancelRepeatsWhenTheAgentLostIt: a Host cancel is confirmed once
+// written, and the Host stops asking then; an agent that dropped it (read
+// before its prompt handler registered the prompt) still gets the prompt
+// cancelled, because the runtime repeats it until the prompt is over.
+func TestCancelRepeatsWhenTheAgentLostIt(t *testing.T) {
+	rt := acp.New(acp.Config{Name: sim.Name, Simulated: true, Cwd: t.TempDir(), Logger: quietLogger(),
+		Dial: func(ctx context.Context) (io.ReadWriteCloser, error) {
+			rwc, err := sim.Dial(sim.Options{Rate: time.Millisecond, Logger: quietLogger()})(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &dropFirstCancel{ReadWriteCloser: rwc}, nil
+		}})
+	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	st := start(t, rt, "s1", "")
+	sink := newSink(t)
+	if err := dispatch(rt, ref("s1", "t1"), st.ProviderSessionID, "/sim hang", sink); err != nil {
+		t.Fatalf("dispatch: %v", err)
+	}
+	sink.waitOutput(wait, func(ev host.OutputEvent) bool { return strings.Contains(ev.Text, "hanging") })
+	rep, err := rt.Cancel(context.Background(), ref("s1", "t1"))
+	if err != nil || !rep.Confirmed {
+		t.Fatalf("cancel = %+v, %v", rep, err)
+	}
+	if term := sink.waitTerminal(wait); term.Outcome != host.OutcomeCanceled {
+		t.Fatalf("terminal = %+v, want canceled", term)
+	}
+}
