@@ -85,6 +85,10 @@ type Bus struct {
 	next   uint64
 	subs   map[string]map[uint64]func([]host.Fact)
 	closed bool
+	// confirmed: workspaces Redis confirmed on the current connection; a
+	// subscriber joining one gets its own resync (the confirmation's went
+	// to the subscribers before it).
+	confirmed map[string]bool
 
 	psMu       sync.Mutex // ps, subscribed
 	ps         *redis.PubSub
@@ -129,7 +133,7 @@ func New(rdb *redis.Client, opts Options) *Bus {
 	b := &Bus{
 		rdb: rdb, opts: opts, log: opts.Logger, id: host.RandomID("bus"),
 		ctx: ctx, cancel: cancel,
-		subs: map[string]map[uint64]func([]host.Fact){}, subscribed: map[string]bool{},
+		subs: map[string]map[uint64]func([]host.Fact){}, subscribed: map[string]bool{}, confirmed: map[string]bool{},
 		kick: make(chan struct{}, 1),
 	}
 	b.ps = rdb.Subscribe(ctx) // no channel yet: connects lazily
@@ -258,6 +262,17 @@ func (b *Bus) Subscribe(ws string, fn func([]host.Fact)) func() {
 		b.subs[ws] = m
 	}
 	m[id] = fn
+	if b.confirmed[ws] {
+		// Redis confirmed this workspace before fn joined: fn gets the
+		// resync every subscriber is promised, from a goroutine Close
+		// waits for (Subscribe never calls fn itself).
+		b.stats.resyncs.Add(1)
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			fn([]host.Fact{{WorkspaceID: ws, Kind: host.FactResync}})
+		}()
+	}
 	b.mu.Unlock()
 	b.kickReconcile()
 	var once sync.Once
@@ -389,6 +404,10 @@ func (b *Bus) receive() {
 			}
 			if fails == 0 {
 				b.log.Warn("redis subscription lost; reconnecting", "err", err)
+				// Confirmed again (and resynced) on the new connection.
+				b.mu.Lock()
+				clear(b.confirmed)
+				b.mu.Unlock()
 			}
 			fails++
 			b.sleep(backoff(fails))
@@ -402,10 +421,18 @@ func (b *Bus) receive() {
 		b.lastRx.Store(time.Now().UnixNano())
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind != "subscribe" {
+			ws, ok := b.workspaceOf(m.Channel)
+			if !ok || m.Kind != "subscribe" && m.Kind != "unsubscribe" {
 				continue
 			}
-			if ws, ok := b.workspaceOf(m.Channel); ok {
+			b.mu.Lock()
+			if m.Kind == "subscribe" {
+				b.confirmed[ws] = true
+			} else {
+				delete(b.confirmed, ws)
+			}
+			b.mu.Unlock()
+			if m.Kind == "subscribe" {
 				b.Resync(ws)
 			}
 		case *redis.Message:

@@ -263,6 +263,21 @@ func TestSubscribesOnlyWhileWatched(t *testing.T) {
 	r3.waitFor(t, "resync on the new subscription", 1, isResync)
 }
 
+// TestLateSubscriberGetsAResync: a subscriber that joins a workspace
+// whose Redis subscription is already confirmed gets a resync of its own,
+// as every subscriber is promised (the confirmation's went to the ones
+// before it).
+func TestLateSubscriberGetsAResync(t *testing.T) {
+	url := redisURL(t)
+	b := newBus(t, url, prefix(), "late")
+	early := newRecorder()
+	defer b.Subscribe("w1", early.fn)()
+	early.waitFor(t, "resync on the first subscription", 1, isResync)
+	late := newRecorder()
+	defer b.Subscribe("w1", late.fn)()
+	late.waitFor(t, "resync for the subscriber that joined after the confirmation", 1, isResync)
+}
+
 // killPubSub closes the pub/sub connection of the client named name, the
 // way a Redis failover or a network blip would.
 func killPubSub(t *testing.T, admin *redis.Client, name string) {
