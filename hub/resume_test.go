@@ -40,6 +40,17 @@ func (s *stream) chunk(t testing.TB, text string) {
 		mm := m
 		ch = host.MessageChange{Message: &mm}
 	}
+	w.put(t, m)
+	w.msgs[s.id] = m
+	d := host.TranscriptDelta{FromVersion: ver - 1, ToVersion: ver, At: w.clock, Messages: []host.MessageChange{ch}}
+	_ = s.bus.Publish(context.Background(), []host.Fact{{WorkspaceID: w.ws, Kind: host.FactTranscriptAppended, SessionID: w.sid, Version: ver, Delta: &d}})
+}
+
+// put writes m (at the session's next version, m.Version) and moves the
+// session's message version to it, in one transaction; nothing is
+// published.
+func (w *transcriptWriter) put(t testing.TB, m host.Message) {
+	t.Helper()
 	ctx := context.Background()
 	if err := w.st.Update(ctx, func(tx host.Tx) error {
 		sess, err := tx.Session(ctx, w.ws, w.sid)
@@ -49,14 +60,12 @@ func (s *stream) chunk(t testing.TB, text string) {
 		if err := tx.PutMessage(ctx, m); err != nil {
 			return err
 		}
-		sess.MessageVersion, sess.UpdatedAt = ver, w.clock
+		sess.MessageVersion, sess.UpdatedAt = m.Version, w.clock
 		return tx.UpdateSession(ctx, sess)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	w.msgs[s.id], w.ver = m, ver
-	d := host.TranscriptDelta{FromVersion: ver - 1, ToVersion: ver, At: w.clock, Messages: []host.MessageChange{ch}}
-	_ = s.bus.Publish(ctx, []host.Fact{{WorkspaceID: w.ws, Kind: host.FactTranscriptAppended, SessionID: w.sid, Version: ver, Delta: &d}})
+	w.ver = m.Version
 }
 
 // drain applies frames until the client's position reaches ver and returns
@@ -289,7 +298,7 @@ func TestResumeFromPositionCarriesTheTree(t *testing.T) {
 // reached, more than one store read behind (its bus lagged), is caught up
 // page by page and recovered; it is not "ahead of the session".
 func TestResumeAheadOfALaggingReplica(t *testing.T) {
-	st, w, bus, hubs := replicaHubs(t, 1, 3)
+	_, w, bus, hubs := replicaHubs(t, 1, 3)
 	c := hubs[0]
 	s := &stream{w: w, bus: bus, id: "first"}
 	s.chunk(t, "hello")
@@ -297,27 +306,13 @@ func TestResumeAheadOfALaggingReplica(t *testing.T) {
 	keep.drain(w.ver)
 	// msgPage and more new messages committed that this replica's bus
 	// never delivered.
-	ctx := context.Background()
 	for i := range msgPage + 100 {
 		w.clock = w.clock.Add(time.Millisecond)
 		ver := w.ver + 1
 		m := host.Message{WorkspaceID: w.ws, SessionID: w.sid, ID: fmt.Sprintf("m%d", i), TurnID: w.turn, Role: host.RoleAgent,
 			Kind: host.KindText, Version: ver, Ordinal: ver, CreatedAt: w.clock, UpdatedAt: w.clock}
 		m.Content.Text = "word"
-		if err := st.Update(ctx, func(tx host.Tx) error {
-			sess, err := tx.Session(ctx, w.ws, w.sid)
-			if err != nil {
-				return err
-			}
-			if err := tx.PutMessage(ctx, m); err != nil {
-				return err
-			}
-			sess.MessageVersion, sess.UpdatedAt = ver, w.clock
-			return tx.UpdateSession(ctx, sess)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		w.ver = ver
+		w.put(t, m)
 	}
 	pos := protocol.Position{Epoch: c.streamEpochFor(t, w.ws, w.sid), Version: w.ver}
 	res, err := subscribeErr(t, c, SubscribeRequest{Workspace: w.ws, Topic: TopicSession, SessionID: w.sid, Position: &pos})

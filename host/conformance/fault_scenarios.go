@@ -183,13 +183,7 @@ var LostWarmAdmissionAckReconciled = Scenario{"faults/lost_warm_admission_ack_is
 	f := newFixture(t, d)
 	s := f.createEmpty()
 	f.waitSettled(f.mustSend(s.ID, "lw-0", "/sim words=1"))
-	f.store.failClaimReads.Store(2) // the confirmation and the claim's replay
-	f.store.onCommitted(firstOnly())
-	_, err := f.send(s.ID, "lw-2", "/sim words=3")
-	f.store.onCommitted(nil)
-	wantCode(t, err, host.CodeUnavailable)
-	tr := f.turnsWithSubmitID(s.ID, "lw-2")[0]
-	done := f.waitSettled(tr)
+	done := f.waitSettled(f.loseWarmAdmissionAck(s.ID, "lw-2", "/sim words=3"))
 	f.expectTurn(s.ID, done.ID, host.PhaseSettled, host.OutcomeCompleted, "")
 	if n := f.runtime.dispatches.Load(); n != 2 {
 		t.Fatalf("the agent received %d prompts, want 2", n)
@@ -206,12 +200,7 @@ var CancelUnsentPrompt = Scenario{"faults/cancel_of_an_unsent_prompt_never_sends
 	// No reconciler pass of its own: one between the lost admission and
 	// the cancel would send the prompt before it was cancelled.
 	f.stopOps()
-	f.store.failClaimReads.Store(2) // the confirmation and the claim's replay
-	f.store.onCommitted(firstOnly())
-	_, err := f.send(s.ID, "cu-1", "/sim words=3")
-	f.store.onCommitted(nil)
-	wantCode(t, err, host.CodeUnavailable)
-	tr := f.turnsWithSubmitID(s.ID, "cu-1")[0]
+	tr := f.loseWarmAdmissionAck(s.ID, "cu-1", "/sim words=3")
 	if _, err := f.host.CancelTurn(ctx, host.CancelInput{WorkspaceID: ws, SessionID: s.ID, TurnID: tr.ID, Wait: 10 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -224,6 +213,20 @@ var CancelUnsentPrompt = Scenario{"faults/cancel_of_an_unsent_prompt_never_sends
 	}
 	f.expectBusy(s.ID, false)
 }}
+
+// loseWarmAdmissionAck submits to a session whose agent is live with the
+// admission's acknowledgement lost and its claim unreadable for the
+// confirmation and the replay: the submit answers unavailable and the Turn,
+// admitted dispatched, is left unsent. It returns that Turn.
+func (f *fixture) loseWarmAdmissionAck(sessionID, id, text string) host.Turn {
+	f.t.Helper()
+	f.store.failClaimReads.Store(2) // the confirmation and the claim's replay
+	f.store.onCommitted(firstOnly())
+	_, err := f.send(sessionID, id, text)
+	f.store.onCommitted(nil)
+	wantCode(f.t, err, host.CodeUnavailable)
+	return f.turnsWithSubmitID(sessionID, id)[0]
+}
 
 func (s *faultStore) GetClaim(ctx context.Context, ws, clientSubmitID string) (host.SubmitClaim, error) {
 	if s.failClaimReads.Add(-1) >= 0 {
