@@ -185,8 +185,11 @@ var (
 )
 
 // purgeLockKey is the advisory lock that lets one replica at a time run
-// trash retention ("ensemble-trash-purge" folded to 64 bits).
-const purgeLockKey int64 = 0x656e7370757267 // "enspurg"
+// trash retention, one per schema (the first on the connection's
+// search_path, as migrationLockID): advisory locks are database-wide, and
+// deployments, or tests, in other schemas of one database purge their own
+// trash.
+const purgeLockKey = `hashtextextended('ensemble trash purge' || current_schema(), 0)`
 
 // TryPurgeLock takes the session-level advisory lock on a dedicated pooled
 // connection; release unlocks it and returns the connection. A replica
@@ -201,7 +204,7 @@ func (s *Store) TryPurgeLock(ctx context.Context) (func(), bool, error) {
 		return nil, false, classify("purge lock", err)
 	}
 	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, purgeLockKey).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+purgeLockKey+`)`).Scan(&ok); err != nil {
 		conn.Release()
 		return nil, false, classify("purge lock", err)
 	}
@@ -212,7 +215,7 @@ func (s *Store) TryPurgeLock(ctx context.Context) (func(), bool, error) {
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, purgeLockKey); err != nil {
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(`+purgeLockKey+`)`); err != nil {
 			// The lock must not outlive this pass on a pooled connection.
 			_ = conn.Conn().Close(ctx)
 		}

@@ -36,6 +36,26 @@ func TestPurgeLockOneReplicaAtATime(t *testing.T) {
 	release2()
 }
 
+// The purge lock is one per schema: a replica of a deployment in another
+// schema of the same database (or a test running beside this one) takes
+// its own while this one is held.
+func TestPurgeLockIsPerSchema(t *testing.T) {
+	urlA, _ := testSchema(t)
+	urlB, _ := testSchema(t)
+	a, b := openTest(t, urlA, Options{}), openTest(t, urlB, Options{})
+	ctx := context.Background()
+	release, ok, err := a.TryPurgeLock(ctx)
+	if err != nil || !ok {
+		t.Fatalf("lock in schema A: ok=%v err=%v", ok, err)
+	}
+	defer release()
+	releaseB, ok, err := b.TryPurgeLock(ctx)
+	if err != nil || !ok {
+		t.Fatalf("schema B's purge waited for schema A's: ok=%v err=%v", ok, err)
+	}
+	releaseB()
+}
+
 // Two replicas run a retention pass over the same trees at the same time
 // (without the purge lock, to prove the per-tree fence alone suffices):
 // every tree is purged exactly once, by one of them.
