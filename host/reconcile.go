@@ -339,16 +339,15 @@ func (h *Host) sendUnsent(ctx context.Context, t Turn) (out Turn, sent bool, err
 	if err != nil {
 		return retry(err)
 	}
-	if cur.Settled() || cur.CancelRequested {
-		out, err := cur, error(nil)
-		if !cur.Settled() {
-			ref := TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
-			if out, err = h.settle(ctx, ref, Terminal{Outcome: OutcomeCanceled}, ""); err != nil {
-				return retry(err)
-			}
+	if !cur.Settled() && cur.CancelRequested {
+		ref := TurnRef{WorkspaceID: t.WorkspaceID, SessionID: t.SessionID, TurnID: t.ID}
+		if cur, err = h.settle(ctx, ref, Terminal{Outcome: OutcomeCanceled}, ""); err != nil {
+			return retry(err)
 		}
+	}
+	if cur.Settled() {
 		h.work.release(t.ID)
-		return out, true, nil
+		return cur, true, nil
 	}
 	t = cur
 	// It was admitted to this replica's live provider session; send it

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -35,7 +36,12 @@ func (h *Host) RelayOnce(ctx context.Context) error {
 		if err != nil || len(rows) == 0 {
 			return err
 		}
-		ids := rowIDs(rows)
+		// A row's facts share its id and come together: each row once.
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		ids = slices.Compact(ids)
 		facts := h.pub.undelivered(rows)
 		if h.pub.observer != nil && len(facts) > 0 {
 			if err := h.pub.observer.Publish(ctx, dedupeFacts(facts)); err != nil {
@@ -49,16 +55,4 @@ func (h *Host) RelayOnce(ctx context.Context) error {
 			return nil
 		}
 	}
-}
-
-// rowIDs lists the outbox rows of facts once each: a row's facts share its
-// id and come together.
-func rowIDs(rows []OutboxRow) []int64 {
-	ids := make([]int64, 0, len(rows))
-	for _, r := range rows {
-		if len(ids) == 0 || ids[len(ids)-1] != r.ID {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids
 }
